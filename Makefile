@@ -1,0 +1,30 @@
+# Set-up and the two jobs of the README: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup demo test virtuoso bench-quick
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Debian's Virtuoso, for the SPARQL-endpoint store and its tests.
+virtuoso:
+	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || \
+	  ( $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q virtuoso-opensource-7-bin )
+
+# The main job on the embedded store.
+demo: setup
+	$(VENV)/bin/kgqa demo
+
+# Every test, against real Oxigraph, Virtuoso and FalkorDB (Bolt) stores.
+test: setup virtuoso
+	$(PY) -m pytest -q
+
+bench-quick: setup
+	$(PY) -m benchmarks retrieval --quick

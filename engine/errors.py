@@ -1,0 +1,45 @@
+"""One exception hierarchy for the whole engine.
+
+Every error names the input at fault and says what to do; callers catch ``KGQAError``.
+Wrapped exceptions are always re-raised ``from`` the original.
+"""
+from __future__ import annotations
+
+
+class KGQAError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+
+class InvalidIdentifierError(KGQAError, ValueError):
+    """A relation name or node id that may not enter a query."""
+
+
+class InvalidInputError(KGQAError, ValueError):
+    """An argument of an operation that is out of range or of the wrong shape."""
+
+
+class ParseError(KGQAError, ValueError):
+    """A malformed line of an input file (carries the file and line number)."""
+
+    def __init__(self, message: str, *, source: str = "", line: int = 0) -> None:
+        where = f"{source}:{line}: " if source else (f"line {line}: " if line else "")
+        super().__init__(where + message)
+        self.source = source
+        self.line = line
+        self.reason = message
+
+
+class StoreError(KGQAError):
+    """The store failed to run an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached (server down, wrong URI, wrong credentials)."""
+
+
+class ReadOnlyViolationError(KGQAError, PermissionError):
+    """``query`` was handed something that would write to the store."""
+
+
+class UnsupportedOperationError(KGQAError, NotImplementedError):
+    """The store cannot carry out this operation."""

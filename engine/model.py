@@ -1,0 +1,282 @@
+"""The data model and the result types every store returns.
+
+A node is an entity id (``str``) or a typed ``Literal``. Results are frozen dataclasses that
+turn into plain JSON with :func:`to_json`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Union
+
+from engine.errors import InvalidInputError
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+XSD_STRING = XSD + "string"
+
+NAME_RELATION = "type.object.name"
+TYPE_RELATION = "type.object.type"
+
+_DATE_PATTERNS = {
+    "date": re.compile(r"-?\d{4,}-\d{2}-\d{2}(Z|[+-]\d{2}:\d{2})?"),
+    "gYear": re.compile(r"-?\d{4,}(Z|[+-]\d{2}:\d{2})?"),
+    "gYearMonth": re.compile(r"-?\d{4,}-\d{2}(Z|[+-]\d{2}:\d{2})?"),
+    "dateTime": re.compile(r"-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?"),
+}
+_LANG = re.compile(r"[a-zA-Z]{1,8}(-[a-zA-Z0-9]{1,8})*")
+
+
+def _canonical_lexical(value: str, datatype: str) -> str:
+    """The canonical lexical form of a typed value; raises ValueError when it is ill-typed."""
+    local = datatype[len(XSD):] if datatype.startswith(XSD) else None
+    if local in ("integer", "int", "long", "short", "nonNegativeInteger", "positiveInteger"):
+        return str(int(value.strip()))
+    if local == "decimal":
+        number = Decimal(value.strip())
+        if not number.is_finite():
+            raise ValueError(value)
+        text = format(number.normalize(), "f")
+        return "0" if text in ("-0", "0") else text
+    if local in ("float", "double"):
+        number = float(value.strip())
+        if math.isnan(number) or math.isinf(number):
+            raise ValueError(value)
+        if number.is_integer() and abs(number) < 1e16:
+            return str(int(number))
+        return repr(number)
+    if local == "boolean":
+        lowered = value.strip().lower()
+        if lowered in ("true", "1"):
+            return "true"
+        if lowered in ("false", "0"):
+            return "false"
+        raise ValueError(value)
+    if local in _DATE_PATTERNS:
+        if not _DATE_PATTERNS[local].fullmatch(value.strip()):
+            raise ValueError(value)
+        return value.strip()
+    return value
+
+
+@dataclass(frozen=True, order=True)
+class Literal:
+    """A literal: a lexical form with an optional datatype IRI or language tag.
+
+    ``datatype`` is None for plain strings (xsd:string); ``lang`` is set only for
+    language-tagged strings. Construct through :meth:`make` to get canonical forms.
+    """
+
+    value: str
+    datatype: str | None = None
+    lang: str | None = None
+
+    @classmethod
+    def make(cls, value: str, datatype: str | None = None, lang: str | None = None) -> "Literal":
+        if lang:
+            if not _LANG.fullmatch(lang):
+                raise InvalidInputError(f"invalid language tag {lang!r} on literal {value!r}")
+            return cls(value, None, lang.lower())
+        if datatype in (None, "", XSD_STRING, RDF_LANG_STRING):
+            return cls(value, None, None)
+        try:
+            return cls(_canonical_lexical(value, datatype), datatype, None)
+        except (ValueError, InvalidOperation) as e:
+            raise InvalidInputError(f"ill-typed literal {value!r}^^<{datatype}>") from e
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value}
+        if self.datatype:
+            out["datatype"] = self.datatype
+        if self.lang:
+            out["lang"] = self.lang
+        return out
+
+    def __str__(self) -> str:
+        return self.value
+
+
+Term = Union[str, Literal]
+
+
+def term_key(term: Term) -> tuple:
+    """A total order over terms: entities before literals, then by text."""
+    if isinstance(term, Literal):
+        return (1, term.value, term.datatype or "", term.lang or "")
+    return (0, term, "", "")
+
+
+def is_literal(term: Term) -> bool:
+    return isinstance(term, Literal)
+
+
+@dataclass(frozen=True)
+class Triple:
+    """A stored edge in its stored orientation: subject, relation, object."""
+
+    subject: str
+    relation: str
+    object: Term
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One hop as met from ``src``: ``forward`` is True when (src, relation, dst) is stored."""
+
+    src: Term
+    relation: str
+    dst: Term
+    forward: bool
+
+    def triple(self) -> Triple:
+        if self.forward:
+            return Triple(self.src, self.relation, self.dst)  # type: ignore[arg-type]
+        return Triple(self.dst, self.relation, self.src)  # type: ignore[arg-type]
+
+
+def edge_key(edge: Edge) -> tuple:
+    return (term_key(edge.src), edge.relation, term_key(edge.dst), not edge.forward)
+
+
+@dataclass(frozen=True)
+class Path:
+    """A path instance: ``nodes[i] -relations[i]-> nodes[i+1]``, ``forward[i]`` per hop."""
+
+    nodes: tuple[Term, ...]
+    relations: tuple[str, ...]
+    forward: tuple[bool, ...]
+
+    @property
+    def start(self) -> Term:
+        return self.nodes[0]
+
+    @property
+    def end(self) -> Term:
+        return self.nodes[-1]
+
+    def edges(self) -> list[Edge]:
+        return [
+            Edge(self.nodes[i], self.relations[i], self.nodes[i + 1], self.forward[i])
+            for i in range(len(self.relations))
+        ]
+
+
+def path_key(path: Path) -> tuple:
+    return (tuple(term_key(n) for n in path.nodes), path.relations, tuple(not f for f in path.forward))
+
+
+@dataclass(frozen=True)
+class RelationCount:
+    """``count`` edges carrying ``relation`` leave (``out``) or enter (``in``) node ``id``."""
+
+    id: str
+    relation: str
+    direction: str
+    count: int
+
+
+@dataclass(frozen=True)
+class TwoHopRelation:
+    """Relation ``relation`` touches (``direction`` as seen from the middle node) ``count``
+    edges of the nodes reached from ``id`` through ``r1``."""
+
+    id: str
+    r1: str
+    relation: str
+    direction: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RelationsResult:
+    rows: list[RelationCount]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class ExpandResult:
+    edges: list[Edge]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class PathsResult:
+    paths: list[Path]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class SubgraphResult:
+    """Edges (stored orientation, unique) met by a layered BFS, and each node's first layer."""
+
+    edges: list[Triple]
+    depth: dict[Term, int] = field(default_factory=dict)
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class TwoHopResult:
+    rows: list[TwoHopRelation]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[SearchHit]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    triples: int
+    entities: int
+    relations: dict[str, int]
+
+
+@dataclass
+class LoadReport:
+    """What a load did: lines read, triples added, duplicates skipped, lines rejected."""
+
+    read: int = 0
+    loaded: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+    rejects_file: str | None = None
+
+    @property
+    def triples_per_second(self) -> float:
+        return self.read / self.seconds if self.seconds > 0 else 0.0
+
+
+def to_json(value: Any) -> Any:
+    """Turn results (dataclasses, literals, tuples, dicts keyed by terms) into plain JSON."""
+    if isinstance(value, Literal):
+        return value.to_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, LoadReport):
+            out["triples_per_second"] = round(value.triples_per_second, 1)
+        return out
+    if isinstance(value, dict):
+        if any(isinstance(k, Literal) for k in value):
+            return [[to_json(k), to_json(v)] for k, v in value.items()]
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in value]
+    return value

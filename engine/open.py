@@ -1,0 +1,49 @@
+"""Open a store by URI.
+
+| URI | store |
+|---|---|
+| a directory path, ``oxigraph:PATH`` | embedded Oxigraph on disk (the default) |
+| ``memory:`` | embedded Oxigraph in memory |
+| ``http(s)://host:port/sparql`` | Virtuoso or any SPARQL 1.1 endpoint |
+| ``bolt://``, ``bolt+s://``, ``neo4j://``, ``neo4j+s://`` | Neo4j (or another Bolt/Cypher server) |
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine.errors import InvalidInputError
+from engine.store import Store
+
+FREEBASE_NS = "http://rdf.freebase.com/ns/"
+DEFAULT_STORE = os.path.join("kgqa-data", "store")
+BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
+
+
+def open_store(uri: str | None = None, **options: Any) -> Store:
+    """Open the store named by ``uri`` (default: an embedded Oxigraph store in ``kgqa-data/store``).
+
+    Options are passed to the store's constructor (``namespace=`` for RDF stores, ``user=``,
+    ``password=``, ``database=`` for Bolt, ``timeout=`` for remote stores).
+    """
+    uri = uri or os.environ.get("KGQA_STORE") or DEFAULT_STORE
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidInputError(f"invalid store URI {uri!r}: give a directory, memory:, http(s)://… or bolt://…")
+    if uri.startswith(BOLT_SCHEMES):
+        from engine.stores.bolt import BoltStore
+
+        return BoltStore(uri, **options)
+    if uri.startswith(("http://", "https://")):
+        from engine.stores.sparql_endpoint import SparqlEndpointStore
+
+        return SparqlEndpointStore(uri, **options)
+    from engine.stores.oxigraph import OxigraphStore
+
+    if uri == "memory:":
+        return OxigraphStore(None, **options)
+    path = uri[len("oxigraph:"):] if uri.startswith("oxigraph:") else uri
+    if "://" in path:
+        raise InvalidInputError(
+            f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
+        )
+    return OxigraphStore(path, **options)

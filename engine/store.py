@@ -1,0 +1,322 @@
+"""The store interface: the operation vocabulary every backend honours identically.
+
+Public methods validate their input, call one backend primitive (``_relations``,
+``_expand``, ``_walks`` …), then sort and cut the rows the same way for every store. A
+primitive gets ``fetch`` (``limit + 1``, or None for everything) and returns at most that
+many rows in any order; the base turns the extra row into ``truncated``.
+
+Limit contract: when ``truncated`` is False the answer is identical on every store; when it
+is True every store returns exactly ``limit`` rows, each a row of the full answer (which
+rows is up to the store: asking a database for a sorted prefix of a hub's millions of edges
+would defeat the point of the limit).
+
+Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest_paths``,
+``relations`` and ``two_hop_relations``:
+- ``direction`` is ``out`` (stored orientation), ``in`` (against it) or ``both``;
+- with ``both`` a self-loop is one edge, met once, as forward;
+- literals are dead ends: a walk may end on a literal but never leaves one;
+- a walk never uses the same stored edge (triple) twice.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from engine.errors import InvalidInputError, UnsupportedOperationError
+from engine.identifiers import (
+    SEARCH_MODES,
+    validate_direction,
+    validate_hops,
+    validate_ids,
+    validate_limit,
+    validate_relation,
+    validate_relations,
+)
+from engine.model import (
+    Edge,
+    ExpandResult,
+    Literal,
+    Path,
+    PathsResult,
+    QueryResult,
+    RelationCount,
+    RelationsResult,
+    SearchHit,
+    SearchResult,
+    StoreStats,
+    SubgraphResult,
+    Term,
+    Triple,
+    TwoHopRelation,
+    TwoHopResult,
+    edge_key,
+    path_key,
+    term_key,
+)
+
+MAX_PATH_HOPS = 8
+
+
+def pick_name(names: Iterable[Literal]) -> str | None:
+    """The display name among a node's names: English first, then untagged, then any."""
+    best: tuple | None = None
+    for name in names:
+        if not isinstance(name, Literal):
+            continue
+        rank = 0 if name.lang == "en" else 1 if name.lang is None else 2
+        key = (rank, name.value)
+        if best is None or key < best:
+            best = key
+    return None if best is None else best[1]
+
+
+def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
+    rows.sort(key=key)
+    if limit is not None and len(rows) > limit:
+        return rows[:limit], True
+    return rows, False
+
+
+def _fetch(limit: int | None) -> int | None:
+    return None if limit is None else limit + 1
+
+
+class Store(ABC):
+    """A knowledge-graph store. Open one with :func:`engine.open_store`."""
+
+    #: ``sparql``, ``cypher`` or ``python``
+    dialect: str = ""
+    #: the URI the store was opened with
+    uri: str = ""
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Release connections and files."""
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"
+
+    # ------------------------------------------------------------------ writing
+    @abstractmethod
+    def add_triples(self, triples: Iterable[Triple]) -> None:
+        """Add triples through the store's bulk path; triples already present are no-ops."""
+
+    @abstractmethod
+    def count_triples(self) -> int:
+        """The number of distinct triples stored."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats:
+        """Triples, entities and triples per relation."""
+
+    # ------------------------------------------------------------------ operations
+    def relations(self, ids: Sequence[str], direction: str = "both", limit: int | None = None) -> RelationsResult:
+        """Distinct relations adjacent to each id, with direction and edge count."""
+        ids = validate_ids(ids)
+        direction = validate_direction(direction)
+        limit = validate_limit(limit)
+        if not ids:
+            return RelationsResult([])
+        rows = self._relations(ids, direction, _fetch(limit))
+        rows, truncated = _cut(rows, limit, lambda r: (r.id, r.relation, r.direction))
+        return RelationsResult(rows, truncated)
+
+    def expand(
+        self,
+        ids: Sequence[str],
+        relations: Sequence[str] | None = None,
+        direction: str = "both",
+        limit: int | None = None,
+    ) -> ExpandResult:
+        """One hop from each id: edges (src, relation, dst, forward)."""
+        ids = validate_ids(ids)
+        rels = None if relations is None else sorted(set(validate_relations(relations)))
+        direction = validate_direction(direction)
+        limit = validate_limit(limit)
+        if not ids or rels == []:
+            return ExpandResult([])
+        edges = self._expand(ids, rels, direction, _fetch(limit))
+        edges, truncated = _cut(edges, limit, edge_key)
+        return ExpandResult(edges, truncated)
+
+    def follow_paths(
+        self, seeds: Sequence[str], path: Sequence[str], direction: str = "both", limit: int | None = None
+    ) -> PathsResult:
+        """Every walk of exactly len(path) hops from a seed whose i-th edge carries path[i]."""
+        seeds = validate_ids(seeds)
+        if isinstance(path, str):
+            raise InvalidInputError(f"path must be a list of relation names, got the string {path!r}")
+        hops = validate_relations(path)
+        if not 1 <= len(hops) <= MAX_PATH_HOPS:
+            raise InvalidInputError(f"path {list(path)!r} must have 1 to {MAX_PATH_HOPS} relations")
+        direction = validate_direction(direction)
+        limit = validate_limit(limit)
+        if not seeds:
+            return PathsResult([])
+        paths = self._walks(seeds, list(hops), direction, _fetch(limit), None)
+        paths, truncated = _cut(paths, limit, path_key)
+        return PathsResult(paths, truncated)
+
+    def subgraph(
+        self,
+        seeds: Sequence[str],
+        hops: int,
+        direction: str = "both",
+        relations: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> SubgraphResult:
+        """Edges met by a breadth-first expansion of ``hops`` layers (one store call per layer)."""
+        seeds = validate_ids(seeds)
+        hops = validate_hops(hops)
+        direction = validate_direction(direction)
+        rels = None if relations is None else sorted(set(validate_relations(relations)))
+        limit = validate_limit(limit)
+        depth: dict[Term, int] = {s: 0 for s in seeds}
+        edges: dict[Triple, None] = {}
+        frontier = list(seeds)
+        truncated = False
+        for layer in range(1, hops + 1):
+            if not frontier or rels == []:
+                break
+            # A layer meets each already-kept edge at most once more (from its far end), so
+            # asking for limit + 1 + len(edges) rows is enough to decide truncation exactly.
+            fetch = None if limit is None else limit + 1 + len(edges)
+            met = sorted(self._expand(frontier, rels, direction, fetch), key=edge_key)
+            next_frontier: list[str] = []
+            for edge in met:
+                triple = edge.triple()
+                if triple not in edges:
+                    if limit is not None and len(edges) == limit:
+                        truncated = True
+                        break
+                    edges[triple] = None
+                if edge.dst not in depth:
+                    depth[edge.dst] = layer
+                    if not isinstance(edge.dst, Literal):
+                        next_frontier.append(edge.dst)
+            if truncated:
+                break
+            frontier = next_frontier
+        ordered = sorted(edges, key=lambda t: (t.subject, t.relation, term_key(t.object)))
+        return SubgraphResult(ordered, depth, truncated)
+
+    def shortest_paths(
+        self, sources: Sequence[str], targets: Sequence[str], max_hops: int = 3, limit: int | None = None
+    ) -> PathsResult:
+        """All shortest undirected paths (at most ``max_hops``) between each source and target.
+
+        Carried out as iterative deepening: one batched query per depth over the pairs not yet
+        connected, so the work stays inside the database.
+        """
+        sources = validate_ids(sources)
+        targets = validate_ids(targets)
+        max_hops = validate_hops(max_hops, "max_hops")
+        limit = validate_limit(limit)
+        pending = [(s, t) for s in sources for t in targets if s != t]
+        found: list[Path] = []
+        truncated = False
+        for depth in range(1, max_hops + 1):
+            if not pending:
+                break
+            fetch = None if limit is None else limit - len(found) + 1
+            paths = self._walks([], [None] * depth, "both", fetch, pending)
+            if fetch is not None and len(paths) >= fetch:
+                paths.sort(key=path_key)
+                found.extend(paths[: fetch - 1])
+                truncated = True
+                break
+            found.extend(paths)
+            connected = {(p.start, p.end) for p in paths}
+            pending = [pair for pair in pending if pair not in connected]
+        found.sort(key=path_key)
+        return PathsResult(found, truncated)
+
+    def two_hop_relations(
+        self, ids: Sequence[str], r1: str, direction: str = "both", limit: int | None = None
+    ) -> TwoHopResult:
+        """Relations (both directions) of the nodes reached from ids through r1."""
+        ids = validate_ids(ids)
+        r1 = validate_relation(r1)
+        direction = validate_direction(direction)
+        limit = validate_limit(limit)
+        if not ids:
+            return TwoHopResult([])
+        rows = self._two_hop_relations(ids, r1, direction, _fetch(limit))
+        rows, truncated = _cut(rows, limit, lambda r: (r.id, r.r1, r.relation, r.direction))
+        return TwoHopResult(rows, truncated)
+
+    def names(self, ids: Sequence[str]) -> dict[str, str | None]:
+        """The display name of each id (``type.object.name``; English first), or None."""
+        ids = validate_ids(ids)
+        found = self._names(ids) if ids else {}
+        return {i: pick_name(found.get(i, ())) for i in ids}
+
+    def types(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The classes (``type.object.type``) of each id, sorted."""
+        ids = validate_ids(ids)
+        found = self._types(ids) if ids else {}
+        return {i: sorted(set(found.get(i, ()))) for i in ids}
+
+    def search(self, text: str, mode: str = "exact", limit: int | None = 10) -> SearchResult:
+        """Entities by name: ``exact`` (case-sensitive equality), ``prefix`` or ``contains``
+        (both case-insensitive)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError(f"search text must be a non-empty string, got {text!r}")
+        if mode not in SEARCH_MODES:
+            raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
+        limit = validate_limit(limit)
+        hits = self._search(text, mode, _fetch(limit))
+        hits, truncated = _cut(hits, limit, lambda h: (h.id, h.name))
+        return SearchResult(hits, truncated)
+
+    def execute(self, sexpr: str) -> Any:
+        """Execute an S-expression (GrailQA semantics)."""
+        raise UnsupportedOperationError("S-expression execution is not available yet in this version")
+
+    def query(self, text: str, params: dict[str, Any] | None = None) -> QueryResult:
+        """Raw read-only query in the store's own language; anything that writes is refused."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("query text must be a non-empty string")
+        return self._query(text, dict(params or {}))
+
+    # ------------------------------------------------------------------ primitives
+    @abstractmethod
+    def _relations(self, ids: list[str], direction: str, fetch: int | None) -> list[RelationCount]: ...
+
+    @abstractmethod
+    def _expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> list[Edge]: ...
+
+    @abstractmethod
+    def _walks(
+        self,
+        seeds: list[str],
+        path: list[str | None],
+        direction: str,
+        fetch: int | None,
+        pairs: list[tuple[str, str]] | None,
+    ) -> list[Path]:
+        """Walks following ``path`` (None = any relation) from ``seeds``; when ``pairs`` is
+        given, ignore ``seeds`` and return only walks from pair[0] ending at pair[1]."""
+
+    @abstractmethod
+    def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]: ...
+
+    @abstractmethod
+    def _names(self, ids: list[str]) -> dict[str, list[Literal]]: ...
+
+    @abstractmethod
+    def _types(self, ids: list[str]) -> dict[str, list[str]]: ...
+
+    @abstractmethod
+    def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]: ...
+
+    @abstractmethod
+    def _query(self, text: str, params: dict[str, Any]) -> QueryResult: ...
+

@@ -1,0 +1,1 @@
+"""Store backends: embedded Oxigraph, SPARQL endpoints (Virtuoso), Bolt/Cypher (Neo4j)."""

@@ -1,0 +1,88 @@
+"""Shared fixtures: every store kind started for real, and the data in ../shared.
+
+Under ``CI=true`` nothing is skipped: a server that cannot start, or a missing ../shared,
+fails the test. Elsewhere those tests skip, saying what is missing.
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+from engine.model import Triple
+from engine.store import Store
+from tests.servers.base import Server, ServerUnavailable
+
+ON_CI = os.environ.get("CI", "").lower() == "true"
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+SHARED_DATA = SHARED / "data"
+
+#: store kinds every differential test runs on; "neo4j" joins when NEO4J_URI is set
+STORE_KINDS = ["oxigraph", "virtuoso", "bolt"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
+_SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb", "neo4j": "tests.servers.neo4j"}
+_counter = itertools.count()
+
+
+def missing(reason: str) -> None:
+    """Skip for a missing server or dataset, or fail under CI where nothing may skip."""
+    if ON_CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory) -> Iterable[dict[str, Server | str]]:
+    """Servers started lazily, once per session; a value is a Server or why it is missing."""
+    started: dict[str, Server | str] = {}
+    yield started
+    for server in started.values():
+        if isinstance(server, Server):
+            server.stop()
+
+
+@pytest.fixture
+def make_store(servers, tmp_path_factory) -> Callable[..., Store]:
+    """``make_store(kind, triples=())``: a fresh store of that kind holding ``triples``."""
+    opened: list[Store] = []
+
+    def factory(kind: str, triples: Iterable[Triple] = ()) -> Store:
+        if kind == "oxigraph":
+            from engine.stores.oxigraph import OxigraphStore
+
+            store: Store = OxigraphStore(None)
+        else:
+            if kind not in servers:
+                try:
+                    module = importlib.import_module(_SERVER_MODULES[kind])
+                    servers[kind] = module.start(tmp_path_factory.mktemp(kind))
+                except ServerUnavailable as e:
+                    servers[kind] = str(e)
+            server = servers[kind]
+            if isinstance(server, str):
+                missing(f"the {kind} store is unavailable: {server}")
+            store = server.new_store(f"t{os.getpid()}_{next(_counter)}")  # type: ignore[union-attr]
+        opened.append(store)
+        triples = list(triples)
+        if triples:
+            store.add_triples(triples)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        missing(f"the shared datasets are not at {SHARED_DATA}")
+    return SHARED_DATA
