@@ -1,0 +1,100 @@
+"""What every SPARQL store shares: compiling operations and decoding their rows.
+
+A backend supplies ``_select(text)``, returning rows as dicts from variable name to a decoded
+value (an id ``str`` for an IRI, a :class:`Literal` for a literal, None when unbound), and its
+own loading and raw-query paths.
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections import defaultdict
+from typing import Any
+
+from engine.model import (
+    Edge,
+    Literal,
+    Path,
+    RelationCount,
+    SearchHit,
+    StoreStats,
+    Term,
+    TwoHopRelation,
+)
+from engine.open import FREEBASE_NS
+from engine.store import Store
+from sparql.compiler import SparqlCompiler
+from sparql.terms import Terms
+
+Row = dict[str, Any]
+
+
+def _text(value: Any) -> str:
+    return value.value if isinstance(value, Literal) else str(value)
+
+
+def _int(value: Any) -> int:
+    return int(_text(value))
+
+
+class SparqlStore(Store):
+    dialect = "sparql"
+    compiler: SparqlCompiler
+
+    def __init__(self, namespace: str = FREEBASE_NS, graph: str | None = None) -> None:
+        self.terms = Terms(namespace)
+        self.compiler = self.make_compiler(self.terms, graph)
+
+    def make_compiler(self, terms: Terms, graph: str | None) -> SparqlCompiler:
+        return SparqlCompiler(terms, graph)
+
+    @abstractmethod
+    def _select(self, text: str) -> list[Row]:
+        """Run a SELECT and decode its rows."""
+
+    # ------------------------------------------------------------------ statistics
+    def count_triples(self) -> int:
+        return _int(self._select(self.compiler.count_triples())[0]["n"])
+
+    def stats(self) -> StoreStats:
+        relations = {_text(r["p"]): _int(r["n"]) for r in self._select(self.compiler.relation_counts())}
+        entities = _int(self._select(self.compiler.entity_count())[0]["n"])
+        return StoreStats(sum(relations.values()), entities, dict(sorted(relations.items())))
+
+    # ------------------------------------------------------------------ primitives
+    def _relations(self, ids, direction, fetch) -> list[RelationCount]:
+        rows = self._select(self.compiler.relations(ids, direction, fetch))
+        return [RelationCount(r["id"], r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+
+    def _expand(self, ids, relations, direction, fetch) -> list[Edge]:
+        rows = self._select(self.compiler.expand(ids, relations, direction, fetch))
+        return [Edge(r["src"], r["rel"], r["dst"], _text(r["dir"]) == "out") for r in rows]
+
+    def _walks(self, seeds, path, direction, fetch, pairs) -> list[Path]:
+        rows = self._select(self.compiler.walks(seeds, path, direction, fetch, pairs))
+        hops = len(path)
+        out = []
+        for r in rows:
+            nodes: tuple[Term, ...] = tuple(r[f"n{i}"] for i in range(hops + 1))
+            rels = tuple(path[i] if path[i] is not None else r[f"r{i}"] for i in range(hops))
+            forward = tuple(_text(r[f"d{i}"]) == "out" for i in range(hops))
+            out.append(Path(nodes, rels, forward))
+        return out
+
+    def _two_hop_relations(self, ids, r1, direction, fetch) -> list[TwoHopRelation]:
+        rows = self._select(self.compiler.two_hop_relations(ids, r1, direction, fetch))
+        return [TwoHopRelation(r["id"], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+
+    def _names(self, ids) -> dict[str, list[Literal]]:
+        found: dict[str, list[Literal]] = defaultdict(list)
+        for r in self._select(self.compiler.names(ids)):
+            found[r["id"]].append(r["name"])
+        return found
+
+    def _types(self, ids) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = defaultdict(list)
+        for r in self._select(self.compiler.types(ids)):
+            found[r["id"]].append(r["type"])
+        return found
+
+    def _search(self, text, mode, fetch) -> list[SearchHit]:
+        return [SearchHit(r["id"], r["name"].value) for r in self._select(self.compiler.search(text, mode, fetch))]
