@@ -1,0 +1,131 @@
+"""Every store against the plain-Python reference, on the same random graphs.
+
+Each graph is loaded once per store; then a few hundred random calls of every operation must
+give exactly the reference's answer (or, under a limit, a subset of the right size).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.model import NAME_RELATION, TYPE_RELATION
+from engine.reference import ReferenceStore
+from tests.random_graphs import NAMES, RELATIONS, node_ids, random_graph
+
+SEEDS = [1, 2, 3]
+DIRECTIONS = ["out", "in", "both"]
+CALLS = 60
+
+
+def _sample(rng: random.Random, pool: list[str], k: int) -> list[str]:
+    return rng.sample(pool, min(k, len(pool)))
+
+
+def _calls(rng: random.Random, ids: list[str]):
+    """Yield (operation, args, kwargs) triples drawn at random."""
+    rels = RELATIONS + [NAME_RELATION, TYPE_RELATION]
+    for _ in range(CALLS):
+        seeds = _sample(rng, ids + ["no-such-node"], rng.randint(1, 4))
+        direction = rng.choice(DIRECTIONS)
+        yield "relations", (seeds,), {"direction": direction}
+        yield "expand", (seeds,), {"relations": rng.choice([None, _sample(rng, rels, 2)]), "direction": direction}
+        path = [rng.choice(RELATIONS) for _ in range(rng.randint(1, 3))]
+        yield "follow_paths", (seeds, path), {"direction": direction}
+        yield "subgraph", (seeds, rng.randint(1, 3)), {
+            "direction": direction,
+            "relations": rng.choice([None, _sample(rng, RELATIONS, 3)]),
+        }
+        yield "shortest_paths", (_sample(rng, ids, 2), _sample(rng, ids, 3)), {"max_hops": rng.randint(1, 3)}
+        yield "two_hop_relations", (seeds, rng.choice(RELATIONS)), {"direction": direction}
+    yield "names", (ids + ["no-such-node"],), {}
+    yield "types", (ids,), {}
+    for name in NAMES:
+        for mode in ("exact", "prefix", "contains"):
+            text = name if mode == "exact" else name[1:4].lower() if mode == "contains" else name[:2].upper()
+            yield "search", (text,), {"mode": mode, "limit": None}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_operation_matches_the_reference(make_store, store_kind, seed):
+    triples = random_graph(seed)
+    reference = ReferenceStore(triples)
+    store = make_store(store_kind, triples)
+    assert store.count_triples() == len(triples)
+    assert store.stats() == reference.stats()
+    rng = random.Random(seed * 1000)
+    for op, args, kwargs in _calls(rng, node_ids(triples)):
+        expected = getattr(reference, op)(*args, **kwargs)
+        got = getattr(store, op)(*args, **kwargs)
+        assert got == expected, f"{store_kind} {op}{args}{kwargs}"
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed):
+    triples = random_graph(seed, edges=60)
+    reference = ReferenceStore(triples)
+    store = make_store(store_kind, triples)
+    ids = node_ids(triples)
+    rng = random.Random(seed)
+    for _ in range(20):
+        seeds = _sample(rng, ids, 3)
+        limit = rng.randint(1, 6)
+        cases = [
+            ("relations", (seeds,), {}, "rows"),
+            ("expand", (seeds,), {}, "edges"),
+            ("follow_paths", (seeds, [rng.choice(RELATIONS), rng.choice(RELATIONS)]), {}, "paths"),
+            ("subgraph", (seeds, 2), {}, "edges"),
+            ("shortest_paths", (seeds, _sample(rng, ids, 4)), {"max_hops": 3}, "paths"),
+            ("two_hop_relations", (seeds, rng.choice(RELATIONS)), {}, "rows"),
+            ("search", ("a",), {"mode": "contains"}, "hits"),
+        ]
+        for op, args, kwargs, field in cases:
+            full = getattr(getattr(reference, op)(*args, **kwargs), field)
+            got = getattr(store, op)(*args, **kwargs, limit=limit)
+            rows = getattr(got, field)
+            where = f"{store_kind} {op}{args} limit={limit}"
+            if len(full) > limit:
+                assert got.truncated and len(rows) == limit, where
+                assert all(row in full for row in rows), where
+            else:
+                assert not got.truncated and rows == full, where
+
+
+def test_loading_twice_changes_nothing(make_store, store_kind):
+    triples = random_graph(7)
+    store = make_store(store_kind, triples)
+    before = store.stats()
+    store.add_triples(triples)
+    assert store.stats() == before
+
+
+# Hypothesis draws many more graphs than the servers could load in reasonable time; the
+# embedded store runs them all, and shares its compiler with the Virtuoso store.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine.model import Literal, Triple  # noqa: E402
+from engine.stores.oxigraph import OxigraphStore  # noqa: E402
+
+_node = st.sampled_from(["a", "b", "c", "d", "Évian", "x'y"])
+_object = st.one_of(_node, st.sampled_from([Literal.make("v"), Literal.make("w", lang="en")]))
+_triple = st.builds(Triple, _node, st.sampled_from(["r", "s"]), _object)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    triples=st.lists(_triple, min_size=1, max_size=14),
+    seeds=st.lists(_node, min_size=1, max_size=3),
+    path=st.lists(st.sampled_from(["r", "s"]), min_size=1, max_size=3),
+    direction=st.sampled_from(DIRECTIONS),
+    hops=st.integers(1, 3),
+)
+def test_oxigraph_matches_the_reference_on_drawn_graphs(triples, seeds, path, direction, hops):
+    reference = ReferenceStore(triples)
+    store = OxigraphStore(None)
+    store.add_triples(triples)
+    assert store.follow_paths(seeds, path, direction) == reference.follow_paths(seeds, path, direction)
+    assert store.subgraph(seeds, hops, direction) == reference.subgraph(seeds, hops, direction)
+    assert store.shortest_paths(seeds, ["a", "b", "c"], hops) == reference.shortest_paths(seeds, ["a", "b", "c"], hops)
+    assert store.relations(seeds, direction) == reference.relations(seeds, direction)
+    assert store.two_hop_relations(seeds, path[0], direction) == reference.two_hop_relations(seeds, path[0], direction)
