@@ -46,7 +46,7 @@ class ReferenceStore(Store):
         self.add_triples(triples)
 
     # ------------------------------------------------------------------ writing
-    def add_triples(self, triples: Iterable[Triple]) -> None:
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
         for t in triples:
             if t not in self.triples:
                 self.triples.add(t)

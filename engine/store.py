@@ -20,7 +20,7 @@ Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from engine.errors import InvalidInputError, UnsupportedOperationError
@@ -28,6 +28,7 @@ from engine.identifiers import (
     SEARCH_MODES,
     validate_direction,
     validate_hops,
+    validate_id,
     validate_ids,
     validate_limit,
     validate_relation,
@@ -71,6 +72,18 @@ def pick_name(names: Iterable[Literal]) -> str | None:
     return None if best is None else best[1]
 
 
+def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
+    """Pass triples through, raising on the first that may not enter a store."""
+    for t in triples:
+        if not isinstance(t, Triple):
+            raise InvalidInputError(f"expected a Triple, got {t!r}")
+        validate_id(t.subject)
+        validate_relation(t.relation)
+        if not isinstance(t.object, Literal):
+            validate_id(t.object)
+        yield t
+
+
 def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
     rows.sort(key=key)
     if limit is not None and len(rows) > limit:
@@ -104,9 +117,16 @@ class Store(ABC):
         return f"{type(self).__name__}({self.uri!r})"
 
     # ------------------------------------------------------------------ writing
-    @abstractmethod
     def add_triples(self, triples: Iterable[Triple]) -> None:
-        """Add triples through the store's bulk path; triples already present are no-ops."""
+        """Add triples through the store's bulk path; triples already present are no-ops.
+
+        Every triple is validated on its way in (ids, relation names, literal objects), so a
+        bad one stops the load before it reaches the store.
+        """
+        self._add_triples(checked_triples(triples))
+
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot load triples")
 
     @abstractmethod
     def count_triples(self) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
+from engine.errors import InvalidInputError, KGQAError, StoreError, StoreUnavailableError
 from engine.model import Literal, QueryResult, Term, Triple
 from engine.open import FREEBASE_NS
 from engine.stores.sparql_store import Row, SparqlStore
@@ -67,7 +67,7 @@ class OxigraphStore(SparqlStore):
         return term
 
     # ------------------------------------------------------------------ writing
-    def add_triples(self, triples: Iterable[Triple]) -> None:
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
         def quads() -> Iterator[ox.Quad]:
             for t in triples:
                 yield ox.Quad(self._node(t.subject), self._node(t.relation), self._to_ox(t.object), ox.DefaultGraph())
@@ -75,6 +75,8 @@ class OxigraphStore(SparqlStore):
         try:
             # The bulk loader: no transaction, writes straight into the store's storage.
             self.db.bulk_extend(quads())
+        except KGQAError:
+            raise
         except (OSError, ValueError) as e:
             raise StoreError(f"bulk load into {self.uri} failed: {e}") from e
 

@@ -1,0 +1,222 @@
+"""The ``kgqa`` command line: load, stats, query <operation>, demo, bench."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from engine.errors import KGQAError
+from engine.model import Literal, to_json
+from engine.open import FREEBASE_NS, open_store
+from engine.render import render
+
+STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, help=STORE_HELP)
+    p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF stores (default: Freebase's)")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _open(args: argparse.Namespace):
+    options: dict[str, Any] = {}
+    if args.store is None or not args.store.startswith(("bolt", "neo4j")):
+        options["namespace"] = args.namespace
+    return open_store(args.store, **options)
+
+
+def _emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> None:
+    if args.json:
+        print(json.dumps(to_json(result), ensure_ascii=False, indent=2))
+    else:
+        print(render(result, names))
+
+
+# --------------------------------------------------------------------- query operations
+def _add_operations(sub: argparse._SubParsersAction) -> None:
+    def op(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, aliases=[name.replace("_", "-")] if "_" in name else [])
+        p.set_defaults(operation=name)
+        _add_store(p)
+        _add_output(p)
+        return p
+
+    def direction(p: argparse.ArgumentParser, default: str = "both") -> None:
+        p.add_argument("--direction", choices=["out", "in", "both"], default=default)
+
+    def limit(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--limit", type=int, default=None)
+
+    p = op("relations", "distinct relations adjacent to each id, with direction and count")
+    p.add_argument("ids", nargs="+")
+    direction(p)
+    limit(p)
+    p = op("expand", "one hop from each id")
+    p.add_argument("ids", nargs="+")
+    p.add_argument("--relation", action="append", dest="relations", help="keep only this relation (repeatable)")
+    direction(p)
+    limit(p)
+    p = op("follow_paths", "every path instance of a relation path from the seeds")
+    p.add_argument("seeds", nargs="+")
+    p.add_argument("--path", required=True, help="relations separated by commas, e.g. starred_actors,directed_by")
+    direction(p)
+    limit(p)
+    p = op("subgraph", "edges met by a breadth-first expansion")
+    p.add_argument("seeds", nargs="+")
+    p.add_argument("--hops", type=int, default=1)
+    p.add_argument("--relation", action="append", dest="relations")
+    direction(p)
+    limit(p)
+    p = op("shortest_paths", "all shortest undirected paths between sources and targets")
+    p.add_argument("--sources", nargs="+", required=True)
+    p.add_argument("--targets", nargs="+", required=True)
+    p.add_argument("--max-hops", type=int, default=3)
+    limit(p)
+    p = op("two_hop_relations", "relations around the nodes reached through r1")
+    p.add_argument("ids", nargs="+")
+    p.add_argument("--r1", required=True)
+    direction(p)
+    limit(p)
+    p = op("names", "display names of ids")
+    p.add_argument("ids", nargs="+")
+    p = op("types", "classes of ids")
+    p.add_argument("ids", nargs="+")
+    p = op("search", "entities by name")
+    p.add_argument("text")
+    p.add_argument("--mode", choices=["exact", "prefix", "contains"], default="exact")
+    p.add_argument("--limit", type=int, default=10)
+    p = op("query", "raw read-only SPARQL or Cypher")
+    p.add_argument("text")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="bind $NAME (an id); repeatable")
+
+
+def _run_operation(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        name = args.operation
+        if name == "relations":
+            result = store.relations(args.ids, args.direction, args.limit)
+        elif name == "expand":
+            result = store.expand(args.ids, args.relations, args.direction, args.limit)
+        elif name == "follow_paths":
+            path = [r.strip() for r in args.path.split(",") if r.strip()]
+            result = store.follow_paths(args.seeds, path, args.direction, args.limit)
+        elif name == "subgraph":
+            result = store.subgraph(args.seeds, args.hops, args.direction, args.relations, args.limit)
+        elif name == "shortest_paths":
+            result = store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit)
+        elif name == "two_hop_relations":
+            result = store.two_hop_relations(args.ids, args.r1, args.direction, args.limit)
+        elif name == "names":
+            result = store.names(args.ids)
+        elif name == "types":
+            result = store.types(args.ids)
+        elif name == "search":
+            result = store.search(args.text, args.mode, args.limit)
+        else:
+            params: dict[str, Any] = {}
+            for item in args.param:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise KGQAError(f"--param {item!r}: write NAME=VALUE")
+                params[key] = value
+            result = store.query(args.text, params)
+        _emit(args, result)
+
+
+# --------------------------------------------------------------------- load, stats, demo
+def _run_load(args: argparse.Namespace) -> None:
+    from loaders.load import load_files
+
+    with _open(args) as store:
+        report = load_files(
+            store,
+            args.files,
+            args.format,
+            namespace=args.namespace,
+            rejects_path=args.rejects,
+            batch_size=args.batch_size,
+            progress=not args.no_progress,
+        )
+    if args.json:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        print(
+            f"read {report.read:,}  loaded {report.loaded:,}  duplicates {report.duplicates:,}  "
+            f"rejected {report.rejected:,}  {report.seconds:.1f} s  {report.triples_per_second:,.0f} triples/s"
+            + (f"\nrejected lines written to {report.rejects_file}" if report.rejects_file else "")
+        )
+
+
+def _run_stats(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        _emit(args, store.stats())
+
+
+def _run_demo(args: argparse.Namespace) -> None:
+    from engine.demo import run_demo
+
+    run_demo(args.store)
+
+
+def _run_bench(args: argparse.Namespace, rest: list[str]) -> int:
+    from benchmarks.cli import main as bench_main
+
+    return bench_main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgqa", description="Knowledge-graph QA engine over Oxigraph, Virtuoso and Neo4j.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("load", help="bulk-load dump or dataset files into a store")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
+    p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv, if any)")
+    p.add_argument("--batch-size", type=int, default=50_000)
+    p.add_argument("--no-progress", action="store_true")
+    _add_store(p)
+    _add_output(p)
+    p.set_defaults(handler=_run_load)
+
+    p = sub.add_parser("stats", help="triples, entities and triples per relation")
+    _add_store(p)
+    _add_output(p)
+    p.set_defaults(handler=_run_stats)
+
+    p = sub.add_parser("query", help="run one operation of the vocabulary")
+    _add_operations(p.add_subparsers(dest="operation", required=True, metavar="OPERATION"))
+    p.set_defaults(handler=_run_operation)
+
+    p = sub.add_parser("demo", help="load a small Freebase-shaped sample into the embedded store and run every operation")
+    p.add_argument("--store", default="kgqa-data/demo", help="where to put the demo store (default kgqa-data/demo)")
+    p.set_defaults(handler=_run_demo)
+
+    sub.add_parser("bench", help="benchmarks: `kgqa bench load|retrieval …` (see benchmarks/README.md)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv[:1] == ["bench"]:
+        return _run_bench(parser.parse_args(["bench"]), argv[1:]) or 0
+    args = parser.parse_args(argv)
+    try:
+        args.handler(args)
+    except KGQAError as e:
+        print(f"kgqa: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kgqa: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

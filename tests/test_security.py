@@ -1,0 +1,125 @@
+"""Hostile input against every store: rejected, or matched literally, and the store unchanged."""
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import InvalidIdentifierError, InvalidInputError, ReadOnlyViolationError
+from engine.model import NAME_RELATION, Literal, Triple
+
+HOSTILE_IDS = [
+    "x' OR '1'='1",
+    '"}) MATCH (n) DETACH DELETE n //',
+    "> } DROP ALL ; INSERT DATA { <a> <b> <c> } #",
+    "`) DETACH DELETE n //",
+    "$param {braces} \\backslash",
+    "m.0abc> <http://x/p> <http://x/o",
+]
+HOSTILE_RELATIONS = [
+    "r`]->(x) DETACH DELETE x //",
+    "r> } ; DROP ALL",
+    "a b",
+    "",
+    "r\nDROP",
+    "people.person.name'",
+    "{r}",
+    "r)-[:x",
+]
+HOSTILE_LITERALS = ['he said "hi"\n', "back\\slash }", "'; DROP TABLE names; --", "`DETACH DELETE`", "DROP ALL"]
+
+SPARQL_WRITES = [
+    "INSERT DATA { <http://x/a> <http://x/b> <http://x/c> }",
+    "DROP ALL",
+    "CLEAR DEFAULT",
+    "DELETE WHERE { ?s ?p ?o }",
+    "LOAD <http://example.org/x.nt>",
+    "PREFIX x: <http://x/> SELECT * WHERE { ?s ?p ?o } ; DELETE WHERE { ?s ?p ?o }",
+    "select * where { ?s ?p ?o . FILTER(bif:exec('shutdown')) }",
+]
+CYPHER_WRITES = [
+    "CREATE (n:Entity {id: 'x'})",
+    "MATCH (n) DETACH DELETE n",
+    "MATCH (n) SET n.id = 'x'",
+    "MERGE (n:Entity {id: 'x'})",
+    "MATCH (n) REMOVE n.id",
+    "MATCH (n) WITH n LIMIT 1 DELETE n",
+    "UNWIND [1] AS x FOREACH (y IN [1] | CREATE (:Entity))",
+    "LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row",
+]
+
+
+def _graph() -> list[Triple]:
+    triples = [Triple(i, "r", f"target{n}") for n, i in enumerate(HOSTILE_IDS)]
+    triples += [Triple(f"target{n}", NAME_RELATION, Literal.make(v)) for n, v in enumerate(HOSTILE_LITERALS)]
+    triples.append(Triple("plain", "r", "other"))
+    return triples
+
+
+@pytest.fixture
+def hostile_store(make_store, store_kind):
+    return make_store(store_kind, _graph())
+
+
+def test_hostile_ids_are_matched_literally(hostile_store):
+    before = hostile_store.stats()
+    for n, node in enumerate(HOSTILE_IDS):
+        paths = hostile_store.follow_paths([node], ["r"], direction="out").paths
+        assert [p.nodes for p in paths] == [(node, f"target{n}")]
+        assert hostile_store.expand([node]).edges[0].dst == f"target{n}"
+        assert hostile_store.relations([node]).rows[0].relation == "r"
+        assert hostile_store.shortest_paths([node], [f"target{n}"]).paths[0].nodes == (node, f"target{n}")
+    # a hostile id that is not in the store finds nothing and changes nothing
+    assert hostile_store.expand(["no' OR 1=1 //"]).edges == []
+    assert hostile_store.stats() == before
+
+
+def test_hostile_literals_are_matched_literally(hostile_store):
+    before = hostile_store.stats()
+    for n, value in enumerate(HOSTILE_LITERALS):
+        assert hostile_store.names([f"target{n}"]) == {f"target{n}": value}
+        assert [h.id for h in hostile_store.search(value, mode="exact").hits] == [f"target{n}"]
+    assert hostile_store.search("DROP", mode="contains").hits  # matches the literal text
+    assert hostile_store.stats() == before
+
+
+@pytest.mark.parametrize("relation", HOSTILE_RELATIONS)
+def test_hostile_relation_names_are_rejected(hostile_store, relation):
+    before = hostile_store.stats()
+    calls = [
+        lambda: hostile_store.expand(["plain"], [relation]),
+        lambda: hostile_store.follow_paths(["plain"], [relation]),
+        lambda: hostile_store.follow_paths(["plain"], ["r", relation]),
+        lambda: hostile_store.subgraph(["plain"], 1, relations=[relation]),
+        lambda: hostile_store.two_hop_relations(["plain"], relation),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidIdentifierError, match="invalid relation name"):
+            call()
+    with pytest.raises(InvalidIdentifierError):
+        hostile_store.add_triples([Triple("plain", relation, "x")])
+    assert hostile_store.stats() == before
+
+
+def test_ids_with_control_characters_are_rejected(hostile_store):
+    with pytest.raises(InvalidIdentifierError, match="control characters"):
+        hostile_store.expand(["a\nb"])
+    with pytest.raises(InvalidInputError, match="wrap it"):
+        hostile_store.expand("plain")  # a bare string is not a list of ids
+
+
+def test_query_refuses_every_write(hostile_store):
+    before = hostile_store.stats()
+    writes = SPARQL_WRITES if hostile_store.dialect == "sparql" else CYPHER_WRITES
+    for text in writes:
+        with pytest.raises(ReadOnlyViolationError):
+            hostile_store.query(text)
+    assert hostile_store.stats() == before
+
+
+def test_query_parameters_bind_hostile_values_literally(hostile_store):
+    node = HOSTILE_IDS[1]
+    if hostile_store.dialect == "sparql":
+        text = "SELECT ?o WHERE { $node ?p ?o }"
+    else:
+        text = "MATCH (n:Entity {id: $node})-[r]->(o) RETURN o.id AS o"
+    result = hostile_store.query(text, {"node": node})
+    assert result.rows == [["target1"]]
