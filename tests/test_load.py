@@ -1,0 +1,198 @@
+"""The load driver, against the plain-Python reference store."""
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from engine.errors import InvalidInputError
+from engine.model import Literal, LoadReport, Triple
+from engine.reference import ReferenceStore
+from loaders.load import load_files
+from loaders.readers import FORMATS, read_metaqa
+
+DATA = Path(__file__).parent / "data"
+
+TSV = (
+    "a\tr\tb\n"
+    "a\tr\tc\n"
+    "bad line\n"
+    "a\tr\tb\n"  # a duplicate within the file
+    "c\tr\td\n"
+    "x\tnot a relation\ty\n"
+    "d\tr\te\n"
+)
+TSV_TRIPLES = {Triple("a", "r", "b"), Triple("a", "r", "c"), Triple("c", "r", "d"), Triple("d", "r", "e")}
+
+
+class BatchSpy(ReferenceStore):
+    """A reference store that remembers the size of every batch it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def add_triples(self, triples: Iterable[Triple]) -> None:
+        triples = list(triples)
+        if triples:
+            self.batches.append(len(triples))
+        super().add_triples(triples)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_report_numbers_and_rejects_file(tmp_path):
+    source = write(tmp_path / "kb.tsv", TSV)
+    store = ReferenceStore()
+    rejects = tmp_path / "out" / "rejects.tsv"
+    rejects.parent.mkdir()
+    report = load_files(store, source, "tsv", rejects_path=rejects, progress=False)
+    assert (report.read, report.loaded, report.duplicates, report.rejected) == (5, 4, 1, 2)
+    assert report.rejects_file == str(rejects)
+    assert report.seconds > 0
+    assert store.triples == TSV_TRIPLES
+    lines = rejects.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    assert lines[0] == f"{source}:3\texpected subject<TAB>relation<TAB>object, found 1 field(s)\tbad line"
+    where, reason, text = lines[1].split("\t", 2)
+    assert where == f"{source}:6"
+    assert "invalid relation name 'not a relation'" in reason
+    assert text == "x\tnot a relation\ty"
+
+
+def test_loading_twice_changes_nothing_and_reports_duplicates(tmp_path):
+    source = write(tmp_path / "kb.tsv", TSV)
+    store = ReferenceStore()
+    first = load_files(store, [source], "tsv", rejects_path=tmp_path / "r1.tsv", progress=False)
+    snapshot = set(store.triples)
+    second = load_files(store, [source], "tsv", rejects_path=tmp_path / "r2.tsv", progress=False)
+    assert store.triples == snapshot
+    assert (second.read, second.loaded, second.duplicates, second.rejected) == (5, 0, 5, 2)
+    assert first.loaded == 4
+
+
+def test_default_rejects_file_only_when_there_are_rejects(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    clean = write(inputs / "clean.tsv", "a\tr\tb\n")
+    report = load_files(ReferenceStore(), clean, progress=False)
+    assert report.rejected == 0 and report.rejects_file is None
+    assert not (tmp_path / "clean.tsv.rejects.tsv").exists()
+
+    dirty = write(inputs / "dirty.tsv", TSV)
+    report = load_files(ReferenceStore(), [dirty, clean], progress=False)
+    expected = tmp_path / "dirty.tsv.rejects.tsv"  # in the current directory, not beside the input
+    assert report.rejects_file == str(expected)
+    assert len(expected.read_text().splitlines()) == 2
+
+
+def test_explicit_rejects_file_is_written_even_when_empty(tmp_path):
+    rejects = write(tmp_path / "rejects.tsv", "stale content from an earlier run\n")
+    report = load_files(ReferenceStore(), write(tmp_path / "kb.tsv", "a\tr\tb\n"), rejects_path=rejects, progress=False)
+    assert report.rejects_file == str(rejects)
+    assert rejects.read_text() == ""
+
+
+def test_batches(tmp_path):
+    source = write(tmp_path / "kb.txt", "".join(f"e{i}|r|e{i + 1}\n" for i in range(25)))
+    store = BatchSpy()
+    report = load_files(store, source, "metaqa", batch_size=10, progress=False)
+    assert store.batches == [10, 10, 5]
+    assert report.loaded == 25
+    with pytest.raises(InvalidInputError, match="batch_size"):
+        load_files(store, source, batch_size=0, progress=False)
+
+
+def test_nothing_stored_is_lost_when_a_later_line_is_bad(tmp_path):
+    lines = [f"e{i}|r|e{i + 1}" for i in range(7)] + ["broken|line"]
+    source = write(tmp_path / "kb.txt", "\n".join(lines) + "\n")
+    store = ReferenceStore()
+    report = load_files(store, source, "metaqa", batch_size=3, rejects_path=tmp_path / "rej.tsv", progress=False)
+    assert report.loaded == 7 and report.rejected == 1
+    assert store.count_triples() == 7
+
+
+def test_several_files_and_formats_detected(tmp_path):
+    gz = tmp_path / "names.gz"
+    gz.write_bytes(gzip.compress(b"/m/0a\tAlpha\n"))
+    store = ReferenceStore()
+    report = load_files(
+        store,
+        [DATA / "sample.nt", DATA / "metaqa-kb-sample.txt", DATA / "freebase-rdf-sample", gz],
+        rejects_path=tmp_path / "rejects.tsv",
+        progress=False,
+    )
+    assert report.rejected == 4 + 3  # metaqa sample + freebase sample
+    assert Triple("m.0a", "type.object.name", Literal("Alpha", None, "en")) in store.triples
+    assert Triple("Kismet", "has_genre", "Musical") in store.triples
+    assert Triple("m.0xyz", "type.object.type", "location.location") in store.triples
+    assert report.loaded == store.count_triples()
+    where = {line.split("\t")[0].rsplit(":", 1)[0] for line in (tmp_path / "rejects.tsv").read_text().splitlines()}
+    assert where == {str(DATA / "metaqa-kb-sample.txt"), str(DATA / "freebase-rdf-sample")}
+
+
+def test_namespace_and_reader_options(tmp_path):
+    source = write(tmp_path / "g.nt", "<http://e.org/s> <http://e.org/p> <http://e.org/o> .\n")
+    store = ReferenceStore()
+    load_files(store, source, namespace="http://e.org/", progress=False)
+    assert store.triples == {Triple("s", "p", "o")}
+
+    store = ReferenceStore()
+    load_files(
+        store,
+        DATA / "freebase-rdf-sample",
+        rejects_path=tmp_path / "rejects.tsv",
+        reader_options={"drop_domains": ("base", "user")},
+        progress=False,
+    )
+    assert not any(t.relation.startswith(("base.", "user.")) for t in store.triples)
+    with pytest.raises(InvalidInputError, match="drop_domains"):
+        load_files(store, source, "metaqa", reader_options={"drop_domains": ("base",)}, progress=False)
+
+
+def test_missing_file_and_unknown_format_load_nothing(tmp_path):
+    good = write(tmp_path / "kb.tsv", "a\tr\tb\n")
+    store = ReferenceStore()
+    with pytest.raises(InvalidInputError) as e:
+        load_files(store, [good, tmp_path / "missing.tsv"], progress=False)
+    assert "missing.tsv" in str(e.value) and all(name in str(e.value) for name in FORMATS)
+    with pytest.raises(InvalidInputError) as e:
+        load_files(store, good, "csv", progress=False)
+    assert "'csv'" in str(e.value) and all(name in str(e.value) for name in FORMATS)
+    with pytest.raises(InvalidInputError, match="cannot tell the format"):
+        load_files(store, [good, write(tmp_path / "odd.txt", "what is this\n")], progress=False)
+    with pytest.raises(InvalidInputError, match="no input files"):
+        load_files(store, [], progress=False)
+    with pytest.raises(InvalidInputError, match="not a file"):
+        load_files(store, tmp_path, progress=False)
+    assert store.count_triples() == 0
+
+
+def test_progress_and_summary_go_to_stderr(tmp_path, capsys):
+    source = write(tmp_path / "kb.tsv", TSV)
+    load_files(ReferenceStore(), source, rejects_path=tmp_path / "r.tsv", progress=False)
+    assert capsys.readouterr() == ("", "")
+    load_files(ReferenceStore(), source, rejects_path=tmp_path / "r.tsv", progress=True)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "loaded 4 triples from 1 file" in err and "2 rejected" in err
+
+
+def test_report_is_a_load_report(tmp_path):
+    report = load_files(ReferenceStore(), write(tmp_path / "kb.tsv", "a\tr\tb\n"), progress=False)
+    assert isinstance(report, LoadReport) and report.triples_per_second > 0
+
+
+@pytest.mark.shared_data
+def test_real_metaqa_load(shared_data, tmp_path):
+    path = shared_data / "metaqa" / "kb.txt.gz"
+    store = ReferenceStore()
+    report = load_files(store, path, rejects_path=tmp_path / "r.tsv", progress=False)
+    assert (report.read, report.loaded, report.duplicates, report.rejected) == (133_582, 133_582, 0, 0)
+    assert store.triples == set(read_metaqa(path))
