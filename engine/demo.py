@@ -49,8 +49,8 @@ def run_demo(store_uri: str = "kgqa-data/demo") -> None:
         )
         show("subgraph([Blade Runner], hops=1)", store.subgraph([film], 1), names)
         show(
-            "shortest_paths(Harrison Ford → Ridley Scott)",
-            store.shortest_paths(["m.0kq20"], ["m.0kq10"], max_hops=4),
+            "shortest_paths(Harrison Ford, Blade Runner)",
+            store.shortest_paths(["m.0kq20"], [film], max_hops=3),
             names,
         )
         show(
@@ -59,10 +59,9 @@ def run_demo(store_uri: str = "kgqa-data/demo") -> None:
             names,
         )
         show(
-            "query: films released before 1980 (raw SPARQL)",
+            "query: films released before 1980 (raw SPARQL; dates are xsd:date or xsd:gYear)",
             store.query(
-                "PREFIX ns: <http://rdf.freebase.com/ns/> "
-                "SELECT ?film ?date WHERE { ?film ns:film.film.initial_release_date ?date . "
-                "FILTER(YEAR(?date) < 1980) } ORDER BY ?date"
+                "SELECT ?film ?date WHERE { ?film <http://rdf.freebase.com/ns/film.film.initial_release_date> ?date . "
+                'FILTER(STR(?date) < "1980") } ORDER BY ?date'
             ),
         )

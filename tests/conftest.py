@@ -44,9 +44,7 @@ def servers(tmp_path_factory) -> Iterable[dict[str, Server | str]]:
             server.stop()
 
 
-@pytest.fixture
-def make_store(servers, tmp_path_factory) -> Callable[..., Store]:
-    """``make_store(kind, triples=())``: a fresh store of that kind holding ``triples``."""
+def _store_factory(servers: dict, tmp_path_factory) -> tuple[Callable[..., Store], list[Store]]:
     opened: list[Store] = []
 
     def factory(kind: str, triples: Iterable[Triple] = ()) -> Store:
@@ -71,6 +69,22 @@ def make_store(servers, tmp_path_factory) -> Callable[..., Store]:
             store.add_triples(triples)
         return store
 
+    return factory, opened
+
+
+@pytest.fixture
+def make_store(servers, tmp_path_factory) -> Iterable[Callable[..., Store]]:
+    """``make_store(kind, triples=())``: a fresh store of that kind holding ``triples``."""
+    factory, opened = _store_factory(servers, tmp_path_factory)
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def make_module_store(servers, tmp_path_factory) -> Iterable[Callable[..., Store]]:
+    """Like ``make_store``, for stores that a whole test module shares (large real graphs)."""
+    factory, opened = _store_factory(servers, tmp_path_factory)
     yield factory
     for store in opened:
         store.close()
@@ -81,7 +95,7 @@ def store_kind(request) -> str:
     return request.param
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         missing(f"the shared datasets are not at {SHARED_DATA}")

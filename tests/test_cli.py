@@ -1,0 +1,105 @@
+"""The `kgqa` command line as a user drives it: demo, load, stats, query <operation> --json."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def demo_store(tmp_path, capsys) -> str:
+    store = str(tmp_path / "demo")
+    code, out, _ = run(capsys, "demo", "--store", store)
+    assert code == 0
+    return store
+
+
+def test_demo_runs_every_operation(tmp_path, capsys):
+    store = str(tmp_path / "demo")
+    code, out, _ = run(capsys, "demo", "--store", store)
+    assert code == 0
+    for section in ("stats", "search", "names", "types", "relations", "expand", "follow_paths", "subgraph",
+                    "shortest_paths", "two_hop_relations", "query"):
+        assert f"== {section}" in out, section
+    assert "Blade Runner" in out and "Harrison Ford" in out and "Ridley Scott" in out
+    # the CVT path: Harrison Ford ← performance.actor ← (CVT) ← film.starring ← Blade Runner
+    assert "Harrison Ford ← film.performance.actor ← m.0kq90 ← film.film.starring ← Blade Runner" in out
+    # a second run finds everything already loaded
+    code, out, _ = run(capsys, "demo", "--store", store)
+    assert "new 0" in out and "already there 73" in out
+
+
+def test_load_reports_rejects_and_is_idempotent(tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\nbroken line\nB|s|C\nA|r|B\nC|bad relation!|D\n", encoding="utf-8")
+    rejects = tmp_path / "rejects.tsv"
+    store = str(tmp_path / "store")
+    code, out, _ = run(capsys, "load", str(kb), "--format", "metaqa", "--store", store, "--rejects", str(rejects),
+                       "--no-progress", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert (report["read"], report["loaded"], report["duplicates"], report["rejected"]) == (3, 2, 1, 2)
+    lines = rejects.read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[0] for line in lines] == [f"{kb}:2", f"{kb}:5"]
+    code, out, _ = run(capsys, "load", str(kb), "--format", "metaqa", "--store", store, "--rejects", str(rejects),
+                       "--no-progress", "--json")
+    assert json.loads(out)["loaded"] == 0
+    code, out, _ = run(capsys, "stats", "--store", store, "--json")
+    assert json.loads(out) == {"triples": 2, "entities": 3, "relations": {"r": 1, "s": 1}}
+
+
+def test_query_operations_print_json(demo_store, capsys):
+    def q(*argv: str):
+        code, out, err = run(capsys, "query", *argv, "--store", demo_store, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    assert q("names", "m.0kq01") == {"m.0kq01": "Blade Runner"}
+    assert q("types", "m.0kq10")["m.0kq10"] == ["film.director", "people.person"]
+    assert {"id": "m.0kq01", "name": "Blade Runner"} in q("search", "blade", "--mode", "prefix")["hits"]
+    rows = q("relations", "m.0kq10", "--direction", "in")["rows"]
+    assert rows == [{"id": "m.0kq10", "relation": "film.film.directed_by", "direction": "in", "count": 2}]
+    edges = q("expand", "m.0kq01", "--relation", "film.film.directed_by")["edges"]
+    assert edges == [{"src": "m.0kq01", "relation": "film.film.directed_by", "dst": "m.0kq10", "forward": True}]
+    paths = q("follow_paths", "m.0kq10", "--path", "film.film.directed_by,film.film.genre")["paths"]
+    assert sorted(p["nodes"][-1] for p in paths) == ["m.0kq40", "m.0kq40", "m.0kq41"]
+    assert q("follow-paths", "m.0kq10", "--path", "film.film.directed_by", "--limit", "1")["truncated"] is True
+    sub = q("subgraph", "m.0kq01", "--hops", "1")
+    assert len(sub["edges"]) == 8
+    sp = q("shortest_paths", "--sources", "m.0kq20", "--targets", "m.0kq01", "--max-hops", "3")["paths"]
+    assert [(p["relations"], p["forward"]) for p in sp] == [
+        (["film.performance.actor", "film.film.starring"], [False, False])
+    ]
+    # Ford and Scott meet first through their shared class, two hops away
+    sp = q("shortest_paths", "--sources", "m.0kq20", "--targets", "m.0kq10")["paths"]
+    assert [p["nodes"] for p in sp] == [["m.0kq20", "people.person", "m.0kq10"]]
+    two = q("two_hop_relations", "m.0kq01", "--r1", "film.film.starring", "--direction", "out")["rows"]
+    assert {"id": "m.0kq01", "r1": "film.film.starring", "relation": "film.performance.actor", "direction": "out",
+            "count": 2} in two
+    result = q("query", "SELECT ?o WHERE { $film <http://rdf.freebase.com/ns/film.film.directed_by> ?o }",
+               "--param", "film=m.0kq01")
+    assert result == {"columns": ["o"], "rows": [["m.0kq10"]]}
+
+
+def test_errors_name_the_input_and_exit_2(demo_store, capsys):
+    code, _, err = run(capsys, "query", "expand", "m.0kq01", "--relation", "x} DROP", "--store", demo_store)
+    assert code == 2 and "invalid relation name 'x} DROP'" in err
+    code, _, err = run(capsys, "query", "query", "DROP ALL", "--store", demo_store)
+    assert code == 2 and "refused" in err
+    code, _, err = run(capsys, "load", "no/such/file.nt", "--store", demo_store, "--no-progress")
+    assert code == 2 and "no/such/file.nt" in err
+
+
+def test_console_script_is_installed():
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "--help"], capture_output=True, text=True, check=True)
+    assert "load" in out.stdout and "query" in out.stdout and "demo" in out.stdout
