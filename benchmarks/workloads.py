@@ -1,0 +1,247 @@
+"""Workloads: the retrieval calls each method makes, drawn from real questions where they exist.
+
+| op | method | call |
+|---|---|---|
+| ``follow_paths`` | RoG path grounding | ``follow_paths([topic], gold relation path, both)`` |
+| ``relations`` | LDR option pool | ``relations(group, both)``, the group reached after the first hop |
+| ``two_hop_relations`` | ARG two-hop expansion | ``two_hop_relations([topic], first relation, both)`` |
+| ``subgraph`` | EtD layer-wise expansion | ``subgraph([topic], min(hops, 2), both)`` |
+| ``fanout`` | FiDeLiS neighbour scoring | ``expand([topic])`` then ``relations(its neighbours)`` |
+| ``shortest_paths`` | RoG training targets | ``shortest_paths([topic], answers[:5], hops)`` |
+
+MetaQA tasks come from the dev questions and their gold relation paths (from the question type),
+PathQuestion tasks from the annotated paths; FB15k-237 and the generated graphs get random walks
+(seeded) from random entities, over relations other than Freebase's ``type.*`` bookkeeping.
+Every implementation — a store, a baseline — answers a task with an answer in one canonical
+form (:func:`canonical`), so they can be checked against each other.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from benchmarks.sources import QuestionPath
+from engine.model import (
+    NAME_RELATION,
+    Edge,
+    ExpandResult,
+    Literal,
+    Path,
+    RelationsResult,
+    Term,
+    Triple,
+    edge_key,
+    path_key,
+    term_key,
+)
+from engine.store import Store
+
+if TYPE_CHECKING:
+    from benchmarks.baselines import CsrFloor
+
+#: op → (method, what the op stands for)
+OPS: dict[str, tuple[str, str]] = {
+    "follow_paths": ("RoG", "path grounding: every instance of a relation path"),
+    "relations": ("LDR", "option pool: relations of an entity set"),
+    "two_hop_relations": ("ARG-KBQA", "two-hop expansion: relations behind (entity, r1)"),
+    "subgraph": ("EtD", "layer-wise subgraph expansion"),
+    "fanout": ("FiDeLiS", "neighbours, then one-hop lookahead on each"),
+    "shortest_paths": ("RoG", "shortest paths topic → answers (training targets)"),
+}
+MAX_GROUP = 100  # ids in an LDR group
+MAX_WALK_PATHS = 10_000  # random walks whose relation path grounds to more are redrawn
+MAX_TARGETS = 5  # answers per shortest-path task
+SUBGRAPH_HOPS = 2
+
+Answer = tuple
+
+
+@dataclass(frozen=True)
+class Task:
+    """One retrieval call: ``ids`` are seeds, ids or sources depending on ``op``."""
+
+    op: str
+    ids: tuple[str, ...]
+    path: tuple[str, ...] = ()  # follow_paths: the relations; two_hop_relations: (r1,)
+    hops: int = 0  # subgraph: layers; shortest_paths: max_hops
+    targets: tuple[str, ...] = ()
+    origin: str = ""  # the question or walk it came from
+
+
+@dataclass
+class Workload:
+    dataset: str
+    op: str
+    source: str
+    tasks: list[Task] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- building tasks
+
+@dataclass
+class Seed:
+    """A starting point: a topic entity, a relation path from it, and where it came from."""
+
+    origin: str
+    topic: str
+    path: list[str]
+    answers: list[str]
+
+
+def tasks_for(seed: Seed, first_hop: Callable[[str, str], list[str]]) -> dict[str, Task]:
+    """The task of every op for one seed; ``first_hop(topic, r1)`` gives the group after hop 1."""
+    path, hops = tuple(seed.path), len(seed.path)
+    group = [seed.topic] if hops == 1 else first_hop(seed.topic, seed.path[0])[:MAX_GROUP] or [seed.topic]
+    targets = tuple(a for a in seed.answers if a != seed.topic)[:MAX_TARGETS]
+    tasks = {
+        "follow_paths": Task("follow_paths", (seed.topic,), path, origin=seed.origin),
+        "relations": Task("relations", tuple(group), origin=seed.origin),
+        "two_hop_relations": Task("two_hop_relations", (seed.topic,), path[:1], origin=seed.origin),
+        "subgraph": Task("subgraph", (seed.topic,), hops=min(hops, SUBGRAPH_HOPS), origin=seed.origin),
+        "fanout": Task("fanout", (seed.topic,), origin=seed.origin),
+    }
+    if targets:
+        tasks["shortest_paths"] = Task("shortest_paths", (seed.topic,), hops=hops, targets=targets, origin=seed.origin)
+    return tasks
+
+
+def sample(items: list, n: int, seed: int) -> list:
+    """``n`` items drawn without replacement, reproducibly (all of them when fewer)."""
+    if n >= len(items):
+        return list(items)
+    return random.Random(seed).sample(items, n)
+
+
+def question_seeds(questions: list[QuestionPath], n: int, seed: int, present: Callable[[str], bool]) -> list[Seed]:
+    """``n`` questions (seeded draw) whose topic entity is in the graph."""
+    usable = [q for q in questions if q.path and present(q.topic)]
+    return [Seed(q.id, q.topic, q.path, q.answers) for q in sample(usable, n, seed)]
+
+
+def walk_seeds(floor: CsrFloor, n: int, seed: int, max_hops: int = 3, max_paths: int = MAX_WALK_PATHS) -> list[Seed]:
+    """``n`` random walks of 1 to ``max_hops`` hops from random named entities (any entity when
+    the graph has no names), over relations outside ``type.*``; a walk whose relation path
+    grounds to more than ``max_paths`` paths is redrawn (RoG would ground them all, but such
+    calls time result materialisation, not retrieval)."""
+    rng = np.random.default_rng(seed)
+    skip = np.array([r.startswith("type.") for r in floor.relations], bool)
+    named = floor.relation_index.get(NAME_RELATION)
+    starts = np.unique(floor.src[floor.rel == named]) if named is not None else np.flatnonzero(~floor.is_literal)
+    seeds: list[Seed] = []
+    for attempt in range(n * 50):
+        if len(seeds) == n or starts.size == 0:
+            break
+        walk = floor.random_walk(int(starts[rng.integers(starts.size)]), int(rng.integers(1, max_hops + 1)), rng, skip)
+        if walk is None:
+            continue
+        start, relations, end = walk
+        if floor.follow_paths([start], relations, "both").nodes.shape[0] > max_paths:
+            continue
+        answers = [end] if isinstance(end, str) and end != start else []
+        seeds.append(Seed(f"walk:{attempt}", start, relations, answers))
+    return seeds
+
+
+def build_workloads(dataset: str, source: str, seeds: list[Seed], floor: CsrFloor) -> list[Workload]:
+    """One workload per op from the seeds (in the order of :data:`OPS`)."""
+    workloads = {op: Workload(dataset, op, source) for op in OPS}
+    for s in seeds:
+        for op, task in tasks_for(s, floor.neighbours_via).items():
+            workloads[op].tasks.append(task)
+    return [w for w in workloads.values() if w.tasks]
+
+
+# ---------------------------------------------------------------------------- running on a store
+
+def fanout(store: Store, seeds: list[str]) -> tuple[ExpandResult, RelationsResult]:
+    """FiDeLiS's step: every (relation, neighbour) of the seeds, then the relations of each neighbour."""
+    hop = store.expand(seeds, None, "both")
+    neighbours = list(dict.fromkeys(e.dst for e in hop.edges if not isinstance(e.dst, Literal)))
+    return hop, (store.relations(neighbours, "both") if neighbours else RelationsResult([]))
+
+
+class StoreRetriever:
+    """A store answering tasks with the engine's batched operations."""
+
+    ops = frozenset(OPS)
+
+    def __init__(self, store: Store, label: str) -> None:
+        self.store = store
+        self.name = f"store:{label}"
+
+    def prepare(self, task: Task) -> None:
+        return None
+
+    def run(self, task: Task, prepared: None) -> Any:
+        return run_on_store(self.store, task)
+
+    def answer(self, task: Task, raw: Any) -> Answer:
+        return canonical(task.op, raw)
+
+
+def run_on_store(store: Store, task: Task) -> Any:
+    """The batched engine call(s) for a task."""
+    ids = list(task.ids)
+    if task.op == "follow_paths":
+        return store.follow_paths(ids, list(task.path), "both")
+    if task.op == "relations":
+        return store.relations(ids, "both")
+    if task.op == "two_hop_relations":
+        return store.two_hop_relations(ids, task.path[0], "both")
+    if task.op == "subgraph":
+        return store.subgraph(ids, task.hops, "both")
+    if task.op == "fanout":
+        return fanout(store, ids)
+    if task.op == "shortest_paths":
+        return store.shortest_paths(ids, list(task.targets), task.hops)
+    raise ValueError(f"unknown op {task.op!r}")
+
+
+# ---------------------------------------------------------------------------- canonical answers
+
+
+def paths_answer(paths: list[Path]) -> Answer:
+    return tuple(sorted(paths, key=path_key))
+
+
+def edges_answer(edges: list[Edge]) -> Answer:
+    return tuple(sorted(edges, key=edge_key))
+
+
+def subgraph_answer(triples: list[Triple], depth: dict[Term, int]) -> Answer:
+    edges = tuple(sorted(triples, key=lambda t: (t.subject, t.relation, term_key(t.object))))
+    return edges, tuple(sorted(depth.items(), key=lambda kv: term_key(kv[0])))
+
+
+def canonical(op: str, result: Any) -> Answer:
+    """An engine result as a canonical, comparable answer: sorted tuples of model objects
+    (paths, edges, triples) or of plain rows ``(id, [r1,] relation, direction, count)``."""
+    if op in ("follow_paths", "shortest_paths"):
+        return paths_answer(result.paths)
+    if op == "relations":
+        return tuple(sorted((r.id, r.relation, r.direction, r.count) for r in result.rows))
+    if op == "two_hop_relations":
+        return tuple(sorted((r.id, r.r1, r.relation, r.direction, r.count) for r in result.rows))
+    if op == "subgraph":
+        return subgraph_answer(result.edges, result.depth)
+    if op == "fanout":
+        hop, look = result
+        return edges_answer(hop.edges), tuple(sorted((r.id, r.relation, r.direction, r.count) for r in look.rows))
+    raise ValueError(f"unknown op {op!r}")
+
+
+def edges_touched(op: str, answer: Answer) -> int:
+    """How many edges an answer carries (path hops, counted edges, subgraph edges)."""
+    if op in ("follow_paths", "shortest_paths"):
+        return sum(len(p.relations) for p in answer)
+    if op in ("relations", "two_hop_relations"):
+        return sum(r[-1] for r in answer)
+    if op == "subgraph":
+        return len(answer[0])
+    if op == "fanout":
+        return len(answer[0]) + sum(r[-1] for r in answer[1])
+    raise ValueError(f"unknown op {op!r}")

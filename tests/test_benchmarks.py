@@ -1,0 +1,218 @@
+"""The benchmarks: the generator follows the Freebase schema, every baseline computes exactly
+the stores' answers (a differential check, no timings), and a tiny run writes its reports."""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from benchmarks.baselines import CsrFloor, NetworkxGlobal, NetworkxPerQuestion, TogLoop
+from benchmarks.cli import main
+from benchmarks.generator import FreebaseGenerator
+from benchmarks.workloads import StoreRetriever, Task, walk_seeds
+from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal
+from engine.reference import ReferenceStore
+from engine.stores.oxigraph import OxigraphStore
+from tests.conftest import SHARED_DATA, missing
+from tests.random_graphs import RELATIONS, node_ids, random_graph
+
+DATATYPES = {
+    "type.int": {XSD + "integer"},
+    "type.float": {XSD + "float"},
+    "type.boolean": {XSD + "boolean"},
+    "type.datetime": {XSD + "gYear", XSD + "gYearMonth", XSD + "date"},
+}
+
+
+# ---------------------------------------------------------------------------- the generator
+
+@pytest.fixture(scope="module")
+def generated():
+    """A small generated graph, its schema, and each node's types."""
+    if not (SHARED_DATA / "freebase-ontology").is_dir():
+        missing(f"the Freebase ontology is not at {SHARED_DATA / 'freebase-ontology'}")
+    generator = FreebaseGenerator(20_000, seed=7)
+    triples = list(generator)
+    types: dict[str, set[str]] = defaultdict(set)
+    for t in triples:
+        if t.relation == TYPE_RELATION:
+            types[t.subject].add(t.object)  # type: ignore[arg-type]
+    return generator, triples, types
+
+
+def test_generator_follows_domains_and_ranges(generated):
+    generator, triples, types = generated
+    schema = generator.schema
+    facts = [t for t in triples if t.relation not in (NAME_RELATION, TYPE_RELATION)]
+    assert len(facts) > len(triples) / 2
+    for t in facts:
+        prop = schema.properties[t.relation]
+        assert prop.domain in types[t.subject], t
+        if prop.literal:
+            assert isinstance(t.object, Literal), t
+            if prop.range in DATATYPES:
+                assert t.object.datatype in DATATYPES[prop.range], t
+            elif prop.range == "type.text":
+                assert t.object.lang == "en", t
+            else:
+                assert t.object.datatype is None and t.object.lang is None, t
+        else:
+            assert prop.range in types[t.object], t  # type: ignore[index]
+
+
+def test_generator_cvts_are_nameless_and_topics_named_once(generated):
+    generator, triples, types = generated
+    names = Counter(t.subject for t in triples if t.relation == NAME_RELATION)
+    cvts = {node for node, classes in types.items() if classes & generator.schema.cvt}
+    topics = {node for node, classes in types.items() if "common.topic" in classes}
+    assert cvts and topics and not cvts & topics
+    assert generator.info.cvts == len(cvts)
+    assert not any(names[c] for c in cvts)
+    assert all(names[t] == 1 for t in topics)
+    # CVTs are real mediators: each links at least two other nodes
+    degree = Counter(t.subject for t in triples if t.relation != TYPE_RELATION)
+    degree.update(t.object for t in triples if isinstance(t.object, str) and t.relation != TYPE_RELATION)
+    assert np.median([degree[c] for c in cvts]) >= 2
+
+
+def test_generator_stores_reverse_properties_both_ways(generated):
+    generator, triples, _ = generated
+    stored = {(t.subject, t.relation, t.object) for t in triples}
+    reverse = generator.schema.reverse
+    paired = [t for t in triples if t.relation in reverse and not isinstance(t.object, Literal)]
+    assert paired
+    assert all((t.object, reverse[t.relation], t.subject) in stored for t in paired)
+
+
+def test_generator_degrees_are_heavy_tailed(generated):
+    _, triples, _ = generated
+    degree: Counter = Counter()
+    for t in triples:
+        if not t.relation.startswith("type."):
+            degree[t.subject] += 1
+            if isinstance(t.object, str):
+                degree[t.object] += 1
+    d = np.sort(np.array(list(degree.values())))
+    assert d.max() >= 50 * np.median(d)  # hubs
+    assert d[-len(d) // 100:].sum() >= 0.12 * d.sum()  # the top 1 % holds a large share of the edges
+
+
+def test_generator_is_reproducible(generated):
+    generator, triples, _ = generated
+    again = list(FreebaseGenerator(20_000, seed=7, schema=generator.schema))
+    assert again == triples
+    assert list(FreebaseGenerator(20_000, seed=8, schema=generator.schema))[:2000] != triples[:2000]
+
+
+# ---------------------------------------------------------------------------- baselines = stores
+
+def _tasks(rng: random.Random, ids: list[str], n: int) -> list[Task]:
+    tasks = []
+    for _ in range(n):
+        node = rng.choice(ids)
+        path = tuple(rng.choice(RELATIONS) for _ in range(rng.randint(1, 3)))
+        tasks += [
+            Task("follow_paths", (node,), path),
+            Task("follow_paths", tuple(rng.sample(ids, 3)) + ("no-such-node",), path),
+            Task("relations", tuple(rng.sample(ids, 3))),
+            Task("two_hop_relations", (node,), (rng.choice(RELATIONS),)),
+            Task("subgraph", (node, "no-such-node"), hops=rng.randint(1, 3)),
+            Task("fanout", (node,)),
+            Task("shortest_paths", tuple(rng.sample(ids, 2)), hops=rng.randint(1, 3), targets=tuple(rng.sample(ids, 3))),
+        ]
+    return tasks
+
+
+def _assert_same_answers(retrievers, expected_from, tasks) -> None:
+    for task in tasks:
+        expected = expected_from.answer(task, expected_from.run(task, None))
+        for r in retrievers:
+            if task.op in r.ops:
+                assert r.answer(task, r.run(task, r.prepare(task))) == expected, f"{r.name} {task}"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_in_memory_baselines_match_the_reference(seed):
+    """The floor, RoG's networkx retrieval (global and per question) and the ToG loop on the
+    embedded store give the reference store's answers, corner cases included (self-loops,
+    parallel and reciprocal edges, literals, awkward ids)."""
+    triples = random_graph(seed)
+    store = OxigraphStore(None)
+    store.add_triples(triples)
+    floor = CsrFloor(triples)
+    retrievers = [floor, NetworkxGlobal(triples), NetworkxPerQuestion(CsrFloor(triples)), TogLoop(store, "oxigraph"), StoreRetriever(store, "oxigraph")]
+    tasks = _tasks(random.Random(seed), node_ids(triples), 25)
+    _assert_same_answers(retrievers, StoreRetriever(ReferenceStore(triples), "reference"), tasks)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tog_loop_matches_each_store(make_store, store_kind, seed):
+    """The ToG loop issues raw per-entity queries; on every store it must give the store's own
+    batched answers."""
+    triples = random_graph(seed)
+    store = make_store(store_kind, triples)
+    tasks = _tasks(random.Random(seed), node_ids(triples), 10)
+    _assert_same_answers([TogLoop(store, store_kind)], StoreRetriever(store, store_kind), tasks)
+
+
+def test_baselines_match_on_a_generated_graph(generated):
+    """Freebase-shaped data: CVT hops, hubs, typed literals as dead ends; tasks from random walks."""
+    _, triples, _ = generated
+    store = OxigraphStore(None)
+    store.add_triples(triples)
+    floor = CsrFloor(triples)
+    tasks = []
+    for s in walk_seeds(floor, 15, seed=3):
+        tasks.append(Task("follow_paths", (s.topic,), tuple(s.path)))
+        tasks.append(Task("two_hop_relations", (s.topic,), (s.path[0],)))
+        tasks.append(Task("subgraph", (s.topic,), hops=2))
+        tasks.append(Task("fanout", (s.topic,)))
+        if s.answers:
+            tasks.append(Task("shortest_paths", (s.topic,), hops=len(s.path), targets=tuple(s.answers)))
+    assert len(tasks) >= 60
+    retrievers = [floor, NetworkxGlobal(triples), NetworkxPerQuestion(floor), TogLoop(store, "oxigraph")]
+    _assert_same_answers(retrievers, StoreRetriever(store, "oxigraph"), tasks)
+
+
+# ---------------------------------------------------------------------------- a tiny run
+
+def test_tiny_retrieval_run_writes_json_markdown_and_plots(tmp_path, generated):
+    out = tmp_path / "out"
+    code = main([
+        "retrieval", "--quick", "--datasets", "gen:2k,gen:4k", "--stores", "oxigraph",
+        "--store", "bolt://127.0.0.1:9", "--questions", "3", "--batch", "4", "--budget", "5",
+        "--workdir", str(tmp_path / "work"), "--out", str(out),
+    ])
+    assert code == 0
+    results = json.loads((out / "retrieval.json").read_text())
+    assert {d["name"] for d in results["datasets"]} == {"gen-2k", "gen-4k"}
+    impls = {t["impl"] for t in results["timings"]}
+    assert {"store:oxigraph", "tog-loop:oxigraph", "csr-floor", "networkx-global", "networkx-per-question"} <= impls
+    assert all(t["mismatches"] == 0 and not t["errors"] for t in results["timings"])
+    assert results["stores"]["bolt-uri"]["skipped"]  # unreachable: reported, not dropped
+    assert results["ratios"] and results["goals"] and results["machine"]["cores"]
+    markdown = (out / "retrieval.md").read_text()
+    assert "## Goals" in markdown and "store:oxigraph" in markdown and "skipped" in markdown
+    for name in ("latency-gen-2k.png", "latency-gen-4k.png", "throughput-vs-size.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):
+    out = tmp_path / "out"
+    code = main(["load", "--datasets", "gen:2k", "--stores", "oxigraph", "--workdir", str(tmp_path / "work"), "--out", str(out)])
+    assert code == 0
+    results = json.loads((out / "load.json").read_text())
+    (row,) = results["loads"]
+    assert row["store"] == "oxigraph" and row["counts_agree"] and row["triples"] > 500
+    assert row["engine_over_native"] > 0 and results["goals"]
+    assert "engine ÷ native" in (out / "load.md").read_text()
+
+
+def test_generate_writes_ntriples(tmp_path, generated):
+    path = tmp_path / "g.nt"
+    assert main(["generate", "3k", "--out", str(path), "--seed", "1"]) == 0
+    lines = path.read_text().splitlines()
+    assert len(lines) > 1000 and all(line.endswith(" .") and line.startswith("<http://rdf.freebase.com/ns/") for line in lines)
