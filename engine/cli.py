@@ -2,36 +2,41 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from engine.errors import KGQAError
-from engine.model import Literal, to_json
+from engine.model import to_json
 from engine.open import FREEBASE_NS, open_store
 from engine.render import render
+
+#: modules that add their own subcommands through ``register(subparsers)``; each keeps its
+#: module-level imports light (torch and models are imported inside the handlers)
+COMMAND_MODULES: tuple[str, ...] = ()
 
 STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
 
 
-def _add_store(p: argparse.ArgumentParser) -> None:
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, help=STORE_HELP)
     p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF stores (default: Freebase's)")
 
 
-def _add_output(p: argparse.ArgumentParser) -> None:
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def _open(args: argparse.Namespace):
+def open_from_args(args: argparse.Namespace):
     options: dict[str, Any] = {}
     if args.store is None or not args.store.startswith(("bolt", "neo4j")):
         options["namespace"] = args.namespace
     return open_store(args.store, **options)
 
 
-def _emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> None:
+def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> None:
     if args.json:
         print(json.dumps(to_json(result), ensure_ascii=False, indent=2))
     else:
@@ -43,8 +48,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     def op(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, aliases=[name.replace("_", "-")] if "_" in name else [])
         p.set_defaults(operation=name)
-        _add_store(p)
-        _add_output(p)
+        add_store_arguments(p)
+        add_output_arguments(p)
         return p
 
     def direction(p: argparse.ArgumentParser, default: str = "both") -> None:
@@ -97,7 +102,7 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_operation(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with open_from_args(args) as store:
         name = args.operation
         if name == "relations":
             result = store.relations(args.ids, args.direction, args.limit)
@@ -126,14 +131,14 @@ def _run_operation(args: argparse.Namespace) -> None:
                     raise KGQAError(f"--param {item!r}: write NAME=VALUE")
                 params[key] = value
             result = store.query(args.text, params)
-        _emit(args, result)
+        emit(args, result)
 
 
 # --------------------------------------------------------------------- load, stats, demo
 def _run_load(args: argparse.Namespace) -> None:
     from loaders.load import load_files
 
-    with _open(args) as store:
+    with open_from_args(args) as store:
         report = load_files(
             store,
             args.files,
@@ -154,8 +159,8 @@ def _run_load(args: argparse.Namespace) -> None:
 
 
 def _run_stats(args: argparse.Namespace) -> None:
-    with _open(args) as store:
-        _emit(args, store.stats())
+    with open_from_args(args) as store:
+        emit(args, store.stats())
 
 
 def _run_demo(args: argparse.Namespace) -> None:
@@ -180,13 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv, if any)")
     p.add_argument("--batch-size", type=int, default=50_000)
     p.add_argument("--no-progress", action="store_true")
-    _add_store(p)
-    _add_output(p)
+    add_store_arguments(p)
+    add_output_arguments(p)
     p.set_defaults(handler=_run_load)
 
     p = sub.add_parser("stats", help="triples, entities and triples per relation")
-    _add_store(p)
-    _add_output(p)
+    add_store_arguments(p)
+    add_output_arguments(p)
     p.set_defaults(handler=_run_stats)
 
     p = sub.add_parser("query", help="run one operation of the vocabulary")
@@ -196,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="load a small Freebase-shaped sample into the embedded store and run every operation")
     p.add_argument("--store", default="kgqa-data/demo", help="where to put the demo store (default kgqa-data/demo)")
     p.set_defaults(handler=_run_demo)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
 
     sub.add_parser("bench", help="benchmarks: `kgqa bench load|retrieval …` (see benchmarks/README.md)", add_help=False)
     return parser
