@@ -40,8 +40,12 @@ class SparqlCompiler:
         dir_var = dir_var or f"{node}_{other}_dir"
         return (
             f'{{ {out} BIND("out" AS ?{dir_var}) }} UNION '
-            f'{{ {inn} BIND("in" AS ?{dir_var}) FILTER(!sameTerm(?{other}, ?{node})) }}'
+            f'{{ {inn} BIND("in" AS ?{dir_var}) FILTER(!{self.same_term(f"?{other}", f"?{node}")}) }}'
         )
+
+    def same_term(self, a: str, b: str) -> str:
+        """True when two terms are the same RDF term."""
+        return f"sameTerm({a}, {b})"
 
     def rel_term(self, relation: str | None, var: str) -> str:
         return f"?{var}" if relation is None else self.t.iri(relation)
@@ -92,7 +96,7 @@ class SparqlCompiler:
             return f'?{b} {rel} ?{a} . BIND("in" AS ?d{i})'
         return (
             f'{{ ?{a} {rel} ?{b} . BIND("out" AS ?d{i}) }} UNION '
-            f'{{ ?{b} {rel} ?{a} . BIND("in" AS ?d{i}) FILTER(!sameTerm(?{a}, ?{b})) }}'
+            f'{{ ?{b} {rel} ?{a} . BIND("in" AS ?d{i}) FILTER(!{self.same_term(f"?{a}", f"?{b}")}) }}'
         )
 
     def distinct_edges(self, path: list[str | None], direction: str) -> list[str]:
@@ -113,12 +117,12 @@ class SparqlCompiler:
                 if ri is not None and rj is not None and ri != rj:
                     continue  # different relations: never the same triple
                 (si, oi), (sj, oj) = ends(i), ends(j)
-                same = [f"sameTerm({si}, {sj})", f"sameTerm({oi}, {oj})"]
+                same = [self.same_term(si, sj), self.same_term(oi, oj)]
                 if ri is None and rj is None:
-                    same.append(f"sameTerm(?r{i}, ?r{j})")
+                    same.append(self.same_term(f"?r{i}", f"?r{j}"))
                 elif ri is None or rj is None:
                     var, fixed = (f"?r{i}", rj) if ri is None else (f"?r{j}", ri)
-                    same.append(f"sameTerm({var}, {self.t.iri(fixed)})")  # type: ignore[arg-type]
+                    same.append(self.same_term(var, self.t.iri(fixed)))  # type: ignore[arg-type]
                 filters.append("FILTER(!(" + " && ".join(same) + "))")
         return filters
 
