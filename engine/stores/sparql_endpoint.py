@@ -1,0 +1,510 @@
+"""Virtuoso, or any SPARQL 1.1 endpoint, over HTTP.
+
+Reads go through SPARQLWrapper (POST, JSON results) against one named graph, with a timeout
+and retries with exponential backoff on transient failures (connection refused or reset,
+timeouts, HTTP 5xx that are not query errors). Virtuoso loads through its own bulk loader:
+the triples are written as Turtle files (N-Triples lines) into a staging directory the server may read
+(``DirsAllowed`` in virtuoso.ini), then ``isql`` runs ``ld_dir`` + ``rdf_loader_run`` and the
+load list is checked for errors. ``loader="update"`` instead sends ``INSERT DATA`` batches to
+an authenticated SPARQL update endpoint (small loads, endpoints without isql).
+
+Virtuoso's answers are normalised back to the values that were loaded (see ``_virtuoso_literal``);
+what cannot be recovered is listed in :class:`SparqlEndpointStore`'s docstring.
+"""
+from __future__ import annotations
+
+import ast
+import http.client
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyoxigraph as ox
+from SPARQLWrapper import POST, SPARQLWrapper
+from SPARQLWrapper.SPARQLExceptions import (
+    EndPointInternalError,
+    EndPointNotFound,
+    QueryBadFormed,
+    SPARQLWrapperException,
+    Unauthorized,
+    URITooLong,
+)
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from engine.errors import InvalidInputError, KGQAError, StoreError, StoreUnavailableError
+from engine.model import XSD, Literal, QueryResult, Triple
+from engine.open import FREEBASE_NS
+from engine.stores.sparql_store import Row, SparqlStore
+from sparql.compiler import SparqlCompiler
+from sparql.readonly import bind_parameters, ensure_read_only
+from sparql.terms import Terms
+from sparql.virtuoso import EXACT_SUFFIX, VirtuosoCompiler
+
+DEFAULT_GRAPH = "http://kgqa-engine/graph/default"
+FLAVOURS = ("virtuoso", "generic")
+LOADERS = ("isql", "update")
+
+_GRAPH_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>\"'{}|^`\\]+")
+# "Virtuoso 37000 Error SP030: ..." — a query or SQL error the server reports, not a failure
+# to retry; class 40 (transaction rollback, deadlock) is the exception.
+_VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error")
+_FLOATS = {XSD + "float", XSD + "double"}
+_DATES = {XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"}
+_YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
+_FRACTION = re.compile(r"(T\d\d:\d\d:\d\d)\.(\d*?)0*(?=$|Z|[+-])")
+_LOAD_MARK = "KGQA-LOAD:"
+_INTEGER = XSD + "integer"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class SparqlEndpointStore(SparqlStore):
+    """A SPARQL 1.1 endpoint (Virtuoso by default), read and written in one named graph.
+
+    ``uri`` is the endpoint (``http://host:8890/sparql``); ``?graph=IRI`` in it, or the
+    ``graph`` option, names the graph (default :data:`DEFAULT_GRAPH`). Options:
+
+    - ``flavour``: ``virtuoso`` (default) or ``generic`` for other endpoints;
+    - ``timeout`` seconds per request, ``retries`` and ``backoff`` (first wait, seconds,
+      doubling) for transient failures;
+    - loading through isql: ``isql="host:port"`` or ``isql_port`` (host of ``uri``, default
+      port 1111), ``user``/``password`` (default dba/dba), ``staging_dir`` (a directory this
+      process can write and the server can read: inside its ``DirsAllowed``, on the same
+      machine or a shared mount), ``isql_command`` (default ``isql-vt``), ``loaders``
+      (parallel ``rdf_loader_run`` sessions), ``chunk_size`` (triples per staged file);
+    - ``loader="update"``: ``INSERT DATA`` batches of ``batch_size`` triples to
+      ``update_endpoint`` (default: ``/sparql-auth`` beside ``/sparql``) as ``user``/``password``.
+
+    isql gets the password on its command line, where other local users can see it.
+
+    What Virtuoso cannot give back exactly:
+
+    - xsd:float is single precision: more than 7 significant digits come back rounded;
+    - an xsd:integer beyond 64 bits comes back as xsd:decimal;
+    - literals are kept by value: for one subject and relation, equal numbers of different
+      types (``1`` and ``1.0``) or date-like literals of one instant (``1850``^^gYear,
+      ``1850-01``^^gYearMonth, ``1850-01-01``^^date, its midnight dateTime) are one triple;
+    - dateTime fractions come back canonical (``.25``, never ``.250``), ``+00:00`` as ``Z``;
+    - ``query()`` shows doubles with Virtuoso's six digits, and boolean expressions as 0/1.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        graph: str | None = None,
+        namespace: str = FREEBASE_NS,
+        flavour: str = "virtuoso",
+        timeout: float = 60.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        isql: str | None = None,
+        isql_port: int | None = None,
+        user: str = "dba",
+        password: str = "dba",
+        staging_dir: str | os.PathLike[str] | None = None,
+        isql_command: str = "isql-vt",
+        loaders: int = 1,
+        chunk_size: int = 2_000_000,
+        loader: str = "isql",
+        update_endpoint: str | None = None,
+        batch_size: int = 10_000,
+    ) -> None:
+        if flavour not in FLAVOURS:
+            raise InvalidInputError(f"invalid flavour {flavour!r}: use one of {', '.join(FLAVOURS)}")
+        if loader not in LOADERS:
+            raise InvalidInputError(f"invalid loader {loader!r}: use one of {', '.join(LOADERS)}")
+        for name, value in (("loaders", loaders), ("chunk_size", chunk_size), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"invalid {name} {value!r}: use a positive integer")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise InvalidInputError(f"invalid timeout {timeout!r}: use a positive number of seconds")
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
+            raise InvalidInputError(f"invalid backoff {backoff!r}: use a number of seconds ≥ 0")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidInputError(f"invalid retries {retries!r}: use an integer ≥ 0")
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInputError(f"invalid SPARQL endpoint {uri!r}: give http(s)://host:port/sparql")
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        graph = graph or next((v for k, v in query if k == "graph"), None) or DEFAULT_GRAPH
+        if not _GRAPH_IRI.fullmatch(graph):
+            raise InvalidInputError(f"invalid graph IRI {graph!r}: give an absolute IRI such as {DEFAULT_GRAPH}")
+        self.flavour = flavour
+        super().__init__(namespace, graph)
+        self.uri = uri
+        self.graph = graph
+        self.endpoint = urllib.parse.urlunsplit(
+            parts._replace(query=urllib.parse.urlencode([(k, v) for k, v in query if k != "graph"]))
+        )
+        self.timeout = float(timeout)
+        self.retries = retries
+        self.backoff = backoff
+        self.user = user
+        self.password = password
+        if isql is None:
+            isql = f"{parts.hostname}:{isql_port or 1111}"
+        self.isql = isql
+        self.isql_command = isql_command
+        self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
+        self.loaders = loaders
+        self.chunk_size = chunk_size
+        self.loader = loader
+        self.update_endpoint = update_endpoint or self.endpoint.rsplit("/", 1)[0] + "/sparql-auth"
+        self.batch_size = batch_size
+
+    def make_compiler(self, terms: Terms, graph: str | None) -> SparqlCompiler:
+        return VirtuosoCompiler(terms, graph) if self.flavour == "virtuoso" else SparqlCompiler(terms, graph)
+
+    # ------------------------------------------------------------------ HTTP
+    def _request(self, text: str, accept: str, whole_graph: bool) -> bytes:
+        """POST a query; retry transient failures; return the response body.
+
+        ``whole_graph`` adds ``default-graph-uri`` so that a raw query sees this store's graph
+        and nothing else (the compiled queries carry their own FROM).
+        """
+        wrapper = SPARQLWrapper(self.endpoint)
+        wrapper.setMethod(POST)
+        wrapper.setOnlyConneg(True)  # no format=/output= parameters: the Accept header decides
+        wrapper.addCustomHttpHeader("Accept", accept)
+        if whole_graph:
+            wrapper.addParameter("default-graph-uri", self.graph)
+        wrapper.setQuery(text)
+        wrapper.timeout = self.timeout  # seconds as given (setTimeout would truncate to int)
+
+        def attempt() -> bytes:
+            with wrapper.query().response as response:
+                headers = response.headers
+                body = response.read()
+            # Virtuoso answers 200 with a cut-down result when a server-side limit is hit.
+            if headers.get("X-SPARQL-MaxRows"):
+                raise StoreError(
+                    f"{self.endpoint} returns at most {headers['X-SPARQL-MaxRows']} rows per query "
+                    "(ResultSetMaxRows in virtuoso.ini), so this answer would be incomplete: raise that "
+                    "setting, or pass limit= to the operation"
+                )
+            if headers.get("X-SQL-State"):
+                raise StoreError(
+                    f"{self.endpoint} returned a partial answer ({headers['X-SQL-State']}: "
+                    f"{headers.get('X-SQL-Message', '')}): raise MaxQueryExecutionTime in virtuoso.ini "
+                    "or narrow the query"
+                )
+            return body
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=self.backoff, max=30),
+            retry=retry_if_exception(_transient),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except KGQAError:
+            raise
+        except (QueryBadFormed, URITooLong) as e:
+            raise QueryRejected(_server_message(e)) from e
+        except EndPointInternalError as e:
+            message = _server_message(e)
+            if _transient(e):
+                raise self._unavailable(f"it keeps failing ({message})") from e
+            if "S1T00" in message:  # the server's own time limit, not a bad query
+                raise StoreError(
+                    f"{self.endpoint} stopped the query at its time limit ({message}): raise "
+                    "MaxQueryExecutionTime in virtuoso.ini, or narrow the call (fewer ids, a limit)"
+                ) from e
+            raise QueryRejected(message) from e
+        except EndPointNotFound as e:
+            raise StoreUnavailableError(
+                f"no SPARQL endpoint at {self.endpoint} (HTTP 404): check the path, e.g. http://host:8890/sparql"
+            ) from e
+        except Unauthorized as e:
+            raise StoreUnavailableError(f"{self.endpoint} refused the request (HTTP 401): check the credentials") from e
+        except (SPARQLWrapperException, urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            raise self._unavailable(f"{type(e).__name__}: {e}") from e
+
+    def _unavailable(self, why: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"cannot reach the SPARQL endpoint {self.endpoint} after {self.retries + 1} attempt(s): {why}. "
+            "Is the server running and the URI right? Start Virtuoso (virtuoso-t -f -c virtuoso.ini) "
+            "or pass the endpoint's real host, port and path."
+        )
+
+    def _json(self, text: str, whole_graph: bool = False) -> dict[str, Any]:
+        body = self._request(text, "application/sparql-results+json", whole_graph)
+        # Numbers stay text: Virtuoso writes some literal values as bare JSON numbers.
+        return json.loads(body, parse_float=str, parse_int=str)
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, binding: dict[str, Any] | None, exact: dict[str, Any] | None = None) -> Any:
+        if binding is None:
+            return None
+        kind, value = binding["type"], str(binding["value"])
+        if kind == "uri":
+            return self.terms.id_of(value)
+        if kind == "bnode":
+            return "_:" + value
+        datatype, lang = binding.get("datatype"), binding.get("xml:lang")
+        if self.flavour == "virtuoso":
+            return _virtuoso_literal(value, datatype, lang, None if exact is None else str(exact["value"]))
+        return Literal.make(value, datatype, lang)
+
+    def _rows(self, result: dict[str, Any], compiled: bool) -> tuple[list[str], list[Row]]:
+        """Column names and decoded rows; a compiled query's ``__exact`` companions fold into
+        the columns they belong to."""
+        names = result["head"]["vars"]
+        if compiled:
+            names = [n for n in names if not n.endswith(EXACT_SUFFIX)]
+        rows = []
+        for b in result["results"]["bindings"]:
+            rows.append({n: self._decode(b.get(n), b.get(n + EXACT_SUFFIX) if compiled else None) for n in names})
+        return names, rows
+
+    def _select(self, text: str) -> list[Row]:
+        try:
+            return self._rows(self._json(text), compiled=True)[1]
+        except QueryRejected as e:  # a compiler bug, never user input
+            raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
+
+    def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
+        ensure_read_only(text)
+        text = bind_parameters(text, params, self.terms.parameter)
+        wrapper = SPARQLWrapper(self.endpoint)
+        wrapper.setQuery(text)
+        form = wrapper.queryType  # SPARQLWrapper reads the query form after the prologue
+        try:
+            if form in ("CONSTRUCT", "DESCRIBE") and self.flavour == "generic":
+                return self._triples(self._request(text, "application/n-triples", True))
+            result = self._json(text, whole_graph=True)
+        except QueryRejected as e:
+            raise InvalidInputError(f"invalid SPARQL query: {e}") from e
+        if "boolean" in result:
+            return QueryResult(["result"], [[bool(result["boolean"])]])
+        names, rows = self._rows(result, compiled=False)
+        if form in ("CONSTRUCT", "DESCRIBE"):  # Virtuoso answers them as s/p/o bindings
+            return QueryResult(["subject", "predicate", "object"], [[r[n] for n in names] for r in rows])
+        return QueryResult(names, [[r[n] for n in names] for r in rows])
+
+    def _triples(self, body: bytes) -> QueryResult:
+        rows = []
+        for quad in ox.parse(body, format=ox.RdfFormat.N_TRIPLES):
+            rows.append([self._from_ox(quad.subject), self._from_ox(quad.predicate), self._from_ox(quad.object)])
+        return QueryResult(["subject", "predicate", "object"], rows)
+
+    def _from_ox(self, term: Any) -> Any:
+        if isinstance(term, ox.NamedNode):
+            return self.terms.id_of(term.value)
+        if isinstance(term, ox.BlankNode):
+            return "_:" + term.value
+        return Literal.make(term.value, term.datatype.value, term.language)
+
+    # ------------------------------------------------------------------ writing
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
+        if self.loader == "update":
+            self._insert_data(triples)
+        else:
+            self._bulk_load(triples)
+
+    def _turtle(self, triples: Iterable[Triple]) -> Iterator[str]:
+        """One line per triple: N-Triples, except that xsd:integer values within 64 bits are bare
+        Turtle numbers, because Virtuoso's Turtle parser turns a quoted ``"2147483648"^^xsd:integer``
+        (anything beyond 32 bits) into an xsd:decimal."""
+        relations: dict[str, str] = {}
+        iri, term = self.terms.iri, self.terms.term
+        for t in triples:
+            rel = relations.get(t.relation)
+            if rel is None:
+                rel = relations[t.relation] = iri(t.relation)
+            obj = t.object
+            if isinstance(obj, Literal) and obj.datatype == _INTEGER and _INT64_MIN <= int(obj.value) <= _INT64_MAX:
+                yield f"{iri(t.subject)} {rel} {obj.value} .\n"
+            else:
+                yield f"{iri(t.subject)} {rel} {term(obj)} .\n"
+
+    def _bulk_load(self, triples: Iterable[Triple]) -> None:
+        if self.staging_dir is None:
+            raise InvalidInputError(
+                f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
+                "the Virtuoso server can read (listed in DirsAllowed of its virtuoso.ini)"
+            )
+        try:
+            folder = tempfile.mkdtemp(prefix="kgqa-load-", dir=self.staging_dir)
+        except OSError as e:
+            raise StoreError(f"cannot write into the staging directory {self.staging_dir!r}: {e}") from e
+        try:
+            # Every file is written before the server reads any, so a bad triple stops the
+            # load before anything reaches the store.
+            os.chmod(folder, 0o755)  # the server may run as another user
+            if not self._stage(triples, folder):
+                return
+            here = _sql_string(os.path.abspath(folder) + "/%")
+            self._isql(f"ld_dir({_sql_string(os.path.abspath(folder))}, '*.ttl', {_sql_string(self.graph)});")
+            try:
+                with ThreadPoolExecutor(self.loaders) as pool:
+                    list(pool.map(self._isql, ["rdf_loader_run();"] * self.loaders))
+                report = self._isql(
+                    "checkpoint;\n"
+                    f"SELECT '{_LOAD_MARK}' || ll_file || ' ' || coalesce(ll_error, 'was not loaded') "
+                    f"FROM DB.DBA.load_list WHERE ll_file LIKE {here} AND (ll_state <> 2 OR ll_error IS NOT NULL);"
+                )
+            finally:  # the staged files go away, so their rows in the load list must too
+                self._isql(f"DELETE FROM DB.DBA.load_list WHERE ll_file LIKE {here};")
+            failures = [line[len(_LOAD_MARK):].strip() for line in report.splitlines() if line.startswith(_LOAD_MARK)]
+            if failures:
+                raise StoreError(
+                    f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
+                    "file up to the error may have been loaded; loading again is safe)"
+                )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _stage(self, triples: Iterable[Triple], folder: str) -> int:
+        """Write the triples as Turtle files of ``chunk_size`` lines; return how many."""
+        count = 0
+        out = None
+        try:
+            for line in self._turtle(triples):
+                if count % self.chunk_size == 0:
+                    if out is not None:
+                        out.close()
+                    path = os.path.join(folder, f"part-{count // self.chunk_size:05d}.ttl")
+                    out = open(path, "w", encoding="utf-8", buffering=1 << 20)
+                    os.chmod(path, 0o644)
+                out.write(line)
+                count += 1
+        except UnicodeEncodeError as e:
+            raise InvalidInputError(f"triple {count + 1} of the load is not valid Unicode ({e.reason}): {e.object[:200]!r}") from e
+        except OSError as e:
+            raise StoreError(f"cannot write the staging file in {folder!r}: {e}") from e
+        finally:
+            if out is not None:
+                out.close()
+        return count
+
+    def _isql(self, sql: str) -> str:
+        """Run SQL statements through isql; raise on the first error it reports."""
+        if shutil.which(self.isql_command) is None:
+            raise StoreUnavailableError(
+                f"{self.isql_command} not found: Virtuoso's bulk loader needs it (apt-get install "
+                "virtuoso-opensource-7-bin, or isql_command= its path); loader='update' loads without it"
+            )
+        try:
+            done = subprocess.run(
+                [self.isql_command, self.isql, self.user, self.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
+                input=sql,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except OSError as e:
+            raise StoreUnavailableError(f"cannot run {self.isql_command}: {e}") from e
+        output = done.stdout + done.stderr
+        errors = [line for line in output.splitlines() if line.startswith("*** Error")]
+        if errors:
+            if "Connect failed" in errors[0] or "CL0" in errors[0]:
+                raise StoreUnavailableError(
+                    f"cannot connect to Virtuoso's SQL port {self.isql} as {self.user!r}: {errors[0]}. "
+                    "Is the server running? Give isql='host:port' (its [Parameters] ServerPort) and the dba password."
+                )
+            raise StoreError(f"Virtuoso's bulk loader failed on {self.uri}: {' '.join(errors)} (SQL: {sql.strip()})")
+        return output
+
+    def _insert_data(self, triples: Iterable[Triple]) -> None:
+        lines = list(self._turtle(triples))  # every triple checked before any batch is sent
+        opener = self._update_opener()
+        for start in range(0, len(lines), self.batch_size):
+            text = f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(lines[start:start + self.batch_size])}}} }}"
+            data = urllib.parse.urlencode({"update": text}).encode()
+            request = urllib.request.Request(self.update_endpoint, data=data, method="POST")
+            request.add_header("Content-Type", "application/x-www-form-urlencoded")
+            try:
+                for attempt in Retrying(
+                    stop=stop_after_attempt(self.retries + 1),
+                    wait=wait_exponential(multiplier=self.backoff, max=30),
+                    retry=retry_if_exception(_transient),
+                    reraise=True,
+                ):
+                    with attempt, opener.open(request, timeout=self.timeout) as response:
+                        response.read()
+            except urllib.error.HTTPError as e:
+                raise StoreError(
+                    f"{self.update_endpoint} refused INSERT DATA (HTTP {e.code}): "
+                    f"{e.read().decode(errors='replace')[:500]}; check user/password and update permissions"
+                ) from e
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                raise StoreUnavailableError(f"cannot reach the update endpoint {self.update_endpoint}: {e}") from e
+
+    def _update_opener(self) -> urllib.request.OpenerDirector:
+        # A private opener: SPARQLWrapper's digest support installs a process-wide one.
+        passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+        passwords.add_password(None, self.update_endpoint, self.user, self.password)
+        return urllib.request.build_opener(
+            urllib.request.HTTPDigestAuthHandler(passwords), urllib.request.HTTPBasicAuthHandler(passwords)
+        )
+
+
+class QueryRejected(Exception):
+    """The endpoint refused a query as malformed or failing (not a transient error)."""
+
+
+def _server_message(error: SPARQLWrapperException) -> str:
+    """The server's own words from a SPARQLWrapper exception (its message embeds the body's repr)."""
+    text = str(error)
+    _, _, body = text.partition("Response:\n")
+    try:
+        message = ast.literal_eval(body).decode("utf-8", "replace") if body else text
+    except (ValueError, SyntaxError, AttributeError):
+        message = body or text
+    # Virtuoso echoes the whole query after its message.
+    return message.split("\n\nSPARQL query:", 1)[0].strip()[:2000]
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, EndPointInternalError):
+        found = _VIRTUOSO_ERROR.search(_server_message(error))
+        return found is None or found.group(1).startswith("40")
+    if isinstance(error, urllib.error.HTTPError):
+        return error.code >= 500 or error.code == 429
+    if isinstance(error, SPARQLWrapperException):
+        return False
+    return isinstance(error, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError))
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact: str | None) -> Literal:
+    """A literal as Virtuoso returns it, turned back into the one that was loaded.
+
+    Virtuoso prints doubles and floats with six digits (``exact`` holds 17), stores xsd:float
+    in single precision, writes negative years with fewer than four digits (``-044``) and
+    dateTime fractions padded to milliseconds (``.250``); booleans come back as 0/1, which
+    :meth:`Literal.make` already canonicalises.
+    """
+    if datatype in _FLOATS and exact is not None:
+        value = _shortest_float32(exact) if datatype == XSD + "float" else exact
+    elif datatype in _DATES:
+        value = _YEAR.sub(lambda m: m.group(1) + m.group(2).zfill(4), value, count=1)
+        if datatype == XSD + "dateTime":
+            value = _FRACTION.sub(lambda m: m.group(1) + ("." + m.group(2) if m.group(2) else ""), value)
+    return Literal.make(value, datatype, lang)
+
+
+def _shortest_float32(text: str) -> str:
+    """The shortest decimal that reads back as the same single-precision float."""
+    number = float(text)
+    single = struct.unpack("f", struct.pack("f", number))[0]
+    for digits in range(1, 10):
+        candidate = f"{single:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == single:
+            return candidate
+    return repr(single)

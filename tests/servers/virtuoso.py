@@ -1,0 +1,147 @@
+"""A throw-away Virtuoso 7 server for the tests: its own virtuoso.ini, database and staging
+directory in ``workdir``, SQL (isql) and HTTP (/sparql) on free loopback ports."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from engine.stores.sparql_endpoint import SparqlEndpointStore
+from tests.servers.base import Server, ServerUnavailable, free_port
+
+BINARY = "virtuoso-t"
+ISQL = "isql-vt"
+STARTUP_TIMEOUT = 60.0
+
+# Buffers sized for a small machine (2 cores, 24 GiB): about 1 GiB of page cache. No
+# MaxQueryExecutionTime / ResultSetMaxRows: Virtuoso would cut results short instead of failing.
+INI = """\
+[Database]
+DatabaseFile = {db}/virtuoso.db
+ErrorLogFile = {db}/virtuoso.log
+LockFile = {db}/virtuoso.lck
+TransactionFile = {db}/virtuoso.trx
+xa_persistent_file = {db}/virtuoso.pxa
+ErrorLogLevel = 7
+FileExtend = 200
+MaxCheckpointRemap = 2000
+Striping = 0
+TempStorage = TempDatabase
+
+[TempDatabase]
+DatabaseFile = {db}/virtuoso-temp.db
+TransactionFile = {db}/virtuoso-temp.trx
+MaxCheckpointRemap = 2000
+Striping = 0
+
+[Parameters]
+ServerPort = 127.0.0.1:{sql_port}
+DisableUnixSocket = 1
+MaxClientConnections = 20
+CheckpointInterval = 0
+O_DIRECT = 0
+CaseMode = 2
+MaxStaticCursorRows = 5000
+AllowOSCalls = 0
+DirsAllowed = {staging}
+ThreadThreshold = 10
+NumberOfBuffers = 100000
+MaxDirtyBuffers = 60000
+MaxMemPoolSize = 200000000
+
+[HTTPServer]
+ServerPort = 127.0.0.1:{http_port}
+ServerRoot = {db}/www
+MaxClientConnections = 10
+EnabledDavVSP = 0
+HTTPProxyEnabled = 0
+MaxKeepAlives = 10
+KeepAliveTimeout = 10
+Charset = UTF-8
+
+"""
+
+
+class VirtuosoServer(Server):
+    def __init__(self, workdir: Path, process: subprocess.Popen, sql_port: int, http_port: int) -> None:
+        self.workdir = workdir
+        self.process = process
+        self.sql_port = sql_port
+        self.http_port = http_port
+        self.staging = workdir / "staging"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/sparql"
+
+    def new_store(self, name: str, **options) -> SparqlEndpointStore:
+        options = {
+            "graph": f"http://kgqa-engine/test/{name}",
+            "isql": f"127.0.0.1:{self.sql_port}",
+            "staging_dir": str(self.staging),
+            **options,
+        }
+        return SparqlEndpointStore(self.endpoint, **options)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        with urllib.request.urlopen(endpoint + "?query=ASK%7B%7D", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start(workdir: Path) -> VirtuosoServer:
+    """Start ``virtuoso-t`` in the foreground on free loopback ports; wait until /sparql answers."""
+    binary = shutil.which(BINARY)
+    if binary is None or shutil.which(ISQL) is None:
+        raise ServerUnavailable(
+            f"{BINARY} not found: run `make virtuoso` (apt-get install virtuoso-opensource-7-bin)"
+        )
+    workdir = Path(workdir).resolve()
+    db = workdir / "db"
+    staging = workdir / "staging"
+    for folder in (db / "www", staging):
+        folder.mkdir(parents=True, exist_ok=True)
+    sql_port, http_port = free_port(), free_port()
+    while http_port == sql_port:
+        http_port = free_port()
+    ini = workdir / "virtuoso.ini"
+    ini.write_text(INI.format(db=db, staging=staging, sql_port=sql_port, http_port=http_port))
+    log = db / "virtuoso.log"
+    with open(workdir / "stdout.log", "wb") as out:
+        process = subprocess.Popen([binary, "-f", "-c", str(ini)], cwd=db, stdout=out, stderr=subprocess.STDOUT)
+    server = VirtuosoServer(workdir, process, sql_port, http_port)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        if _answers(server.endpoint):
+            return server
+        time.sleep(0.25)
+    exited = process.poll()
+    tail = "\n".join(_tail(log) + _tail(workdir / "stdout.log"))
+    server.stop()
+    reason = f"exited with status {exited}" if exited is not None else f"did not answer within {STARTUP_TIMEOUT:.0f} s"
+    raise ServerUnavailable(f"virtuoso-t {reason} (ports {sql_port}, {http_port}); its log ends:\n{tail}")
+
+
+def _tail(path: Path, lines: int = 20) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []

@@ -1,0 +1,435 @@
+"""The Virtuoso / SPARQL-endpoint store: what the differential tests cannot see.
+
+Bulk loading through isql, errors (load, unreachable, retries), the read-only guard, graph
+isolation, literal round trips against the embedded store, and the Virtuoso flavour's text.
+Tests that need the server share the session's Virtuoso (started by ``make_store``); the HTTP
+behaviour tests run against a tiny local fake endpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+import pytest
+
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    ReadOnlyViolationError,
+    StoreError,
+    StoreUnavailableError,
+)
+from engine.model import NAME_RELATION, XSD, Literal, Triple
+from engine.open import open_store
+from engine.reference import ReferenceStore
+from engine.stores.oxigraph import OxigraphStore
+from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
+from sparql.compiler import SparqlCompiler
+from sparql.terms import Terms
+from sparql.virtuoso import VirtuosoCompiler
+from tests.random_graphs import random_graph
+from tests.servers.base import free_port
+
+
+@pytest.fixture
+def server(make_store, servers):
+    """The session's Virtuoso server (started on first use; skipped, or failed under CI, if it cannot)."""
+    make_store("virtuoso")
+    return servers["virtuoso"]
+
+
+_counter = iter(range(10**9))
+
+
+def _store(server, **options) -> SparqlEndpointStore:
+    return server.new_store(f"vt{os.getpid()}_{next(_counter)}", **options)
+
+
+# ----------------------------------------------------------------------------- loading
+def test_bulk_load_matches_the_reference_and_reloading_changes_nothing(server):
+    triples = random_graph(11, edges=80)
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    assert store.count_triples() == len(set(triples))
+    assert store.stats() == reference.stats()
+    store.add_triples(triples)
+    store.add_triples(triples[:5])
+    assert store.stats() == reference.stats()
+    # the staging directory is left empty
+    assert [p for p in os.listdir(server.staging) if p.startswith("kgqa-load-")] == []
+
+
+def test_many_chunks_and_parallel_loaders_load_the_same_graph(server):
+    triples = random_graph(12, edges=80)
+    store = _store(server, chunk_size=7, loaders=2)
+    store.add_triples(iter(triples))  # any iterable, read once
+    assert store.stats() == ReferenceStore(triples).stats()
+
+
+def test_nothing_to_load_is_a_no_op(server):
+    store = _store(server)
+    store.add_triples([])
+    assert store.count_triples() == 0
+
+
+def test_a_bad_triple_stops_the_load_before_anything_is_loaded(server):
+    store = _store(server)
+    with pytest.raises(InvalidIdentifierError):
+        store.add_triples([Triple("a", "r", "b"), Triple("a", "bad relation", "c")])
+    with pytest.raises(InvalidInputError, match="not valid Unicode"):
+        store.add_triples([Triple("a", "r", "b"), Triple("a", "r", Literal.make("lone \ud800 surrogate"))])
+    assert store.count_triples() == 0
+
+
+def test_a_load_error_reported_by_virtuoso_is_a_store_error(server, monkeypatch):
+    store = _store(server)
+    monkeypatch.setattr(store, "_turtle", lambda triples: iter(["this is not turtle .\n"]))
+    with pytest.raises(StoreError, match="bulk loader failed.*syntax error"):
+        store.add_triples([Triple("a", "r", "b")])
+    assert [p for p in os.listdir(server.staging) if p.startswith("kgqa-load-")] == []
+
+
+def test_loading_without_a_staging_directory_says_what_to_give(server):
+    store = _store(server, staging_dir=None)
+    with pytest.raises(InvalidInputError, match="staging_dir=.*DirsAllowed"):
+        store.add_triples([Triple("a", "r", "b")])
+
+
+def test_wrong_isql_credentials_or_port_are_unavailable_errors(server):
+    with pytest.raises(StoreUnavailableError, match="SQL port"):
+        _store(server, password="wrong").add_triples([Triple("a", "r", "b")])
+    with pytest.raises(StoreUnavailableError, match="SQL port"):
+        _store(server, isql=f"127.0.0.1:{free_port()}").add_triples([Triple("a", "r", "b")])
+
+
+def test_missing_isql_binary_names_the_fix(server):
+    with pytest.raises(StoreUnavailableError, match="not found.*loader='update'"):
+        _store(server, isql_command="no-such-isql-binary").add_triples([Triple("a", "r", "b")])
+
+
+def test_insert_data_loader_through_the_authenticated_endpoint(server):
+    triples = random_graph(13)
+    store = _store(server, loader="update", batch_size=9)
+    store.add_triples(triples)
+    store.add_triples(triples)
+    assert store.stats() == ReferenceStore(triples).stats()
+    with pytest.raises(StoreError, match="refused INSERT DATA"):
+        _store(server, loader="update", password="wrong").add_triples(triples[:1])
+
+
+# ----------------------------------------------------------------------------- literals
+ROUND_TRIP = [
+    Literal.make("chat", lang="fr"),
+    Literal.make("Grüße, Évian 😀", lang="de-AT"),
+    Literal.make("plain"),
+    Literal.make(""),
+    Literal.make('quote " backslash \\ tab \t newline \n'),
+    Literal.make("x" * 5000),
+    Literal.make("42", XSD + "integer"),
+    Literal.make("-7", XSD + "integer"),
+    Literal.make("2147483648", XSD + "integer"),  # beyond 32 bits
+    Literal.make("-9007199254740993", XSD + "integer"),
+    Literal.make("2.5", XSD + "float"),
+    Literal.make("1.1", XSD + "float"),
+    Literal.make("123456.7", XSD + "float"),
+    Literal.make("0.1", XSD + "double"),
+    Literal.make("1.2345678901234567", XSD + "double"),
+    Literal.make("1e20", XSD + "double"),
+    Literal.make("2.50", XSD + "decimal"),
+    Literal.make("2001-05-04", XSD + "date"),
+    Literal.make("2001-05-04Z", XSD + "date"),
+    Literal.make("-0500-01-01", XSD + "date"),
+    Literal.make("1990", XSD + "gYear"),
+    Literal.make("-0044", XSD + "gYear"),
+    Literal.make("1990-04", XSD + "gYearMonth"),
+    Literal.make("2020-05-17T10:20:30", XSD + "dateTime"),
+    Literal.make("2020-05-17T10:20:30Z", XSD + "dateTime"),
+    Literal.make("2020-05-17T10:20:30.25-05:00", XSD + "dateTime"),
+    Literal.make("true", XSD + "boolean"),
+    Literal.make("0", XSD + "boolean"),
+    Literal.make("custom", "http://example.org/datatype"),
+]
+
+
+@pytest.mark.parametrize("loader", ["isql", "update"])
+def test_literals_round_trip_exactly_as_on_the_embedded_store(server, loader):
+    triples = [Triple(f"s{i}", "p", lit) for i, lit in enumerate(ROUND_TRIP)]
+    store = _store(server, loader=loader)
+    store.add_triples(triples)
+    embedded = OxigraphStore(None)
+    embedded.add_triples(triples)
+    for i, lit in enumerate(ROUND_TRIP):
+        got = store.expand([f"s{i}"]).edges
+        assert got == embedded.expand([f"s{i}"]).edges
+        assert [e.dst for e in got] == [lit]
+        assert store.follow_paths([f"s{i}"], ["p"], "out").paths[0].end == lit
+    # raw queries too, but for doubles and floats: query() shows Virtuoso's six digits
+    inexact = {XSD + "float", XSD + "double"}
+    rows = [r for r in store.query("SELECT ?s ?o WHERE { ?s ?p ?o }").rows if r[1].datatype not in inexact]
+    expected = [[t.subject, t.object] for t in triples if t.object.datatype not in inexact]
+    assert sorted(rows, key=repr) == sorted(expected, key=repr)
+
+
+def test_names_and_search_with_non_ascii_and_long_text(server):
+    triples = [
+        Triple("m.1", NAME_RELATION, Literal.make("Évian straße", lang="en")),
+        Triple("m.2", NAME_RELATION, Literal.make("Delta-Ä")),
+    ]
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    assert store.names(["m.1", "m.2"]) == {"m.1": "Évian straße", "m.2": "Delta-Ä"}
+    for text, mode in [("Évian straße", "exact"), ("évi", "prefix"), ("ä", "contains"), ("STRASSE", "contains")]:
+        assert store.search(text, mode) == reference.search(text, mode), (text, mode)
+    assert store.search("x" * 10_000, "contains").hits == []
+
+
+def test_many_ids_in_one_call(server):
+    triples = [Triple(f"n{i}", "r", f"n{i + 1}") for i in range(3000)]
+    store = _store(server)
+    store.add_triples(triples)
+    ids = [f"n{i}" for i in range(0, 3000, 2)]
+    assert store.expand(ids, direction="out") == ReferenceStore(triples).expand(ids, direction="out")
+
+
+# ----------------------------------------------------------------------------- reading
+def test_two_stores_on_one_server_do_not_see_each_other(server):
+    first, second = _store(server), _store(server)
+    first.add_triples([Triple("a", "r", "b")])
+    second.add_triples([Triple("a", "r", "c"), Triple("a", "s", "d")])
+    assert first.count_triples() == 1 and second.count_triples() == 2
+    assert [e.dst for e in first.expand(["a"]).edges] == ["b"]
+    assert first.query("SELECT ?o WHERE { ?s ?p ?o }").rows == [["b"]]  # raw queries too
+    assert first.query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }").rows[0][0].value == "1"
+    assert first.query("ASK { ?s ?p <http://rdf.freebase.com/ns/c> }").rows == [[False]]
+
+
+def test_graph_from_the_uri_and_open_store(server):
+    graph = f"http://kgqa-engine/test/uri{os.getpid()}"
+    loader = _store(server, graph=graph)
+    loader.add_triples([Triple("a", "r", "b")])
+    reader = open_store(f"{server.endpoint}?graph={graph}")
+    assert isinstance(reader, SparqlEndpointStore)
+    assert (reader.graph, reader.endpoint) == (graph, server.endpoint)
+    assert reader.count_triples() == 1
+    assert SparqlEndpointStore(server.endpoint).graph == DEFAULT_GRAPH
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "INSERT DATA { <http://x/a> <http://x/b> <http://x/c> }",
+        "DELETE WHERE { ?s ?p ?o }",
+        "DROP GRAPH <http://kgqa-engine/graph/default>",
+        "CLEAR ALL",
+        "LOAD <http://example.org/x.nt>",
+        "SELECT * WHERE { ?s ?p ?o FILTER(bif:exec('checkpoint')) }",
+        "SELECT (sql:RDF_QUAD_URI('g', 's', 'p', 'o') AS ?x) WHERE { }",
+        "WITH <http://x/g> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    ],
+)
+def test_query_refuses_writes_and_sql_calls(server, text):
+    store = _store(server)
+    store.add_triples([Triple("a", "r", "b")])
+    with pytest.raises(ReadOnlyViolationError):
+        store.query(text)
+    assert store.count_triples() == 1
+
+
+def test_query_binds_hostile_parameters_literally(server):
+    hostile = '" } ; DROP ALL ; SELECT * { "'
+    store = _store(server)
+    store.add_triples([Triple("a", "r", Literal.make(hostile)), Triple("a> <x", "r", "b")])
+    rows = store.query("SELECT ?s WHERE { ?s ?p $v }", {"v": Literal.make(hostile)}).rows
+    assert rows == [["a"]]
+    assert store.query("SELECT ?o WHERE { $s ?p ?o }", {"s": "a> <x"}).rows == [["b"]]
+    assert store.query("SELECT ?o WHERE { $s ?p ?o }", {"s": "a"}).rows == [[Literal.make(hostile)]]
+    assert store.count_triples() == 2
+
+
+def test_query_forms(server):
+    store = _store(server)
+    store.add_triples([Triple("a", "r", "b"), Triple("a", "r", Literal.make("0.1", XSD + "double"))])
+    construct = store.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")
+    assert construct.columns == ["subject", "predicate", "object"]
+    assert sorted(construct.rows, key=repr) == sorted(
+        [["a", "r", "b"], ["a", "r", Literal.make("0.1", XSD + "double")]], key=repr
+    )
+    assert store.query("ASK { $s ?p ?o }", {"s": "a"}).rows == [[True]]
+    described = store.query("DESCRIBE <http://rdf.freebase.com/ns/a>")
+    assert ["a", "r", "b"] in described.rows
+    with pytest.raises(InvalidInputError, match="invalid SPARQL query"):
+        store.query("SELECT ?s WHERE { ?s ?p }")
+
+
+def test_the_generic_flavour_reads_any_endpoint(server):
+    store = _store(server, flavour="generic")
+    store.add_triples([Triple("a", "r", "b"), Triple("b", "r", "c")])
+    assert isinstance(store.compiler, SparqlCompiler) and not isinstance(store.compiler, VirtuosoCompiler)
+    assert store.follow_paths(["a"], ["r", "r"], "out").paths[0].nodes == ("a", "b", "c")
+    construct = store.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")  # N-Triples, parsed locally
+    assert sorted(construct.rows) == [["a", "r", "b"], ["b", "r", "c"]]
+
+
+def test_walks_never_reuse_an_edge_and_self_loops_count_once(server):
+    triples = [
+        Triple("x", "r", "x"),
+        Triple("x", "r", "y"),
+        Triple("y", "r", "x"),
+        Triple("y", "s", Literal.make("1990", XSD + "gYear")),
+    ]
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    for direction in ("out", "in", "both"):
+        for path in (["r"], ["r", "r"], ["r", "r", "r"], ["r", "s"]):
+            assert store.follow_paths(["x", "y"], path, direction) == reference.follow_paths(["x", "y"], path, direction)
+        assert store.expand(["x"], direction=direction) == reference.expand(["x"], direction=direction)
+        assert store.relations(["x"], direction) == reference.relations(["x"], direction)
+        assert store.two_hop_relations(["x"], "r", direction) == reference.two_hop_relations(["x"], "r", direction)
+    assert store.shortest_paths(["x"], ["y"], 3) == reference.shortest_paths(["x"], ["y"], 3)
+
+
+# ----------------------------------------------------------------------------- HTTP behaviour
+class _FakeEndpoint:
+    """Answers each POST with the next scripted (status, headers, body); records the requests."""
+
+    def __init__(self, script: list[tuple[int, dict[str, str], str]]) -> None:
+        self.script = list(script)
+        self.requests: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                owner.requests.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                status, headers, body = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
+                data = body.encode()
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/sparql-results+json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}/sparql"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+_COUNT = json.dumps(
+    {
+        "head": {"vars": ["n"]},
+        "results": {"bindings": [{"n": {"type": "typed-literal", "datatype": XSD + "integer", "value": "3"}}]},
+    }
+)
+
+
+@pytest.fixture
+def fake() -> Iterator:
+    opened: list[_FakeEndpoint] = []
+
+    def make(*script: tuple[int, dict[str, str], str]) -> _FakeEndpoint:
+        opened.append(_FakeEndpoint(list(script)))
+        return opened[-1]
+
+    yield make
+    for endpoint in opened:
+        endpoint.close()
+
+
+def test_transient_server_errors_are_retried(fake):
+    endpoint = fake((503, {}, "busy"), (500, {}, "proxy error"), (200, {}, _COUNT))
+    store = SparqlEndpointStore(endpoint.uri, retries=3, backoff=0.01)
+    assert store.count_triples() == 3
+    assert len(endpoint.requests) == 3
+    assert f"FROM <{DEFAULT_GRAPH}>" in parse_qs(endpoint.requests[0])["query"][0]
+
+
+def test_query_errors_are_not_retried(fake):
+    endpoint = fake((400, {}, "Virtuoso 37000 Error SP030: SPARQL compiler, line 1: syntax error"))
+    store = SparqlEndpointStore(endpoint.uri, retries=3, backoff=0.01)
+    with pytest.raises(InvalidInputError, match="SP030"):
+        store.query("SELECT * WHERE { ?s ?p ?o }")
+    endpoint500 = fake((500, {}, "Virtuoso 42000 Error SR186: No permission\n\nSPARQL query:\nSELECT …"))
+    with pytest.raises(StoreError, match="SR186") as caught:
+        SparqlEndpointStore(endpoint500.uri, retries=3, backoff=0.01).count_triples()
+    assert "SPARQL query:" not in str(caught.value)
+    assert len(endpoint.requests) == 1 and len(endpoint500.requests) == 1
+
+
+def test_persistent_server_errors_become_unavailable(fake):
+    endpoint = fake((503, {}, "down for maintenance"))
+    with pytest.raises(StoreUnavailableError, match="3 attempt"):
+        SparqlEndpointStore(endpoint.uri, retries=2, backoff=0.01).count_triples()
+    assert len(endpoint.requests) == 3
+
+
+def test_cut_down_answers_are_errors_not_silent(fake):
+    capped = fake((200, {"X-SPARQL-MaxRows": "10000"}, _COUNT))
+    with pytest.raises(StoreError, match="ResultSetMaxRows"):
+        SparqlEndpointStore(capped.uri).count_triples()
+    partial = fake((200, {"X-SQL-State": "S1TAT", "X-SQL-Message": "RC...: Returning incomplete results"}, _COUNT))
+    with pytest.raises(StoreError, match="partial answer"):
+        SparqlEndpointStore(partial.uri).count_triples()
+
+
+def test_an_unreachable_endpoint_fails_fast_and_names_the_uri():
+    uri = f"http://127.0.0.1:{free_port()}/sparql"
+    store = SparqlEndpointStore(uri, retries=2, backoff=0.01, timeout=2)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match=f"{uri}.*Is the server running"):
+        store.relations(["a"])
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"flavour": "blazegraph"}, "invalid flavour"),
+        ({"loader": "ftp"}, "invalid loader"),
+        ({"graph": "not an iri"}, "invalid graph IRI"),
+        ({"timeout": 0}, "invalid timeout"),
+        ({"retries": -1}, "invalid retries"),
+        ({"chunk_size": 0}, "invalid chunk_size"),
+    ],
+)
+def test_bad_options_are_rejected(options, message):
+    with pytest.raises(InvalidInputError, match=message):
+        SparqlEndpointStore("http://127.0.0.1:8890/sparql", **options)
+
+
+# ----------------------------------------------------------------------------- the flavour's text
+def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
+    terms = Terms("http://rdf.freebase.com/ns/")
+    generic, virtuoso = SparqlCompiler(terms, "http://g"), VirtuosoCompiler(terms, "http://g")
+    assert generic.same_term("?a", "?b") == "sameTerm(?a, ?b)"
+    assert virtuoso.same_term("?a", "?b") == "(?a = ?b)"
+    assert virtuoso.expand(["m.1"], ["r"], "both", 6) == (
+        "SELECT ?src ?rel ?dst ?dir"
+        ' (IF(isNumeric(?src), bif:sprintf("%.17g", ?src), ?src__exact_none) AS ?src__exact)'
+        ' (IF(isNumeric(?rel), bif:sprintf("%.17g", ?rel), ?rel__exact_none) AS ?rel__exact)'
+        ' (IF(isNumeric(?dst), bif:sprintf("%.17g", ?dst), ?dst__exact_none) AS ?dst__exact)'
+        ' (IF(isNumeric(?dir), bif:sprintf("%.17g", ?dir), ?dir__exact_none) AS ?dir__exact)'
+        " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
+        " VALUES ?rel { <http://rdf.freebase.com/ns/r> }"
+        ' { ?src ?rel ?dst . BIND("out" AS ?dir) } UNION'
+        ' { ?dst ?rel ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) } } LIMIT 6'
+    )
+    # aggregates have no companions; everything else is the generic text
+    assert virtuoso.relations(["m.1"], "out", None) == generic.relations(["m.1"], "out", None)
+    assert virtuoso.count_triples() == generic.count_triples()
+    walks = virtuoso.walks(["m.1"], ["r", "r"], "both", None, None)
+    assert "sameTerm" not in walks and '(IF(?d0 = "out", ?n0, ?n1) = IF(?d1 = "out", ?n1, ?n2))' in walks
