@@ -1,9 +1,10 @@
 """The Virtuoso flavour of the SPARQL dialect: only what Virtuoso 7 needs differently.
 
 - Virtuoso writes xsd:double and xsd:float values in its JSON and XML results with six
-  significant digits (``1.23457``), so every plain variable of a non-aggregating SELECT gets a
-  companion column ``?<var>__exact`` holding the number printed with 17 digits; the store
-  decodes the pair back to the exact value.
+  significant digits (``1.23457``). So each projected variable that can hold a literal (it
+  is the object of a triple pattern, not bound by VALUES, not filtered to non-literals) gets a
+  companion column ``?<var>__exact`` holding a number printed with 17 digits; the store folds
+  the pair back into the exact value.
 - ``sameTerm(?a, ?b)`` is evaluated wrongly (always false) when one variable comes from a
   subject position and the other from an object position, e.g. ``?d ?r ?s FILTER(!sameTerm(?d,
   ?s))`` keeps self-loops; ``=`` is right there. The compiler only compares terms of which at
@@ -20,6 +21,10 @@ EXACT_SUFFIX = "__exact"
 
 # a plain variable of a projection, outside any parenthesised expression
 _PROJECTED = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*\)|\?(\w+)")
+# the object variable of a triple pattern `?s <p> ?o .` or `?s ?p ?o .`
+_OBJECT = re.compile(r"\?\w+\s+(?:<[^<>\s]*>|\?\w+)\s+\?(\w+)\s*\.")
+_VALUES = re.compile(r"VALUES\s+(?:\?(\w+)|\(([^)]*)\))")
+_NOT_LITERAL = re.compile(r"FILTER\(!isLiteral\(\?(\w+)\)\)")
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -28,9 +33,17 @@ class VirtuosoCompiler(SparqlCompiler):
 
     def select(self, head: str, body: str, tail: str = "", fetch: int | None = None) -> str:
         if "GROUP BY" not in tail:
-            names = [m.group(1) for m in _PROJECTED.finditer(head) if m.group(1)]
             head += "".join(
                 f' (IF(isNumeric(?{n}), bif:sprintf("%.17g", ?{n}), ?{n}{EXACT_SUFFIX}_none) AS ?{n}{EXACT_SUFFIX})'
-                for n in names
+                for n in _literal_variables(head, body)
             )
         return super().select(head, body, tail, fetch)
+
+
+def _literal_variables(head: str, body: str) -> list[str]:
+    """The projected variables of a query that can be bound to a literal."""
+    bound = set()
+    for single, several in _VALUES.findall(body):
+        bound.update([single] if single else re.findall(r"\?(\w+)", several))
+    objects = set(_OBJECT.findall(body)) - bound - set(_NOT_LITERAL.findall(body))
+    return [n for n in (m.group(1) for m in _PROJECTED.finditer(head)) if n and n in objects]

@@ -419,17 +419,18 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
     assert virtuoso.same_term("?a", "?b") == "(?a = ?b)"
     assert virtuoso.expand(["m.1"], ["r"], "both", 6) == (
         "SELECT ?src ?rel ?dst ?dir"
-        ' (IF(isNumeric(?src), bif:sprintf("%.17g", ?src), ?src__exact_none) AS ?src__exact)'
-        ' (IF(isNumeric(?rel), bif:sprintf("%.17g", ?rel), ?rel__exact_none) AS ?rel__exact)'
         ' (IF(isNumeric(?dst), bif:sprintf("%.17g", ?dst), ?dst__exact_none) AS ?dst__exact)'
-        ' (IF(isNumeric(?dir), bif:sprintf("%.17g", ?dir), ?dir__exact_none) AS ?dir__exact)'
         " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
         " VALUES ?rel { <http://rdf.freebase.com/ns/r> }"
         ' { ?src ?rel ?dst . BIND("out" AS ?dir) } UNION'
         ' { ?dst ?rel ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) } } LIMIT 6'
     )
-    # aggregates have no companions; everything else is the generic text
-    assert virtuoso.relations(["m.1"], "out", None) == generic.relations(["m.1"], "out", None)
-    assert virtuoso.count_triples() == generic.count_triples()
+    # a companion only for what can be a literal: a walk's last node, a name; not aggregates
     walks = virtuoso.walks(["m.1"], ["r", "r"], "both", None, None)
     assert "sameTerm" not in walks and '(IF(?d0 = "out", ?n0, ?n1) = IF(?d1 = "out", ?n1, ?n2))' in walks
+    assert walks.count("__exact)") == 1 and "AS ?n2__exact)" in walks
+    assert "__exact" not in virtuoso.walks(["m.1"], ["r", "r"], "in", None, None)  # ends on a subject
+    assert "__exact" not in virtuoso.walks([], [None, None], "both", None, [("m.1", "m.2")])  # ends on an id
+    assert "AS ?name__exact)" in virtuoso.names(["m.1"]) and "__exact" not in virtuoso.types(["m.1"])
+    assert virtuoso.relations(["m.1"], "out", None) == generic.relations(["m.1"], "out", None)
+    assert virtuoso.count_triples() == generic.count_triples()
