@@ -1,0 +1,391 @@
+"""The Bolt/Cypher store: Neo4j 5 through the official ``neo4j`` driver.
+
+The Cypher comes from ``cypher/compiler.py`` (operations) and ``cypher/schema.py`` (indexes,
+bulk writes); every primitive is one round trip for the whole batch. Reads run in read
+transactions (routed to readers on ``neo4j://``), writes in write transactions.
+
+FalkorDB, which speaks Bolt and announces itself as Neo4j 5.13, stands in for Neo4j in the
+tests. The store tells them apart when it connects (``dbms.components()`` exists only on
+Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
+- it pastes Bolt parameters into the query text unescaped, through a 4 KB stack buffer, so
+  parameters are bound in FalkorDB's own ``CYPHER name=value`` header instead
+  (:func:`cypher.compiler.inline_parameters`);
+- after a client says GOODBYE (the driver does on close) it leaves the next Bolt handshake
+  unanswered until another connection is opened and dropped, which the store does on close
+  and before retrying a failed connect;
+- its string index trims the keys it stores and does not check its hits, so entities are
+  looked up and created differently there (:class:`cypher.compiler.Flavour`);
+- it ignores the database name: every transaction uses the graph ``falkordb``, so two stores
+  on one FalkorDB server share one graph whatever ``database`` says;
+- it does not enforce read transactions, which leaves :meth:`query`'s own check as the guard.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+import neo4j
+import neo4j.graph
+from neo4j.exceptions import AuthError, ConfigurationError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+from cypher import compiler, schema
+from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
+from engine.identifiers import RELATION_PATTERN
+from engine.model import (
+    NAME_RELATION,
+    Edge,
+    Literal,
+    Path,
+    QueryResult,
+    RelationCount,
+    SearchHit,
+    StoreStats,
+    Term,
+    Triple,
+    TwoHopRelation,
+)
+from engine.open import BOLT_SCHEMES
+from engine.store import Store, pick_name
+
+DEFAULT_BOLT_PORT = 7687
+#: relation types counted per query by ``stats`` (one UNION branch each)
+_COUNT_BRANCHES = 100
+
+
+def _node(node_id: str | None, value: str, datatype: str | None, lang: str | None) -> Term:
+    """A node read back from its columns: an entity id, or else a literal."""
+    return node_id if node_id is not None else Literal.make(value, datatype, lang)
+
+
+def _name_matches(name: str, needle: str, mode: str) -> bool:
+    lowered = name.lower()
+    return lowered.startswith(needle) if mode == "prefix" else needle in lowered
+
+
+def _value(value: Any) -> Any:
+    """A value of a raw query result in the engine's terms: nodes as ids or Literals,
+    relationships as their type, paths as :class:`engine.model.Path`."""
+    if isinstance(value, neo4j.graph.Node):
+        return _node_value(value)
+    if isinstance(value, neo4j.graph.Relationship):
+        return value.type
+    if isinstance(value, neo4j.graph.Path):
+        nodes = value.nodes
+        return Path(
+            tuple(_node_value(n) for n in nodes),
+            tuple(r.type for r in value.relationships),
+            tuple(r.start_node.element_id == nodes[i].element_id for i, r in enumerate(value.relationships)),
+        )
+    if isinstance(value, list):
+        return [_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _value(v) for k, v in value.items()}
+    if hasattr(value, "iso_format"):  # neo4j.time values
+        return value.iso_format()
+    return value
+
+
+def _node_value(node: neo4j.graph.Node) -> Any:
+    props = dict(node)
+    if "id" in props:
+        return props["id"]
+    if "key" in props and "value" in props:
+        return Literal.make(props["value"], props.get("datatype"), props.get("lang"))
+    return props
+
+
+class BoltStore(Store):
+    """A Neo4j 5 (or FalkorDB) database reached over Bolt.
+
+    ``uri`` is ``bolt://[user:password@]host[:port][?database=NAME]`` (also ``neo4j://`` for a
+    cluster, and the ``+s`` / ``+ssc`` TLS schemes). Credentials come from the arguments, else
+    the URI, else ``NEO4J_USER`` / ``NEO4J_PASSWORD``. ``batch_size`` bounds the rows of one
+    bulk write; ``timeout`` (seconds) bounds connecting and each transaction.
+    ``namespace`` is accepted for symmetry with the RDF stores and ignored.
+    """
+
+    dialect = "cypher"
+
+    def __init__(
+        self,
+        uri: str,
+        user: str | None = None,
+        password: str | None = None,
+        database: str | None = None,
+        timeout: float = 30.0,
+        namespace: str | None = None,
+        batch_size: int = 5000,
+    ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidInputError(f"invalid timeout {timeout!r}: use a positive number of seconds")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"invalid batch_size {batch_size!r}: use a positive integer")
+        address, uri_user, uri_password, uri_database, self.uri = _parse_uri(uri)
+        self._host, self._port = _host_port(address, self.uri)
+        self.timeout = float(timeout)
+        self.batch_size = batch_size
+        self._database = database or uri_database
+        user = user if user is not None else uri_user if uri_user is not None else os.environ.get("NEO4J_USER")
+        if password is None:
+            password = uri_password if uri_password is not None else os.environ.get("NEO4J_PASSWORD")
+        try:
+            self._driver: neo4j.Driver | None = neo4j.GraphDatabase.driver(
+                address,
+                auth=None if user is None else (user, password or ""),
+                connection_timeout=self.timeout,
+                connection_acquisition_timeout=self.timeout,
+                max_transaction_retry_time=self.timeout,
+                user_agent="kgqa-engine",
+            )
+        except (ConfigurationError, ValueError) as e:
+            raise InvalidInputError(f"invalid Bolt URI {self.uri!r}: {e}") from e
+        self._falkordb = False
+        self._schema_ready = False
+        try:
+            self._falkordb = self._connect()
+        except StoreUnavailableError:
+            self._driver.close()
+            raise
+        self._flavour = compiler.FALKORDB if self._falkordb else compiler.NEO4J
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self) -> bool:
+        """Check that the server answers; True when it is FalkorDB rather than Neo4j. A failed
+        handshake is retried (a server just started, or FalkorDB stuck after some client's
+        GOODBYE, which the TCP connection dropped before the retry clears)."""
+        retrying = Retrying(
+            stop=stop_after_attempt(3),
+            wait=wait_fixed(0.5),
+            retry=retry_if_exception_type((ServiceUnavailable, SessionExpired)),
+            before_sleep=lambda _: self._drop_connection(),
+            reraise=True,
+        )
+        try:
+            return retrying(self._detect_falkordb)
+        except (ServiceUnavailable, SessionExpired) as e:
+            raise StoreUnavailableError(
+                f"cannot reach the Bolt server at {self.uri}: {e}. Check that it is running and that "
+                "the URI's host and port are right"
+            ) from e
+        except AuthError as e:
+            raise StoreUnavailableError(self._auth_message(e)) from e
+        except DriverError as e:
+            raise StoreUnavailableError(f"cannot connect to the Bolt server at {self.uri}: {e}") from e
+
+    def _detect_falkordb(self) -> bool:
+        try:
+            self._transact(schema.NEO4J_COMPONENTS, {}, write=False)
+            return False
+        except AuthError:
+            raise
+        except Neo4jError:
+            pass
+        try:  # not Neo4j: FalkorDB answers plain queries (and fails them all on bad credentials)
+            self._transact("RETURN 1", {}, write=False)
+        except Neo4jError as e:
+            raise StoreUnavailableError(self._auth_message(e)) from e
+        return True
+
+    def _auth_message(self, error: Exception) -> str:
+        return (
+            f"the Bolt server at {self.uri} refused the connection ({error}). Check the user and "
+            "password (arguments, the URI's user:password@, or NEO4J_USER / NEO4J_PASSWORD)"
+        )
+
+    def _drop_connection(self) -> None:
+        """Open and drop one TCP connection to the Bolt port: FalkorDB answers no handshake
+        after a client's GOODBYE until this happens (harmless for Neo4j)."""
+        with contextlib.suppress(OSError):
+            socket.create_connection((self._host, self._port), timeout=self.timeout).close()
+
+    def close(self) -> None:
+        if self._driver is None:
+            return
+        self._driver.close()
+        self._driver = None
+        if self._falkordb:
+            self._drop_connection()
+
+    # ------------------------------------------------------------------ running Cypher
+    def _transact(self, text: str, params: dict[str, Any], *, write: bool) -> tuple[list[str], list[list[Any]]]:
+        """Run one statement in its own transaction; its column names and rows. Driver
+        errors propagate."""
+        if self._driver is None:
+            raise StoreError(f"the store {self.uri} is closed")
+        if self._falkordb:
+            text, params = compiler.inline_parameters(text, params), {}
+
+        @neo4j.unit_of_work(timeout=self.timeout)
+        def work(tx: neo4j.ManagedTransaction) -> tuple[list[str], list[list[Any]]]:
+            result = tx.run(text, params)
+            return list(result.keys()), [record.values() for record in result]
+
+        with self._driver.session(database=self._database) as session:
+            return session.execute_write(work) if write else session.execute_read(work)
+
+    def _execute(self, text: str, params: dict[str, Any], *, write: bool) -> tuple[list[str], list[list[Any]]]:
+        """:meth:`_transact` with driver errors turned into the engine's."""
+        try:
+            return self._transact(text, params, write=write)
+        except (ServiceUnavailable, SessionExpired) as e:
+            raise StoreUnavailableError(f"lost the Bolt server at {self.uri}: {e}") from e
+        except AuthError as e:
+            raise StoreUnavailableError(self._auth_message(e)) from e
+        except Neo4jError as e:
+            raise StoreError(f"the Bolt server at {self.uri} failed the query: {e.message or e}") from e
+        except DriverError as e:
+            raise StoreError(f"the Bolt driver failed on {self.uri}: {e}") from e
+
+    def _rows(self, compiled: tuple[str, dict[str, Any]], *, write: bool = False) -> list[list[Any]]:
+        return self._execute(*compiled, write=write)[1]
+
+    # ------------------------------------------------------------------ writing
+    def _ensure_schema(self) -> None:
+        if self._schema_ready:
+            return
+        if self._falkordb:
+            statements = schema.falkordb_missing_indexes(self._rows((schema.FALKORDB_LIST_INDEXES, {})))
+        else:
+            statements = list(schema.NEO4J_SCHEMA)
+        for statement in statements:  # schema changes may not share a transaction with data
+            self._rows((statement, {}), write=True)
+        self._schema_ready = True
+
+    def add_triples(self, triples: Iterable[Triple]) -> None:
+        """MERGE the triples in batches of ``batch_size`` rows, one statement per relationship
+        type and object kind; loading the same triples again changes nothing. Each batch is
+        its own transaction, so a failure keeps what earlier batches wrote."""
+        rows = list(dict.fromkeys(schema.canonical_triple(t) for t in triples))
+        if not rows:
+            return
+        self._ensure_schema()
+        for compiled in schema.edge_batches(rows, self.batch_size, self._flavour):
+            self._rows(compiled, write=True)
+        named = sorted({t.subject for t in rows if t.relation == NAME_RELATION and isinstance(t.object, Literal)})
+        for start in range(0, len(named), self.batch_size):
+            chunk = named[start:start + self.batch_size]
+            found = self._names(chunk)
+            display = {i: name for i in chunk if (name := pick_name(found.get(i, ()))) is not None}
+            for compiled in schema.name_batches(display, self.batch_size, self._flavour):
+                self._rows(compiled, write=True)
+
+    def count_triples(self) -> int:
+        return self._rows(compiler.count_triples())[0][0]
+
+    def stats(self) -> StoreStats:
+        """Counts; relation types that are not valid relation names (written by other tools)
+        are left out of the per-relation counts."""
+        types = sorted(t for (t,) in self._rows(compiler.relation_types()) if RELATION_PATTERN.fullmatch(t))
+        counts: dict[str, int] = {}
+        for start in range(0, len(types), _COUNT_BRANCHES):
+            chunk = types[start:start + _COUNT_BRANCHES]
+            for i, count in self._rows(compiler.count_relations(chunk)):
+                if count:
+                    counts[chunk[i]] = count
+        entities = self._rows(compiler.count_entities())[0][0]
+        return StoreStats(self.count_triples(), entities, dict(sorted(counts.items())))
+
+    # ------------------------------------------------------------------ primitives
+    def _relations(self, ids: list[str], direction: str, fetch: int | None) -> list[RelationCount]:
+        return [RelationCount(*row) for row in self._rows(compiler.relations(ids, direction, fetch, self._flavour))]
+
+    def _expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> list[Edge]:
+        rows = self._rows(compiler.expand(ids, relations, direction, fetch, self._flavour))
+        return [Edge(src, rel, _node(i, v, dt, lang), fwd) for src, rel, i, v, dt, lang, fwd in rows]
+
+    def _walks(
+        self,
+        seeds: list[str],
+        path: list[str | None],
+        direction: str,
+        fetch: int | None,
+        pairs: list[tuple[str, str]] | None,
+    ) -> list[Path]:
+        if pairs is not None:
+            pairs = list(dict.fromkeys(pairs))
+        rows = self._rows(compiler.walks(seeds, path, direction, fetch, pairs, self._flavour))
+        return [
+            Path((*ids[:-1], _node(ids[-1], v, dt, lang)), tuple(rels), tuple(fwd))
+            for ids, v, dt, lang, rels, fwd in rows
+        ]
+
+    def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]:
+        rows = self._rows(compiler.two_hop_relations(ids, r1, direction, fetch, self._flavour))
+        return [TwoHopRelation(i, r1, rel, d, n) for i, rel, d, n in rows]
+
+    def _names(self, ids: list[str]) -> dict[str, list[Literal]]:
+        found: dict[str, list[Literal]] = defaultdict(list)
+        for i, value, datatype, lang in self._rows(compiler.names(ids, self._flavour)):
+            found[i].append(Literal.make(value, datatype, lang))
+        return found
+
+    def _types(self, ids: list[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = defaultdict(list)
+        for i, t in self._rows(compiler.types(ids, self._flavour)):
+            found[i].append(t)
+        return found
+
+    def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]:
+        hits = [SearchHit(i, name) for i, name in self._rows(compiler.search(text, mode, fetch))]
+        if mode == "exact":
+            return hits
+        # The server lower-cases names with special characters differently from Python (see
+        # compiler.CASE_SPECIAL) and returns them all; keep those that match Python's way.
+        needle = text.lower()
+        kept = [h for h in hits if _name_matches(h.name, needle, mode)]
+        if fetch is not None and len(hits) == fetch and len(kept) < len(hits):
+            # the LIMIT counted rejected rows, so the kept ones may not decide truncation
+            rows = self._rows(compiler.search(text, mode, None))
+            kept = [SearchHit(i, name) for i, name in rows if _name_matches(name, needle, mode)]
+        return kept
+
+    def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
+        compiler.check_read_only(text)
+        columns, rows = self._execute(text, params, write=False)
+        return QueryResult(columns, [[_value(v) for v in row] for row in rows])
+
+
+def _host_port(address: str, shown: str) -> tuple[str, int]:
+    parts = urlsplit(address)
+    try:
+        return parts.hostname or "localhost", parts.port or DEFAULT_BOLT_PORT
+    except ValueError as e:
+        raise InvalidInputError(f"invalid Bolt URI {shown!r}: {e}") from e
+
+
+def _redact(uri: str) -> str:
+    """``uri`` without the password of its ``user:password@`` part."""
+    return re.sub(r"(//[^/@:?#]*):[^/?#]*@", r"\1@", uri)
+
+
+def _parse_uri(uri: str) -> tuple[str, str | None, str | None, str | None, str]:
+    """Split a Bolt URI into the driver's address (no credentials, no ``database``), user,
+    password, database, and the URI as shown in messages (without the password)."""
+    if not isinstance(uri, str) or not uri.startswith(BOLT_SCHEMES):
+        shown = _redact(uri) if isinstance(uri, str) else uri
+        raise InvalidInputError(f"invalid Bolt URI {shown!r}: use bolt://host:port or neo4j://host:port")
+    shown = _redact(uri)
+    parts = urlsplit(uri)
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    hostport = parts.netloc.rpartition("@")[2]
+    if not hostport:
+        raise InvalidInputError(f"invalid Bolt URI {shown!r}: it names no host")
+    database = None
+    routing: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "database":
+            database = value or None
+        elif parts.scheme.startswith("neo4j"):
+            routing.append((key, value))  # a cluster's routing context
+        else:
+            raise InvalidInputError(f"unknown option {key!r} in Bolt URI {shown!r}: only ?database=NAME is understood")
+    query = f"?{urlencode(routing)}" if routing else ""
+    return f"{parts.scheme}://{hostport}{query}", user, password, database, shown

