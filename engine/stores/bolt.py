@@ -333,18 +333,20 @@ class BoltStore(Store):
         return found
 
     def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]:
-        hits = [SearchHit(i, name) for i, name in self._rows(compiler.search(text, mode, fetch))]
         if mode == "exact":
-            return hits
+            return [SearchHit(i, name) for i, name in self._rows(compiler.search(text, mode, fetch))]
         # The server lower-cases names with special characters differently from Python (see
         # compiler.CASE_SPECIAL) and returns them all; keep those that match Python's way.
+        # Rejected rows count against the LIMIT, so ask for more until the kept rows reach
+        # ``fetch`` or the candidates run out.
         needle = text.lower()
-        kept = [h for h in hits if _name_matches(h.name, needle, mode)]
-        if fetch is not None and len(hits) == fetch and len(kept) < len(hits):
-            # the LIMIT counted rejected rows, so the kept ones may not decide truncation
-            rows = self._rows(compiler.search(text, mode, None))
+        ask = fetch
+        while True:
+            rows = self._rows(compiler.search(text, mode, ask))
             kept = [SearchHit(i, name) for i, name in rows if _name_matches(name, needle, mode)]
-        return kept
+            if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
+                return kept
+            ask *= 4
 
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         compiler.check_read_only(text)

@@ -7,6 +7,7 @@ is closed. The Bolt listener binds every interface, whatever ``--bind`` says.
 """
 from __future__ import annotations
 
+import atexit
 import random
 import shutil
 import socket
@@ -115,6 +116,7 @@ class FalkorDBServer(Server):
         self.binary = binary
         self.module = module
         self._instances: list[_Instance] = []
+        atexit.register(self.stop)  # no server outlives a run that forgets to stop it
         self._spare: _Instance | None = self._start("probe")  # fail early if it cannot start
 
     def _start(self, name: str) -> _Instance:
