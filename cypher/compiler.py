@@ -12,7 +12,8 @@ How the walk semantics of ``engine/store.py`` map onto Cypher:
   matches a self-loop once, and ``startNode(r) = a`` then reports it as forward;
 - literals are dead ends: every node of a walk but the last is labelled ``:Entity``;
 - a walk never reuses a relationship: Neo4j guarantees it within one MATCH, FalkorDB does not,
-  so the builders state it (``WHERE r1 <> r2 …``).
+  so the builders state it (``WHERE r1 <> r2 …``); walks that may reuse edges
+  (``distinct_edges=False``) put each hop in a MATCH of its own.
 
 Where Neo4j 5 and FalkorDB need different text, a :class:`Flavour` says how: only the lookup
 of an entity by id differs (FalkorDB's string index trims the keys it stores and does not check
@@ -161,11 +162,13 @@ def walks(
     fetch: int | None,
     pairs: list[tuple[str, str]] | None,
     flavour: Flavour = NEO4J,
+    distinct_edges: bool = True,
 ) -> Compiled:
     """Rows (ids, value, datatype, lang, relations, forward), one per walk following ``path``
     (None = any relation). ``ids`` lists the node ids; the last is null when the walk ends on
     a literal, described by ``value``/``datatype``/``lang``. With ``pairs``, only walks from
-    pair[0] ending at pair[1]."""
+    pair[0] ending at pair[1]. With ``distinct_edges=False`` each hop is a MATCH of its own,
+    since relationship uniqueness holds only within one MATCH."""
     k = len(path)
     nodes = [f"n{i}" for i in range(k + 1)]
     rels = [f"r{i}" for i in range(1, k + 1)]
@@ -181,11 +184,13 @@ def walks(
         conditions += end_conditions
         text = f"UNWIND $pairs AS pair\nMATCH {start}"
     for i, relation in enumerate(path):
+        if i > 0 and not distinct_edges:
+            text += f"\nMATCH ({nodes[i]})"
         text += _hop(direction, rels[i], None if relation is None else [relation])
         text += last if i == k - 1 else f"({nodes[i + 1]}:Entity)"
     end = nodes[-1]
     text += (
-        where_clause(conditions + _distinct_relationships(rels))
+        where_clause(conditions + (_distinct_relationships(rels) if distinct_edges else []))
         + f"\nRETURN [{', '.join(n + '.id' for n in nodes)}] AS ids, "
         f"{end}.value AS value, {end}.datatype AS datatype, {end}.lang AS lang, "
         f"[{', '.join(f'type({r})' for r in rels)}] AS relations, "

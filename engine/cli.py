@@ -70,6 +70,7 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p = op("follow_paths", "every path instance of a relation path from the seeds")
     p.add_argument("seeds", nargs="+")
     p.add_argument("--path", required=True, help="relations separated by commas, e.g. starred_actors,directed_by")
+    p.add_argument("--reuse-edges", action="store_true", help="let a walk use one stored edge more than once")
     direction(p)
     limit(p)
     p = op("subgraph", "edges met by a breadth-first expansion")
@@ -110,7 +111,9 @@ def _run_operation(args: argparse.Namespace) -> None:
             result = store.expand(args.ids, args.relations, args.direction, args.limit)
         elif name == "follow_paths":
             path = [r.strip() for r in args.path.split(",") if r.strip()]
-            result = store.follow_paths(args.seeds, path, args.direction, args.limit)
+            result = store.follow_paths(
+                args.seeds, path, args.direction, args.limit, distinct_edges=not args.reuse_edges
+            )
         elif name == "subgraph":
             result = store.subgraph(args.seeds, args.hops, args.direction, args.relations, args.limit)
         elif name == "shortest_paths":

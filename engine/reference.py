@@ -93,7 +93,7 @@ class ReferenceStore(Store):
             e for node in ids for e in self.steps(node, None, direction) if wanted is None or e.relation in wanted
         ]
 
-    def _walks(self, seeds, path, direction, fetch, pairs):
+    def _walks(self, seeds, path, direction, fetch, pairs, distinct_edges=True):
         starts = [s for s, _ in pairs] if pairs is not None else seeds
         wanted_ends = None if pairs is None else set(pairs)
         out: set[Path] = set()
@@ -106,7 +106,7 @@ class ReferenceStore(Store):
                 return
             for e in self.steps(nodes[-1], path[hop], direction):
                 t = e.triple()
-                if t in used:
+                if distinct_edges and t in used:
                     continue
                 extend(nodes + [e.dst], rels + [e.relation], fwd + [e.forward], used | {t})
 

@@ -167,9 +167,18 @@ class Store(ABC):
         return ExpandResult(edges, truncated)
 
     def follow_paths(
-        self, seeds: Sequence[str], path: Sequence[str], direction: str = "both", limit: int | None = None
+        self,
+        seeds: Sequence[str],
+        path: Sequence[str],
+        direction: str = "both",
+        limit: int | None = None,
+        *,
+        distinct_edges: bool = True,
     ) -> PathsResult:
-        """Every walk of exactly len(path) hops from a seed whose i-th edge carries path[i]."""
+        """Every walk of exactly len(path) hops from a seed whose i-th edge carries path[i].
+
+        ``distinct_edges=False`` lets a walk use one stored edge more than once (there and
+        back), as RoG's own BFS and PathQuestion's answer generation do."""
         seeds = validate_ids(seeds)
         if isinstance(path, str):
             raise InvalidInputError(f"path must be a list of relation names, got the string {path!r}")
@@ -180,7 +189,7 @@ class Store(ABC):
         limit = validate_limit(limit)
         if not seeds:
             return PathsResult([])
-        paths = self._walks(seeds, list(hops), direction, _fetch(limit), None)
+        paths = self._walks(seeds, list(hops), direction, _fetch(limit), None, bool(distinct_edges))
         paths, truncated = _cut(paths, limit, path_key)
         return PathsResult(paths, truncated)
 
@@ -246,7 +255,7 @@ class Store(ABC):
             if not pending:
                 break
             fetch = None if limit is None else limit - len(found) + 1
-            paths = self._walks([], [None] * depth, "both", fetch, pending)
+            paths = self._walks([], [None] * depth, "both", fetch, pending, True)
             if fetch is not None and len(paths) >= fetch:
                 paths.sort(key=path_key)
                 found.extend(paths[: fetch - 1])
@@ -321,9 +330,11 @@ class Store(ABC):
         direction: str,
         fetch: int | None,
         pairs: list[tuple[str, str]] | None,
+        distinct_edges: bool,
     ) -> list[Path]:
         """Walks following ``path`` (None = any relation) from ``seeds``; when ``pairs`` is
-        given, ignore ``seeds`` and return only walks from pair[0] ending at pair[1]."""
+        given, ignore ``seeds`` and return only walks from pair[0] ending at pair[1]; when
+        ``distinct_edges`` is False a walk may use one stored edge more than once."""
 
     @abstractmethod
     def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]: ...

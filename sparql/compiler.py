@@ -69,6 +69,7 @@ class SparqlCompiler:
         direction: str,
         fetch: int | None,
         pairs: list[tuple[str, str]] | None,
+        distinct_edges: bool = True,
     ) -> str:
         """Columns: n0..nL (nodes), r<i> for hops with any relation, d<i> ("out"/"in") per hop."""
         hops = len(path)
@@ -81,7 +82,8 @@ class SparqlCompiler:
             parts.append(self.hop_pattern(i, relation, direction))
             if 0 < i + 1 < hops:
                 parts.append(f"FILTER(!isLiteral(?n{i + 1}))")  # literals are dead ends
-        parts.extend(self.distinct_edges(path, direction))
+        if distinct_edges:
+            parts.extend(self.edge_reuse_filters(path, direction))
         head = " ".join(f"?n{i}" for i in range(hops + 1))
         head += "".join(f" ?r{i}" for i, r in enumerate(path) if r is None)
         head += "".join(f" ?d{i}" for i in range(hops))
@@ -99,7 +101,7 @@ class SparqlCompiler:
             f'{{ ?{b} {rel} ?{a} . BIND("in" AS ?d{i}) FILTER(!{self.same_term(f"?{a}", f"?{b}")}) }}'
         )
 
-    def distinct_edges(self, path: list[str | None], direction: str) -> list[str]:
+    def edge_reuse_filters(self, path: list[str | None], direction: str) -> list[str]:
         """Filters that stop a walk from using one stored triple twice."""
         filters = []
 

@@ -32,6 +32,7 @@ def _calls(rng: random.Random, ids: list[str]):
         yield "expand", (seeds,), {"relations": rng.choice([None, _sample(rng, rels, 2)]), "direction": direction}
         path = [rng.choice(RELATIONS) for _ in range(rng.randint(1, 3))]
         yield "follow_paths", (seeds, path), {"direction": direction}
+        yield "follow_paths", (seeds, path), {"direction": direction, "distinct_edges": False}
         yield "subgraph", (seeds, rng.randint(1, 3)), {
             "direction": direction,
             "relations": rng.choice([None, _sample(rng, RELATIONS, 3)]),
@@ -125,6 +126,9 @@ def test_oxigraph_matches_the_reference_on_drawn_graphs(triples, seeds, path, di
     store = OxigraphStore(None)
     store.add_triples(triples)
     assert store.follow_paths(seeds, path, direction) == reference.follow_paths(seeds, path, direction)
+    assert store.follow_paths(seeds, path, direction, distinct_edges=False) == reference.follow_paths(
+        seeds, path, direction, distinct_edges=False
+    )
     assert store.subgraph(seeds, hops, direction) == reference.subgraph(seeds, hops, direction)
     assert store.shortest_paths(seeds, ["a", "b", "c"], hops) == reference.shortest_paths(seeds, ["a", "b", "c"], hops)
     assert store.relations(seeds, direction) == reference.relations(seeds, direction)

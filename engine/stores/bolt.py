@@ -307,10 +307,11 @@ class BoltStore(Store):
         direction: str,
         fetch: int | None,
         pairs: list[tuple[str, str]] | None,
+        distinct_edges: bool = True,
     ) -> list[Path]:
         if pairs is not None:
             pairs = list(dict.fromkeys(pairs))
-        rows = self._rows(compiler.walks(seeds, path, direction, fetch, pairs, self._flavour))
+        rows = self._rows(compiler.walks(seeds, path, direction, fetch, pairs, self._flavour, distinct_edges))
         return [
             Path((*ids[:-1], _node(ids[-1], v, dt, lang)), tuple(rels), tuple(fwd))
             for ids, v, dt, lang, rels, fwd in rows

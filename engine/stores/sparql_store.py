@@ -69,8 +69,8 @@ class SparqlStore(Store):
         rows = self._select(self.compiler.expand(ids, relations, direction, fetch))
         return [Edge(r["src"], r["rel"], r["dst"], _text(r["dir"]) == "out") for r in rows]
 
-    def _walks(self, seeds, path, direction, fetch, pairs) -> list[Path]:
-        rows = self._select(self.compiler.walks(seeds, path, direction, fetch, pairs))
+    def _walks(self, seeds, path, direction, fetch, pairs, distinct_edges=True) -> list[Path]:
+        rows = self._select(self.compiler.walks(seeds, path, direction, fetch, pairs, distinct_edges))
         hops = len(path)
         out = []
         for r in rows:
