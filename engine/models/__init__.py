@@ -1,0 +1,1 @@
+"""Models shared by the methods: device choice, sentence encoders, language models."""

