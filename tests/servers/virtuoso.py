@@ -106,13 +106,28 @@ def _answers(endpoint: str) -> bool:
 
 
 def start(workdir: Path) -> VirtuosoServer:
-    """Start ``virtuoso-t`` in the foreground on free loopback ports; wait until /sparql answers."""
+    """Start ``virtuoso-t`` in the foreground on free loopback ports; wait until /sparql answers.
+
+    A server that exits at once is started again on other ports (another process may have
+    taken a port between our choosing it and Virtuoso binding it)."""
     binary = shutil.which(BINARY)
     if binary is None or shutil.which(ISQL) is None:
         raise ServerUnavailable(
             f"{BINARY} not found: run `make virtuoso` (apt-get install virtuoso-opensource-7-bin)"
         )
     workdir = Path(workdir).resolve()
+    for attempt in range(3):
+        server, exited, tail = _launch(binary, workdir)
+        if server is not None:
+            return server
+        if exited is None:
+            break
+    reason = f"exited with status {exited}" if exited is not None else f"did not answer within {STARTUP_TIMEOUT:.0f} s"
+    raise ServerUnavailable(f"virtuoso-t {reason}; its log ends:\n{tail}")
+
+
+def _launch(binary: str, workdir: Path) -> tuple[VirtuosoServer | None, int | None, str]:
+    """One start: the server, or None with its exit status (None: still silent) and log tail."""
     db = workdir / "db"
     staging = workdir / "staging"
     for folder in (db / "www", staging):
@@ -122,22 +137,18 @@ def start(workdir: Path) -> VirtuosoServer:
         http_port = free_port()
     ini = workdir / "virtuoso.ini"
     ini.write_text(INI.format(db=db, staging=staging, sql_port=sql_port, http_port=http_port))
-    log = db / "virtuoso.log"
     with open(workdir / "stdout.log", "wb") as out:
         process = subprocess.Popen([binary, "-f", "-c", str(ini)], cwd=db, stdout=out, stderr=subprocess.STDOUT)
     server = VirtuosoServer(workdir, process, sql_port, http_port)
     deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
+    while time.monotonic() < deadline and process.poll() is None:
         if _answers(server.endpoint):
-            return server
+            return server, None, ""
         time.sleep(0.25)
     exited = process.poll()
-    tail = "\n".join(_tail(log) + _tail(workdir / "stdout.log"))
+    tail = "\n".join(_tail(db / "virtuoso.log") + _tail(workdir / "stdout.log"))
     server.stop()
-    reason = f"exited with status {exited}" if exited is not None else f"did not answer within {STARTUP_TIMEOUT:.0f} s"
-    raise ServerUnavailable(f"virtuoso-t {reason} (ports {sql_port}, {http_port}); its log ends:\n{tail}")
+    return None, exited, f"(ports {sql_port}, {http_port})\n{tail}"
 
 
 def _tail(path: Path, lines: int = 20) -> list[str]:
