@@ -23,6 +23,14 @@ STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-da
 def add_store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, help=STORE_HELP)
     p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF stores (default: Freebase's)")
+    p.add_argument(
+        "--store-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a store option, repeatable: e.g. staging_dir=/srv/stage isql=localhost:1111 graph=IRI for Virtuoso, "
+        "database=NAME for Bolt",
+    )
 
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +41,15 @@ def open_from_args(args: argparse.Namespace):
     options: dict[str, Any] = {}
     if args.store is None or not args.store.startswith(("bolt", "neo4j")):
         options["namespace"] = args.namespace
-    return open_store(args.store, **options)
+    for item in getattr(args, "store_option", []):
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise KGQAError(f"--store-option {item!r}: write KEY=VALUE, e.g. staging_dir=/srv/stage")
+        options[key] = int(value) if value.isdigit() else value
+    try:
+        return open_store(args.store, **options)
+    except TypeError as e:  # an option the store does not take
+        raise KGQAError(f"--store-option: {e}") from e
 
 
 def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> None:
