@@ -27,6 +27,9 @@ _DATE_PATTERNS = {
     "gYearMonth": re.compile(r"-?\d{4,}-\d{2}(Z|[+-]\d{2}:\d{2})?"),
     "dateTime": re.compile(r"-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?"),
 }
+# canonical forms: a zero timezone is "Z", a fraction of seconds has no trailing zeros
+_ZERO_ZONE = re.compile(r"[+-]00:00$")
+_FRACTION = re.compile(r"(:\d\d)\.(\d*?)0*(?=$|Z|[+-])")
 _LANG = re.compile(r"[a-zA-Z]{1,8}(-[a-zA-Z0-9]{1,8})*")
 
 
@@ -56,9 +59,11 @@ def _canonical_lexical(value: str, datatype: str) -> str:
             return "false"
         raise ValueError(value)
     if local in _DATE_PATTERNS:
-        if not _DATE_PATTERNS[local].fullmatch(value.strip()):
+        text = value.strip()
+        if not _DATE_PATTERNS[local].fullmatch(text):
             raise ValueError(value)
-        return value.strip()
+        text = _ZERO_ZONE.sub("Z", text)
+        return _FRACTION.sub(lambda m: m.group(1) + ("." + m.group(2) if m.group(2) else ""), text)
     return value
 
 
