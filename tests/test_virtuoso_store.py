@@ -151,6 +151,8 @@ ROUND_TRIP = [
     Literal.make("2020-05-17T10:20:30", XSD + "dateTime"),
     Literal.make("2020-05-17T10:20:30Z", XSD + "dateTime"),
     Literal.make("2020-05-17T10:20:30.25-05:00", XSD + "dateTime"),
+    Literal.make("2020-05-17T10:20:30.250+00:00", XSD + "dateTime"),
+    Literal.make("1999+00:00", XSD + "gYear"),
     Literal.make("true", XSD + "boolean"),
     Literal.make("0", XSD + "boolean"),
     Literal.make("custom", "http://example.org/datatype"),

@@ -61,7 +61,6 @@ _VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error")
 _FLOATS = {XSD + "float", XSD + "double"}
 _DATES = {XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"}
 _YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
-_FRACTION = re.compile(r"(T\d\d:\d\d:\d\d)\.(\d*?)0*(?=$|Z|[+-])")
 _LOAD_MARK = "KGQA-LOAD:"
 _INTEGER = XSD + "integer"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -93,7 +92,7 @@ class SparqlEndpointStore(SparqlStore):
     - literals are kept by value: for one subject and relation, equal numbers of different
       types (``1`` and ``1.0``) or date-like literals of one instant (``1850``^^gYear,
       ``1850-01``^^gYearMonth, ``1850-01-01``^^date, its midnight dateTime) are one triple;
-    - dateTime fractions come back canonical (``.25``, never ``.250``), ``+00:00`` as ``Z``;
+    - a date with the timezone ``-00:00`` comes back without a timezone;
     - ``query()`` shows doubles with Virtuoso's six digits, and boolean expressions as 0/1.
     """
 
@@ -486,16 +485,14 @@ def _virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact:
     """A literal as Virtuoso returns it, turned back into the one that was loaded.
 
     Virtuoso prints doubles and floats with six digits (``exact`` holds 17), stores xsd:float
-    in single precision, writes negative years with fewer than four digits (``-044``) and
-    dateTime fractions padded to milliseconds (``.250``); booleans come back as 0/1, which
-    :meth:`Literal.make` already canonicalises.
+    in single precision and writes negative years with fewer than four digits (``-044``).
+    What :meth:`Literal.make` canonicalises anyway needs nothing here: booleans as 0/1,
+    dateTime fractions padded to milliseconds (``.250``).
     """
     if datatype in _FLOATS and exact is not None:
         value = _shortest_float32(exact) if datatype == XSD + "float" else exact
     elif datatype in _DATES:
         value = _YEAR.sub(lambda m: m.group(1) + m.group(2).zfill(4), value, count=1)
-        if datatype == XSD + "dateTime":
-            value = _FRACTION.sub(lambda m: m.group(1) + ("." + m.group(2) if m.group(2) else ""), value)
     return Literal.make(value, datatype, lang)
 
 
