@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import http.client
+import itertools
 import json
 import os
 import re
@@ -41,7 +42,12 @@ from SPARQLWrapper.SPARQLExceptions import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from engine.errors import InvalidInputError, KGQAError, StoreError, StoreUnavailableError
+from engine.errors import (
+    InvalidInputError,
+    KGQAError,
+    StoreError,
+    StoreUnavailableError,
+)
 from engine.model import XSD, Literal, QueryResult, Triple
 from engine.open import FREEBASE_NS
 from engine.stores.sparql_store import Row, SparqlStore
@@ -367,26 +373,27 @@ class SparqlEndpointStore(SparqlStore):
 
     def _stage(self, triples: Iterable[Triple], folder: str) -> int:
         """Write the triples as Turtle files of ``chunk_size`` lines; return how many."""
-        count = 0
-        out = None
+        lines = self._turtle(triples)
+        count = part = 0
         try:
-            for line in self._turtle(triples):
-                if count % self.chunk_size == 0:
-                    if out is not None:
-                        out.close()
-                    path = os.path.join(folder, f"part-{count // self.chunk_size:05d}.ttl")
-                    out = open(path, "w", encoding="utf-8", buffering=1 << 20)
-                    os.chmod(path, 0o644)
-                out.write(line)
-                count += 1
+            while True:
+                path = os.path.join(folder, f"part-{part:05d}.ttl")
+                with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
+                    for line in itertools.islice(lines, self.chunk_size):
+                        out.write(line)
+                        count += 1
+                os.chmod(path, 0o644)
+                if count < (part + 1) * self.chunk_size:  # the triples ran out
+                    if count == part * self.chunk_size:
+                        os.remove(path)
+                    return count
+                part += 1
         except UnicodeEncodeError as e:
-            raise InvalidInputError(f"triple {count + 1} of the load is not valid Unicode ({e.reason}): {e.object[:200]!r}") from e
+            raise InvalidInputError(
+                f"triple {count + 1} of the load is not valid Unicode ({e.reason}): {e.object[:200]!r}"
+            ) from e
         except OSError as e:
             raise StoreError(f"cannot write the staging file in {folder!r}: {e}") from e
-        finally:
-            if out is not None:
-                out.close()
-        return count
 
     def _isql(self, sql: str) -> str:
         """Run SQL statements through isql; raise on the first error it reports."""
