@@ -33,10 +33,21 @@ _FRACTION = re.compile(r"(:\d\d)\.(\d*?)0*(?=$|Z|[+-])")
 _LANG = re.compile(r"[a-zA-Z]{1,8}(-[a-zA-Z0-9]{1,8})*")
 
 
+# XSD types derived from xsd:integer; stores keep them as xsd:integer (Oxigraph returns every one
+# of them as xsd:integer), so the data model does too.
+INTEGER_TYPES = frozenset(
+    XSD + t
+    for t in (
+        "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+        "negativeInteger", "nonPositiveInteger", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
+    )
+)
+
+
 def _canonical_lexical(value: str, datatype: str) -> str:
     """The canonical lexical form of a typed value; raises ValueError when it is ill-typed."""
     local = datatype[len(XSD):] if datatype.startswith(XSD) else None
-    if local in ("integer", "int", "long", "short", "nonNegativeInteger", "positiveInteger"):
+    if datatype in INTEGER_TYPES:
         return str(int(value.strip()))
     if local == "decimal":
         number = Decimal(value.strip())
@@ -88,7 +99,8 @@ class Literal:
         if datatype in (None, "", XSD_STRING, RDF_LANG_STRING):
             return cls(value, None, None)
         try:
-            return cls(_canonical_lexical(value, datatype), datatype, None)
+            lexical = _canonical_lexical(value, datatype)
+            return cls(lexical, XSD + "integer" if datatype in INTEGER_TYPES else datatype, None)
         except (ValueError, InvalidOperation) as e:
             raise InvalidInputError(f"ill-typed literal {value!r}^^<{datatype}>") from e
 
@@ -244,6 +256,15 @@ class SearchResult:
 class QueryResult:
     columns: list[str]
     rows: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class ExecuteResult:
+    """The answer of an S-expression: its set of nodes sorted by :func:`term_key`, or, for
+    ``(COUNT …)``, ``count`` (and no answers)."""
+
+    answers: list[Term] = field(default_factory=list)
+    count: int | None = None
 
 
 @dataclass(frozen=True)

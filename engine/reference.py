@@ -30,6 +30,8 @@ from engine.model import (
     path_key,
     term_key,
 )
+from engine.sexpr.evaluate import Evaluator
+from engine.sexpr.tree import Top
 from engine.store import Store
 
 
@@ -43,10 +45,12 @@ class ReferenceStore(Store):
         self.triples: set[Triple] = set()
         self._out: dict[Term, list[Triple]] = defaultdict(list)
         self._in: dict[Term, list[Triple]] = defaultdict(list)
+        self._evaluator: Evaluator | None = None
         self.add_triples(triples)
 
     # ------------------------------------------------------------------ writing
     def _add_triples(self, triples: Iterable[Triple]) -> None:
+        self._evaluator = None
         for t in triples:
             if t not in self.triples:
                 self.triples.add(t)
@@ -156,6 +160,11 @@ class ReferenceStore(Store):
 
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         raise UnsupportedOperationError("the reference store has no query language")
+
+    def _execute_tree(self, tree: Top) -> set[Term] | int:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.triples)
+        return self._evaluator.run(tree)
 
     # ------------------------------------------------------------------ by definition
     def subgraph(self, seeds: Sequence[str], hops: int, direction: str = "both", relations=None, limit=None):

@@ -36,6 +36,7 @@ from engine.identifiers import (
 )
 from engine.model import (
     Edge,
+    ExecuteResult,
     ExpandResult,
     Literal,
     Path,
@@ -55,6 +56,8 @@ from engine.model import (
     path_key,
     term_key,
 )
+from engine.sexpr.parser import parse
+from engine.sexpr.tree import Count, Top
 
 MAX_PATH_HOPS = 8
 
@@ -305,9 +308,22 @@ class Store(ABC):
         hits, truncated = _cut(hits, limit, lambda h: (h.id, h.name))
         return SearchResult(hits, truncated)
 
-    def execute(self, sexpr: str) -> Any:
-        """Execute an S-expression (GrailQA semantics)."""
-        raise UnsupportedOperationError("S-expression execution is not available yet in this version")
+    def execute(self, sexpr: str | Top) -> ExecuteResult:
+        """Execute an S-expression (text or a parsed tree) with GrailQA's semantics, as defined
+        in :mod:`engine.sexpr.evaluate` and :mod:`engine.sexpr.keys`: its answer set sorted by
+        :func:`term_key`, or the count of ``(COUNT …)``. Text is parsed (and so validated)
+        first; a malformed one raises :class:`engine.sexpr.SExprSyntaxError`."""
+        tree = parse(sexpr) if isinstance(sexpr, str) else sexpr
+        if not isinstance(tree, Top.__args__):  # type: ignore[attr-defined]
+            raise InvalidInputError(f"execute takes an S-expression (text or tree), got {type(sexpr).__name__}")
+        result = self._execute_tree(tree)
+        if isinstance(tree, Count):
+            return ExecuteResult([], int(result))  # type: ignore[arg-type]
+        return ExecuteResult(sorted(set(result), key=term_key))  # type: ignore[arg-type]
+
+    def _execute_tree(self, tree: Top) -> set[Term] | list[Term] | int:
+        """The answers (any order, duplicates allowed) or the count of a parsed tree."""
+        raise UnsupportedOperationError(f"{type(self).__name__} cannot execute S-expressions")
 
     def query(self, text: str, params: dict[str, Any] | None = None) -> QueryResult:
         """Raw read-only query in the store's own language; anything that writes is refused."""

@@ -36,6 +36,7 @@ from neo4j.exceptions import AuthError, ConfigurationError, DriverError, Neo4jEr
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from cypher import compiler, schema
+from cypher.sexpr import compile_sexpr
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.identifiers import RELATION_PATTERN
 from engine.model import (
@@ -52,6 +53,7 @@ from engine.model import (
     TwoHopRelation,
 )
 from engine.open import BOLT_SCHEMES
+from engine.sexpr.tree import Count, Top
 from engine.store import Store, pick_name
 
 DEFAULT_BOLT_PORT = 7687
@@ -348,6 +350,12 @@ class BoltStore(Store):
             if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
                 return kept
             ask *= 4
+
+    def _execute_tree(self, tree: Top) -> list[Term] | int:
+        rows = self._rows(compile_sexpr(tree, self._flavour))
+        if isinstance(tree, Count):
+            return rows[0][0]
+        return [_node(i, v, dt, lang) for i, v, dt, lang in rows]
 
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         compiler.check_read_only(text)

@@ -21,8 +21,10 @@ from engine.model import (
     TwoHopRelation,
 )
 from engine.open import FREEBASE_NS
+from engine.sexpr.tree import Count, Top
 from engine.store import Store
 from sparql.compiler import SparqlCompiler
+from sparql.sexpr import sexpr_compiler
 from sparql.terms import Terms
 
 Row = dict[str, Any]
@@ -98,3 +100,9 @@ class SparqlStore(Store):
 
     def _search(self, text, mode, fetch) -> list[SearchHit]:
         return [SearchHit(r["id"], r["name"].value) for r in self._select(self.compiler.search(text, mode, fetch))]
+
+    def _execute_tree(self, tree: Top) -> list[Term] | int:
+        rows = self._select(sexpr_compiler(self.compiler).compile(tree))
+        if isinstance(tree, Count):
+            return _int(rows[0]["n"])
+        return [r["v0"] for r in rows]
