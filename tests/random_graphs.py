@@ -15,6 +15,7 @@ NAMES = ["Alpha", "alphabet", "Beta Ray", "Gamma", "ALPHA", "Delta-ä"]
 LITERALS = [
     Literal.make("1990", XSD + "gYear"),
     Literal.make("42", XSD + "integer"),
+    Literal.make("7", XSD + "int"),
     Literal.make("2.5", XSD + "float"),
     Literal.make("2001-05-04", XSD + "date"),
     Literal.make("true", XSD + "boolean"),
