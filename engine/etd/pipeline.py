@@ -1,0 +1,191 @@
+"""EtD end to end: datasets and splits, and prediction (exploration, evidence, determination)
+written as JSONL with a summary."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from engine.errors import InvalidInputError
+from engine.etd.determination import determine
+from engine.etd.evidence import backtrack, facts
+from engine.etd.exploration import Explorer, RelationVocab
+from engine.etd.model import EtDModel, encode_texts, ranked
+from engine.etd.prompts import LABELS, Option, render_prompt
+from engine.etd.training import batches, explore, peak_memory_mb
+from engine.model import Literal
+from engine.models.device import pick_device
+from engine.store import Store
+from loaders.readers import Question, read_metaqa_questions, read_pathquestion
+
+#: dataset name -> question file under the data directory
+DATASET_FILES: dict[str, str] = {
+    "metaqa-1": "metaqa/1-hop/qa_dev.txt",
+    "metaqa-2": "metaqa/2-hop/qa_dev.txt",
+    "metaqa-3": "metaqa/3-hop/qa_dev.txt",
+    "pq-2h": "pathquestion/PQ-2H.txt",
+    "pq-3h": "pathquestion/PQ-3H.txt",
+}
+SPLITS = ("train", "val", "test", "all")
+
+
+def default_data_dir() -> Path:
+    """``$KGQA_DATA``, else ``../shared/data`` beside the repository."""
+    return Path(os.environ.get("KGQA_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
+
+
+def load_questions(dataset: str, path: str | Path | None = None, data_dir: str | Path | None = None) -> list[Question]:
+    """A dataset's questions, from ``path`` or its usual file under the data directory."""
+    if path is None:
+        if dataset not in DATASET_FILES:
+            raise InvalidInputError(f"unknown dataset {dataset!r}: use one of {', '.join(DATASET_FILES)} or give --questions")
+        path = Path(data_dir or default_data_dir()) / DATASET_FILES[dataset]
+    if dataset.startswith("pq"):
+        return read_pathquestion(path)
+    return read_metaqa_questions(path)
+
+
+def split_questions(
+    questions: Sequence[Question], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
+) -> dict[str, list[Question]]:
+    """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``)."""
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise InvalidInputError(f"invalid split fractions val={val_fraction}, test={test_fraction}")
+    order = list(range(len(questions)))
+    random.Random(seed).shuffle(order)
+    n_test, n_val = round(len(order) * test_fraction), round(len(order) * val_fraction)
+    pick = lambda part: [questions[i] for i in part]  # noqa: E731
+    return {
+        "test": pick(order[:n_test]),
+        "val": pick(order[n_test : n_test + n_val]),
+        "train": pick(order[n_test + n_val :]),
+        "all": list(questions),
+    }
+
+
+@dataclass
+class PredictSummary:
+    """What a prediction run did (Hits@1 computed here: ``engine.metrics`` is not in the project yet)."""
+
+    questions: int
+    device: str
+    hits1_gnn: float
+    hits1: float
+    seconds: float
+    questions_per_second: float
+    explore_seconds: float
+    store_seconds: float
+    store_share: float
+    determine_seconds: float
+    llm_calls: int
+    peak_memory_mb: float
+    output: str
+
+
+def _gold(question: Question) -> set[str]:
+    return set(question.answer_entities) | set(question.answers)
+
+
+def _text(term: Any, names: dict[str, str | None]) -> str:
+    return term.value if isinstance(term, Literal) else (names.get(term) or term)
+
+
+def predict(
+    store: Store,
+    model: EtDModel,
+    questions: Sequence[Question],
+    output: str | Path,
+    *,
+    top_n: int = 3,
+    lm: Any = None,
+    batch_size: int = 50,
+    max_degree: int | None = 1000,
+    progress: bool = True,
+) -> PredictSummary:
+    """Explore, backtrack evidence for the top-N candidates and determine each question's answer
+    (by ``lm`` when given, else the GNN's top candidate); one JSONL record per question."""
+    model.eval()
+    explorer = Explorer(store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
+    features = encode_texts([q.question for q in questions], model.config.encoder)
+    started = time.perf_counter()
+    explore_s = store_s = determine_s = 0.0
+    hits_gnn = hits = llm_calls = 0
+    with open(output, "w", encoding="utf-8") as sink:
+        bar = tqdm(list(batches(range(len(questions)), batch_size)), desc="predict", file=sys.stderr, disable=not progress)
+        for members in bar:
+            t0, store_before = time.perf_counter(), explorer.store_seconds
+            with torch.no_grad():
+                exploration = explore(model, explorer, questions, features, members)
+            top = ranked(exploration, len(members), top_n)
+            evidence = [[facts(backtrack(exploration, int(exploration.keys[c])), explorer) for c, _, _ in t] for t in top]
+            ids = {explorer.terms[n] for t in top for _, n, _ in t} | {
+                term for per_q in evidence for fs in per_q for f in fs for term in (f.subject, f.object)
+            }
+            names_started = time.perf_counter()
+            names = store.names(sorted(i for i in ids if isinstance(i, str)))
+            batch_store = explorer.store_seconds - store_before + time.perf_counter() - names_started
+            batch_explore = time.perf_counter() - t0
+            explore_s, store_s = explore_s + batch_explore, store_s + batch_store
+            for i, cands, cand_facts in zip(members, top, evidence):
+                q = questions[i]
+                options = [
+                    Option(_text(explorer.terms[n], names), p, tuple(f)) for (_, n, p), f in zip(cands, cand_facts)
+                ]
+                gnn_answer = str(explorer.terms[cands[0][1]]) if cands else None
+                record: dict[str, Any] = {
+                    "id": q.id,
+                    "question": q.question,
+                    "gold": q.answers,
+                    "candidates": [
+                        {
+                            "id": str(explorer.terms[n]),
+                            "name": o.text,
+                            "probability": round(p, 6),
+                            "evidence": [[_text(f.subject, names), f.relation, _text(f.object, names)] for f in o.facts],
+                        }
+                        for (_, n, p), o in zip(cands, options)
+                    ],
+                    "gnn_answer": gnn_answer,
+                    "timings": {"explore_s": round(batch_explore / len(members), 5), "store_s": round(batch_store / len(members), 5)},
+                }
+                answer = gnn_answer
+                if lm is not None and options:
+                    t1 = time.perf_counter()
+                    choice = determine(lm, render_prompt(q.question, options), [o.text for o in options])
+                    elapsed = time.perf_counter() - t1
+                    determine_s, llm_calls = determine_s + elapsed, llm_calls + 1
+                    answer = str(explorer.terms[cands[choice.index][1]]) if choice.index is not None else choice.answer
+                    record["label"] = None if choice.index is None else LABELS[choice.index]
+                    record["llm_output"] = choice.output
+                    record["timings"]["determine_s"] = round(elapsed, 5)
+                record["answer"] = answer
+                gold = _gold(q)
+                hits_gnn += gnn_answer in gold
+                hits += answer in gold
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    seconds = time.perf_counter() - started
+    n = max(len(questions), 1)
+    return PredictSummary(
+        questions=len(questions),
+        device=pick_device(),
+        hits1_gnn=round(hits_gnn / n, 5),
+        hits1=round(hits / n, 5),
+        seconds=round(seconds, 2),
+        questions_per_second=round(len(questions) / seconds, 2) if seconds else 0.0,
+        explore_seconds=round(explore_s, 2),
+        store_seconds=round(store_s, 2),
+        store_share=round(store_s / seconds, 4) if seconds else 0.0,
+        determine_seconds=round(determine_s, 2),
+        llm_calls=llm_calls,
+        peak_memory_mb=peak_memory_mb(),
+        output=str(output),
+    )

@@ -1,0 +1,258 @@
+"""EtD: the layer's equations against a naive per-edge loop, top-K pruning, backtracking, the
+prompt, label parsing, the batched expansion on every store against the reference, and a tiny
+end-to-end training run through the CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from engine.cli import main
+from engine.etd.determination import parse_choice
+from engine.etd.evidence import Fact, backtrack, facts
+from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
+from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
+from engine.etd.model import Exploration, answer_loss, segment_log_softmax
+from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
+from engine.model import Literal, Triple
+from engine.reference import ReferenceStore
+
+# ------------------------------------------------------------------ the layer (Eq. 1–2)
+DIM = 6
+
+
+def _hand_built_graph():
+    """Two questions; frontier nodes 0, 1 (question 0) and 2 (question 1); 3 relation ids."""
+    torch.manual_seed(0)
+    h = torch.randn(3, DIM)
+    h_q = torch.randn(2, DIM)
+    h_rel = torch.randn(3, DIM)
+    node_question = torch.tensor([0, 0, 1])
+    edges = [(0, 0, 10), (0, 1, 11), (0, 2, 12), (0, 0, 13), (1, 1, 10), (1, 2, 14), (2, 0, KEY_STRIDE + 10), (2, 2, KEY_STRIDE + 15)]
+    src, rel, dst = (torch.tensor(col) for col in zip(*edges))
+    return h, h_q, h_rel, node_question, src, rel, dst
+
+
+def _naive_layer(layer: EtDLayer, h, h_q, h_rel, node_question, src, rel, dst):
+    w_s, w_r, w_q, w_qr = layer.att.detach()
+    alphas = []
+    for s, r in zip(src.tolist(), rel.tolist()):
+        q = int(node_question[s])
+        logit = w_s @ h[s] + w_r @ h_rel[r] + w_q @ h_q[q] + w_qr @ (h_rel[r] * h_q[q])
+        alphas.append(torch.sigmoid(logit))
+    kept = []
+    for head in sorted(set(src.tolist())):
+        mine = [e for e in range(len(alphas)) if int(src[e]) == head]
+        kept += sorted(mine, key=lambda e: (-float(alphas[e]), e))[: layer.top_k]
+    sums: dict[int, torch.Tensor] = {}
+    for e in sorted(kept):
+        message = alphas[e] * (layer.lin.weight.detach() @ (h[int(src[e])] * h_rel[int(rel[e])]))
+        key = int(dst[e])
+        sums[key] = sums.get(key, torch.zeros(DIM)) + message
+    nodes = sorted(sums)
+    return torch.stack(alphas), sorted(kept), nodes, torch.stack([torch.relu(sums[n]) for n in nodes])
+
+
+def test_layer_matches_a_naive_per_edge_loop():
+    layer = EtDLayer(DIM, top_k=2)
+    graph = _hand_built_graph()
+    alpha, kept, nodes, h_out = _naive_layer(layer, *graph)
+    with torch.no_grad():
+        assert torch.allclose(layer.attention(*graph[:6]), alpha, atol=1e-6)
+        out = layer(*graph)
+    h, h_q, h_rel, node_question, src, rel, dst = graph
+    assert out.nodes.tolist() == nodes
+    assert sorted(zip(out.src.tolist(), out.rel.tolist(), out.nodes[out.dst].tolist())) == sorted(
+        (int(src[e]), int(rel[e]), int(dst[e])) for e in kept
+    )
+    assert torch.allclose(out.alpha, alpha[kept], atol=1e-6)
+    assert torch.allclose(out.h, h_out, atol=1e-5)
+
+
+def test_layer_repr_parameters_and_gradients():
+    layer = EtDLayer(DIM, top_k=5)
+    assert repr(layer) == "EtDLayer(6, top_k=5)"
+    with pytest.raises(ValueError):
+        EtDLayer(DIM, top_k=0)
+    out = layer(*_hand_built_graph())
+    out.h.sum().backward()
+    assert layer.att.grad is not None and layer.lin.weight.grad is not None
+
+
+def test_top_k_per_head_keeps_the_largest_and_breaks_ties_by_order():
+    alpha = torch.tensor([0.1, 0.9, 0.5, 0.5, 0.2, 0.7, 0.3])
+    src = torch.tensor([0, 0, 0, 0, 1, 1, 2])
+    assert top_k_per_head(alpha, src, 3, 2).tolist() == [1, 2, 4, 5, 6]
+    assert top_k_per_head(alpha, src, 3, 1).tolist() == [1, 5, 6]
+
+
+def test_segment_log_softmax_and_loss_with_several_gold_answers():
+    logits = torch.tensor([1.0, 2.0, 3.0, 0.5, 0.5])
+    segment = torch.tensor([0, 0, 0, 1, 1])
+    log_p = segment_log_softmax(logits, segment, 2)
+    assert torch.allclose(log_p[:3], torch.log_softmax(logits[:3], 0))
+    assert torch.allclose(log_p[3:], torch.log(torch.tensor([0.5, 0.5])))
+    keys = torch.tensor([5, 6, 7, KEY_STRIDE + 5, KEY_STRIDE + 8])
+    exploration = Exploration(keys, log_p, torch.tensor([5, KEY_STRIDE + 5]), [])
+    loss, unreached = answer_loss(exploration, [[6, 7], [99]])
+    assert unreached == 1
+    assert torch.allclose(loss, -(log_p[1] + log_p[2]) / 2)
+
+
+# ------------------------------------------------------------------ backtracking (Algorithm 2)
+def test_backtracking_follows_the_strongest_in_edge_and_writes_facts_in_stored_direction():
+    #   topic t(0) --r0--> a(1) --inverse r1--> c(3);  t --r0--> b(2) --r1--> c;  identity t -> t
+    vocab = RelationVocab(["r0", "r1"])
+    explorer = Explorer(ReferenceStore([]), vocab)
+    t, a, b, c = explorer.nodes(["t", "a", "b", "c"])
+    layer1 = LayerOutput(
+        h=torch.zeros(4, 1), nodes=torch.tensor([t, a, b, c]),
+        src=torch.tensor([0, 0, 0]), rel=torch.tensor([vocab.identity, 0, 0]), dst=torch.tensor([0, 1, 2]),
+        alpha=torch.tensor([0.3, 0.8, 0.6]),
+    )
+    layer2 = LayerOutput(
+        h=torch.zeros(2, 1), nodes=torch.tensor([t, c]),
+        src=torch.tensor([0, 1, 2]), rel=torch.tensor([vocab.identity, 1 + vocab.size, 1]), dst=torch.tensor([0, 1, 1]),
+        alpha=torch.tensor([0.5, 0.4, 0.9]),
+    )
+    exploration = Exploration(torch.tensor([t, a, b, c]), torch.zeros(4), torch.tensor([t]), [layer1, layer2])
+    assert backtrack(exploration, c) == [(t, 0, b), (b, 1, c)]
+    assert backtrack(exploration, t) == [(t, vocab.identity, t), (t, vocab.identity, t)]
+    assert backtrack(exploration, a) == [(t, 0, a)]  # kept by layer 1 only
+    layer2.alpha[1] = 0.95
+    assert facts(backtrack(exploration, c), explorer) == [Fact("t", "r0", "a"), Fact("c", "r1", "a")]
+    assert facts(backtrack(exploration, t), explorer) == []
+
+
+# ------------------------------------------------------------------ prompt and determination
+def test_prompt_renders_the_papers_example_exactly():
+    options = [
+        Option("1989", 0.9961, (Fact("Birdy", "written_by", "William Wharton"), Fact("Dad", "written_by", "William Wharton"), Fact("Dad", "release_year", "1989"))),
+        Option("1998", 0.0039, (Fact("Birdy", "has_tags", "nicolas cage"),)),
+        Option("1976", 0.00001, ()),
+    ]
+    question = "when made the dissemination of the films whose writers also wrote Birdy?"
+    assert render_prompt(question, options) == "\n".join([
+        TASK_DESCRIPTION,
+        f"Question: {question}",
+        "Reference answers:",
+        "A. 1989 (correct probability: 0.996) {relevant facts: (Birdy, written_by, William Wharton), "
+        "(Dad, written_by, William Wharton), (Dad, release_year, 1989)}",
+        "B. 1998 (correct probability: 0.004) {relevant facts: (Birdy, has_tags, nicolas cage)}",
+        "C. 1976 (correct probability: 0.0) {relevant facts: }",
+    ])
+    assert TASK_DESCRIPTION.startswith("Given a question, and the reference answers with their correct probabilities")
+    assert TASK_DESCRIPTION.endswith("please answer the question based on your own knowledge.")
+    assert render_prompt("q", [Option("x", 0.5, ())], {"x": "X"}).endswith("A. x (correct probability: 0.5) {relevant facts: }")
+
+
+@pytest.mark.parametrize("output, index, answer", [
+    ("Based on the reference answers, the correct answer is B. 1998.", 1, "1998"),
+    ("C. 1976", 2, "1976"),
+    ("I think it is 1989, as the facts show.", 0, "1989"),
+    ("A", 0, "1989"),
+    ("Paris\nbecause …", None, "Paris"),
+])
+def test_parse_choice(output, index, answer):
+    choice = parse_choice(output, ["1989", "1998", "1976"])
+    assert (choice.index, choice.answer) == (index, answer)
+
+
+# ------------------------------------------------------------------ batched expansion, every store
+GRAPH = [
+    Triple("m1", "directed_by", "d1"),
+    Triple("m1", "starred_actors", "a1"),
+    Triple("m2", "starred_actors", "a1"),
+    Triple("m2", "release_year", "y2000"),
+    Triple("a1", "knows", "a1"),
+    Triple("m2", "has_rating", Literal.make("7.5")),
+    Triple("d1", "type.object.name", Literal.make("Dee", lang="en")),
+]
+
+
+def _edges(explorer: Explorer, frontier: list[int]) -> set[tuple[str, str, str]]:
+    got = explorer.expand(frontier)
+    return {
+        (str(explorer.terms[frontier[s]]), str(r), str(explorer.terms[d]))
+        for s, r, d in zip(got.src.tolist(), got.rel.tolist(), got.dst.tolist())
+    }
+
+
+def test_batch_expansion_matches_the_reference_on_every_store(make_store, store_kind):
+    store = make_store(store_kind, GRAPH)
+    reference = ReferenceStore(GRAPH)
+    vocab = RelationVocab.from_store(reference)
+    assert vocab.names == ["directed_by", "has_rating", "knows", "release_year", "starred_actors"]
+    assert RelationVocab.from_store(store).names == vocab.names
+    ours, theirs = Explorer(store, vocab), Explorer(reference, vocab)
+    frontier = ["a1", "m2", "a1", "d1"]  # a1 twice: a node per question
+    got = _edges(ours, ours.nodes(frontier))
+    assert got == _edges(theirs, theirs.nodes(frontier))
+    assert ours.store_calls == 1
+    r = vocab.index
+    assert ("a1", str(r["starred_actors"] + vocab.size), "m1") in got  # in-edge as inverse id
+    assert ("a1", str(r["knows"]), "a1") in got  # stored self-loop met once, forward
+    assert ("d1", str(vocab.identity), "d1") in got
+    assert ("m2", str(r["has_rating"]), "7.5") in got
+    literal = ours.node(Literal.make("7.5"))
+    again = _edges(ours, ours.nodes(["m1"]) + [literal])
+    assert ours.store_calls == 2  # m1 was new; a literal is never expanded
+    assert ("7.5", str(vocab.identity), "7.5") in again
+    assert [e for e in again if e[0] == "7.5"] == [("7.5", str(vocab.identity), "7.5")]
+    _edges(ours, ours.nodes(["m1", "a1"]))
+    assert ours.store_calls == 2  # served from the cache
+
+
+def test_hub_degree_cap_samples_the_same_edges_every_time():
+    hub = [Triple(f"m{i}", "has_genre", "drama") for i in range(30)]
+    vocab = RelationVocab(["has_genre"])
+    first, second = Explorer(ReferenceStore(hub), vocab, max_degree=7), Explorer(ReferenceStore(hub), vocab, max_degree=7)
+    got = _edges(first, first.nodes(["drama"]))
+    assert len(got) == 8 and got == _edges(second, second.nodes(["drama"]))
+    assert first.capped_nodes == 1
+
+
+# ------------------------------------------------------------------ a tiny end-to-end run
+def _toy_kb_and_questions(tmp_path):
+    kb, questions = [], []
+    for i in range(16):
+        kb += [f"film{i}|directed_by|director{i % 5}", f"film{i}|has_genre|genre{i % 3}", f"film{i}|release_year|year{i % 4}"]
+        questions += [
+            f"who directed [film{i}]\tdirector{i % 5}",
+            f"what genre is [film{i}]\tgenre{i % 3}",
+            f"when was [film{i}] released\tyear{i % 4}",
+        ]
+    (tmp_path / "kb.txt").write_text("\n".join(kb) + "\n")
+    (tmp_path / "qa.txt").write_text("\n".join(questions) + "\n")
+    return tmp_path / "kb.txt", tmp_path / "qa.txt"
+
+
+def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
+    kb, qa = _toy_kb_and_questions(tmp_path)
+    store = str(tmp_path / "store")
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    common = ["--dataset", "metaqa-1", "--questions", str(qa), "--store", store, "--no-progress"]
+    capsys.readouterr()
+    code = main(["etd", "train", *common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "12",
+                 "--patience", "12", "--lr", "0.01", "--dim", "32", "--batch-size", "8"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["epoch_loss"][-1] < summary["epoch_loss"][0]
+    assert summary["best_val_hits1"] >= 0.8
+    assert summary["store_calls"] >= 1 and 0 <= summary["store_share"] <= 1
+    assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "summary.json").is_file()
+    out = tmp_path / "pred.jsonl"
+    code = main(["etd", "predict", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
+                 "--gnn-only", "--output", str(out)])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["questions"] == 48 and result["hits1"] >= 0.8 and result["llm_calls"] == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    first = records[0]
+    assert set(first) >= {"id", "question", "gold", "candidates", "answer", "timings"}
+    assert len(first["candidates"]) == 3
+    assert first["candidates"][0]["probability"] >= first["candidates"][1]["probability"]
+    top = first["candidates"][0]
+    assert top["id"] == first["answer"]
+    assert all(len(fact) == 3 for fact in top["evidence"])
