@@ -161,11 +161,15 @@ class SexprCompiler:
     def key(self, var: str, kind: str | None) -> str:
         """The key of ``var`` (known to be of ``kind``; None: either)."""
         if kind == "number":
-            return f"<{XSD}double>(STR({var}))"
+            return self.number_key(var)
         if kind == "time":
             return self.time_key(var)
         numeric = ", ".join(f"<{t}>" for t in sorted(NUMERIC_TYPES))
         return f"IF(datatype({var}) IN ({numeric}), {self.key(var, 'number')}, {self.time_key(var)})"
+
+    def number_key(self, var: str) -> str:
+        """A number's key: its lexical form read as a double (so xsd:float 0.1 is 0.1)."""
+        return f"<{XSD}double>(STR({var}))"
 
     def time_key(self, var: str) -> str:
         d, i = f"<{XSD}double>", f"<{XSD}integer>"
@@ -189,17 +193,27 @@ class SexprCompiler:
 
 class VirtuosoSexprCompiler(SexprCompiler):
     """Virtuoso matches literals by value (``1990``^^gYear meets ``1990-01-01``^^date, ``2``
-    meets ``2.0``), so ``(JOIN r literal)`` also checks the datatype and lexical form it meets."""
+    meets ``2.0``) and prints numbers with six digits and negative years with fewer than
+    four, so ``(JOIN r literal)`` checks the datatype and then the key (numbers, dates) or
+    the lexical form (other literals) of what it meets, and a number's key is its value cast
+    to a double."""
 
     def literal_join(self, relation: str, node: Value, var: str) -> str:
         literal = node.literal
+        kind = literal_kind(literal)
         if literal.datatype is None:
             return super().literal_join(relation, node, var)
         o = self.fresh("o")
-        return (
-            f"{var} {self.t.iri(relation)} {o} . FILTER(isLiteral({o}) && "
-            f"datatype({o}) = <{literal.datatype}> && STR({o}) = {string_literal(literal.value)})"
+        same = (
+            f"{self.key(o, kind)} = {_double(keys.key(literal))}"  # type: ignore[arg-type]
+            if kind is not None
+            else f"STR({o}) = {string_literal(literal.value)}"
         )
+        return f"{var} {self.t.iri(relation)} {o} . FILTER(isLiteral({o}) && datatype({o}) = <{literal.datatype}> && {same})"
+
+    def number_key(self, var: str) -> str:
+        # Virtuoso evaluates both sides of && and fails the query casting a date to a double
+        return f"<{XSD}double>(IF(isNumeric({var}), {var}, 0))"
 
 
 def sexpr_compiler(base: SparqlCompiler) -> SexprCompiler:
