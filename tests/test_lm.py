@@ -1,0 +1,169 @@
+"""The language-model layer: the offline SmolLM2 (loaded once per session), trie-constrained
+decoding, and the OpenAI-compatible client against a canned local HTTP server."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.errors import KGQAError, UnsupportedOperationError
+from engine.models.lm import OpenAIChatLM, TransformersLM, load_lm
+from engine.models.trie import TokenTrie
+
+
+# ----------------------------------------------------------------------------- trie
+def test_trie_walks_prefixes():
+    trie = TokenTrie([[1, 2, 3], [1, 2], [4]])
+    assert sorted(TokenTrie.next_tokens(trie.root)) == [1, 4]
+    node = trie.node([1, 2])
+    assert node is not None and TokenTrie.ends_at(node) and TokenTrie.next_tokens(node) == [3]
+    assert trie.node([2]) is None
+    assert [1, 2, 3] in trie and [1] not in trie
+    assert trie.longest == 3
+    with pytest.raises(ValueError):
+        trie.add([])
+
+
+# ----------------------------------------------------------------------------- local model
+@pytest.fixture(scope="session")
+def lm() -> TransformersLM:
+    model = load_lm()
+    assert isinstance(model, TransformersLM)
+    return model
+
+
+def test_load_lm_is_cached(lm):
+    assert load_lm() is lm
+    assert lm.template == "chat"
+
+
+def test_greedy_logprobs_match_rescoring(lm):
+    prompt = "What is the capital of France? Answer in one word."
+    g = lm.generate(prompt, max_new_tokens=4, logprobs=True)
+    assert g.text and g.tokens and len(g.tokens) <= 4
+    assert g.score == pytest.approx(sum(t.logprob for t in g.tokens))
+    # scoring the generated text again gives the same per-token log-probabilities
+    rescored = lm.token_logprobs(prompt, "".join(t.token for t in g.tokens))
+    assert [t.token for t in rescored] == [t.token for t in g.tokens]
+    assert [t.logprob for t in rescored] == pytest.approx([t.logprob for t in g.tokens], abs=1e-3)
+    assert all(t.logprob <= 0 for t in rescored)
+
+
+def test_constrained_beam_search_stays_in_the_trie(lm):
+    options = ["directed_by", "starred_actors", "has_genre"]
+    sequences = [lm.encode(o) + [lm.eos_token_id] for o in options]
+    trie = TokenTrie(sequences)
+
+    def allowed(prefix):
+        node = trie.node(prefix)
+        # after the end (finished beams are still asked) only eos
+        return (TokenTrie.next_tokens(node) if node else None) or [lm.eos_token_id]
+
+    beams = lm.beam_search("Name a relation of a film.", num_beams=3, max_new_tokens=trie.longest, allowed_tokens=allowed)
+    assert len(beams) == 3
+    assert sorted(b.text for b in beams) == sorted(options)
+    assert all(b.score is not None for b in beams)
+    assert [b.score for b in beams] == sorted((b.score for b in beams), reverse=True)
+
+
+# ----------------------------------------------------------------------------- chat endpoint
+class _Canned(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server = self.server
+        server.requests.append((self.path, body, self.headers.get("Authorization")))  # type: ignore[attr-defined]
+        if server.fail_first > 0:  # type: ignore[attr-defined]
+            server.fail_first -= 1  # type: ignore[attr-defined]
+            self._send(503, {"error": "overloaded"})
+            return
+        if body["model"] == "bad":
+            self._send(400, {"error": "unknown model"})
+            return
+        choices = []
+        for i in range(body.get("n", 1)):
+            text = ["Paris", "Lyon", "Paris"][i % 3]
+            choice = {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            if body.get("logprobs"):
+                choice["logprobs"] = {"content": [{"token": text, "logprob": -0.25 * (i + 1), "top_logprobs": []}]}
+            choices.append(choice)
+        self._send(200, {"id": "x", "object": "chat.completion", "choices": choices})
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
+    server.requests = []  # type: ignore[attr-defined]
+    server.fail_first = 0  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _client(server: ThreadingHTTPServer, model: str = "m", **options) -> OpenAIChatLM:
+    return OpenAIChatLM(model, f"http://127.0.0.1:{server.server_address[1]}/v1", retry_wait=0.01, timeout=5, **options)
+
+
+def test_chat_generate_with_logprobs(chat_server):
+    lm = _client(chat_server, api_key="sk-test")
+    g = lm.generate("capital of France?", max_new_tokens=8, logprobs=True)
+    assert g.text == "Paris" and g.score == -0.25 and g.tokens[0].token == "Paris"
+    path, body, auth = chat_server.requests[0]
+    assert path == "/v1/chat/completions" and auth == "Bearer sk-test"
+    assert body["messages"] == [{"role": "user", "content": "capital of France?"}]
+    assert (body["temperature"], body["max_tokens"], body["logprobs"]) == (0.0, 8, True)
+    assert lm.generate("again").tokens is None
+
+
+def test_chat_retries_a_503(chat_server):
+    chat_server.fail_first = 2
+    assert _client(chat_server).generate("q").text == "Paris"
+    assert len(chat_server.requests) == 3
+
+
+def test_chat_gives_up_with_a_clear_error(chat_server):
+    chat_server.fail_first = 10
+    with pytest.raises(KGQAError, match="failed 3 times"):
+        _client(chat_server, retries=3).generate("q")
+    chat_server.fail_first = 0
+    chat_server.requests.clear()
+    with pytest.raises(KGQAError, match="HTTP 400"):
+        _client(chat_server, "bad").generate("q")
+    assert len(chat_server.requests) == 1  # a client error is not retried
+
+
+def test_chat_beam_search_returns_distinct_samples_best_first(chat_server):
+    beams = _client(chat_server).beam_search("q", num_beams=3)
+    assert [b.text for b in beams] == ["Paris", "Lyon"]
+    assert chat_server.requests[0][1]["n"] == 3
+
+
+def test_chat_refuses_token_constraints(chat_server):
+    lm = _client(chat_server)
+    with pytest.raises(UnsupportedOperationError):
+        lm.generate("q", allowed_tokens=lambda prefix: [0])
+    with pytest.raises(UnsupportedOperationError):
+        lm.encode("q")
+
+
+def test_load_lm_names_a_chat_endpoint(chat_server):
+    port = chat_server.server_address[1]
+    lm = load_lm(f"openai:m@http://127.0.0.1:{port}/v1")
+    assert isinstance(lm, OpenAIChatLM) and lm.url == f"http://127.0.0.1:{port}/v1/chat/completions"
