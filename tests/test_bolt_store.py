@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import socket
+import time
 from pathlib import Path as FilePath
 
 import pytest
@@ -15,7 +16,7 @@ from engine.errors import InvalidIdentifierError, InvalidInputError, ReadOnlyVio
 from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal, Path, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
-from engine.stores.bolt import BoltStore
+from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
 from loaders.neo4j_import import export_neo4j_import
 from tests.servers.base import free_port
 from tests.servers.falkordb import _bolt_answers
@@ -394,6 +395,17 @@ class TestConnection:
             other.close()
             assert _bolt_answers(port)
         assert store.count_triples() == len(GRAPH)
+
+    def test_connecting_gets_past_a_socket_left_stuck_by_another_client(self, bolt):
+        store = bolt(GRAPH)
+        port = int(store.uri.split(":")[2].split("?")[0])
+        with socket.create_connection(("127.0.0.1", port)) as rude:  # handshake, GOODBYE, gone
+            rude.sendall(BOLT_HANDSHAKE)
+            assert len(rude.recv(4)) == 4
+            rude.sendall(bytes.fromhex("0002b0020000"))
+            time.sleep(0.1)
+        with BoltStore(f"bolt://127.0.0.1:{port}", timeout=2) as other:
+            assert other.count_triples() == len(GRAPH)
 
     def test_falkordb_ignores_the_database_name(self, bolt):
         # A FalkorDB quirk this store documents: every Bolt session uses the graph "falkordb".

@@ -10,9 +10,9 @@ Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
 - it pastes Bolt parameters into the query text unescaped, through a 4 KB stack buffer, so
   parameters are bound in FalkorDB's own ``CYPHER name=value`` header instead
   (:func:`cypher.compiler.inline_parameters`);
-- after a client says GOODBYE (the driver does on close) it leaves the next Bolt handshake
-  unanswered until another connection is opened and dropped, which the store does on close
-  and before retrying a failed connect;
+- after a client says GOODBYE (the driver does on close) it leaves the next connection given
+  the same socket number unanswered; the store takes that number itself after closing
+  (:meth:`BoltStore._unstick_falkordb`) and retries a connect whose handshake went unanswered;
 - its string index trims the keys it stores and does not check its hits, so entities are
   looked up and created differently there (:class:`cypher.compiler.Flavour`);
 - it ignores the database name: every transaction uses the graph ``falkordb``, so two stores
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import socket
 from collections import defaultdict
 from collections.abc import Iterable
@@ -57,6 +58,8 @@ from engine.sexpr.tree import Count, Top
 from engine.store import Store, pick_name
 
 DEFAULT_BOLT_PORT = 7687
+#: A Bolt handshake: the magic number, then the versions asked for (5.0-5.7, 4.4).
+BOLT_HANDSHAKE = bytes.fromhex("6060b017" "00070705" "00000404" "00000000" "00000000")
 #: relation types counted per query by ``stats`` (one UNION branch each)
 _COUNT_BRANCHES = 100
 
@@ -138,7 +141,7 @@ class BoltStore(Store):
         if password is None:
             password = uri_password if uri_password is not None else os.environ.get("NEO4J_PASSWORD")
         try:
-            self._driver: neo4j.Driver | None = neo4j.GraphDatabase.driver(
+            self._driver = neo4j.GraphDatabase.driver(
                 address,
                 auth=None if user is None else (user, password or ""),
                 connection_timeout=self.timeout,
@@ -148,6 +151,7 @@ class BoltStore(Store):
             )
         except (ConfigurationError, ValueError) as e:
             raise InvalidInputError(f"invalid Bolt URI {self.uri!r}: {e}") from e
+        self._closed = False
         self._falkordb = False
         self._schema_ready = False
         try:
@@ -160,23 +164,23 @@ class BoltStore(Store):
     # ------------------------------------------------------------------ connection
     def _connect(self) -> bool:
         """Check that the server answers; True when it is FalkorDB rather than Neo4j. A failed
-        handshake is retried (a server just started, or FalkorDB stuck after some client's
-        GOODBYE, which the TCP connection dropped before the retry clears)."""
+        handshake is retried: a server just started, or a FalkorDB socket number left stuck
+        by another client's GOODBYE, which the unanswered connection has now taken."""
         retrying = Retrying(
             stop=stop_after_attempt(3),
             wait=wait_fixed(0.5),
             retry=retry_if_exception_type((ServiceUnavailable, SessionExpired)),
-            before_sleep=lambda _: self._drop_connection(),
             reraise=True,
         )
         try:
-            return retrying(self._detect_falkordb)
+            retrying(self._driver.verify_connectivity)
+            return self._detect_falkordb()
         except (ServiceUnavailable, SessionExpired) as e:
             raise StoreUnavailableError(
                 f"cannot reach the Bolt server at {self.uri}: {e}. Check that it is running and that "
                 "the URI's host and port are right"
             ) from e
-        except AuthError as e:
+        except Neo4jError as e:  # AuthError from Neo4j; FalkorDB fails a bad login as a DatabaseError
             raise StoreUnavailableError(self._auth_message(e)) from e
         except DriverError as e:
             raise StoreUnavailableError(f"cannot connect to the Bolt server at {self.uri}: {e}") from e
@@ -189,37 +193,38 @@ class BoltStore(Store):
             raise
         except Neo4jError:
             pass
-        try:  # not Neo4j: FalkorDB answers plain queries (and fails them all on bad credentials)
-            self._transact("RETURN 1", {}, write=False)
-        except Neo4jError as e:
-            raise StoreUnavailableError(self._auth_message(e)) from e
+        self._transact("RETURN 1", {}, write=False)  # not Neo4j, but it must answer Cypher
         return True
 
     def _auth_message(self, error: Exception) -> str:
         return (
-            f"the Bolt server at {self.uri} refused the connection ({error}). Check the user and "
-            "password (arguments, the URI's user:password@, or NEO4J_USER / NEO4J_PASSWORD)"
+            f"the Bolt server at {self.uri} refused us ({error}). Check the user and password "
+            "(arguments, the URI's user:password@, or NEO4J_USER / NEO4J_PASSWORD) and the database name"
         )
 
-    def _drop_connection(self) -> None:
-        """Open and drop one TCP connection to the Bolt port: FalkorDB answers no handshake
-        after a client's GOODBYE until this happens (harmless for Neo4j)."""
-        with contextlib.suppress(OSError):
-            socket.create_connection((self._host, self._port), timeout=self.timeout).close()
+    def _unstick_falkordb(self) -> None:
+        """After a GOODBYE, FalkorDB 4.16 frees the connection but leaves its socket number
+        registered, so the next connection given that number is never answered. Two probe
+        handshakes, dropped once one is answered, leave the other holding that number."""
+        with contextlib.suppress(OSError), contextlib.ExitStack() as stack:
+            probes = [stack.enter_context(socket.create_connection((self._host, self._port), 1.0)) for _ in range(2)]
+            for probe in probes:
+                probe.sendall(BOLT_HANDSHAKE)
+            select.select(probes, [], [], 1.0)
 
     def close(self) -> None:
-        if self._driver is None:
+        if self._closed:
             return
+        self._closed = True
         self._driver.close()
-        self._driver = None
         if self._falkordb:
-            self._drop_connection()
+            self._unstick_falkordb()
 
     # ------------------------------------------------------------------ running Cypher
     def _transact(self, text: str, params: dict[str, Any], *, write: bool) -> tuple[list[str], list[list[Any]]]:
         """Run one statement in its own transaction; its column names and rows. Driver
         errors propagate."""
-        if self._driver is None:
+        if self._closed:
             raise StoreError(f"the store {self.uri} is closed")
         if self._falkordb:
             text, params = compiler.inline_parameters(text, params), {}

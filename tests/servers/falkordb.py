@@ -16,15 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.stores.bolt import BoltStore
+from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
 from tests.servers.base import Server, ServerUnavailable, free_port
 
 START_TIMEOUT = 20.0
 # FalkorDB ignores a BOLT_PORT above 32767 (and then serves no Bolt at all), while the kernel
 # hands out ephemeral ports from 32768 up, so Bolt ports are drawn from below.
 _BOLT_PORTS = (20000, 32767)
-# The Bolt magic number, then the versions asked for: 5.0 to 5.7 (range encoding), 4.4.
-_BOLT_HANDSHAKE = bytes.fromhex("6060b017" "00070705" "00000404" "00000000" "00000000")
 
 
 def _bolt_answers(port: int) -> bool:
@@ -32,7 +30,7 @@ def _bolt_answers(port: int) -> bool:
     leave FalkorDB's listener stuck)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            s.sendall(_BOLT_HANDSHAKE)
+            s.sendall(BOLT_HANDSHAKE)
             return len(s.recv(4)) == 4
     except OSError:
         return False
