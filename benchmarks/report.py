@@ -56,6 +56,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "packages": packages,
         "virtuoso": _first_line_of(["virtuoso-t", "-?"], 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -72,22 +73,26 @@ def _first_line_of(command: list[str], index: int = 0) -> str | None:
 
 # ============================================================================ ratios and goals
 
-def _latencies(results: dict[str, Any]) -> dict[tuple[str, str, str], list[float]]:
-    return {(t["dataset"], t["op"], t["impl"]): t["latencies_ms"] for t in results["timings"]}
+def _latencies(results: dict[str, Any]) -> dict[tuple[str, str, str], dict[int, float]]:
+    """Per (dataset, op, implementation): task index → latency (ms per question)."""
+    return {(t["dataset"], t["op"], t["impl"]): dict(zip(t["index"], t["latencies_ms"])) for t in results["timings"]}
+
+
+def _common(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], list[float]]:
+    both = sorted(a.keys() & b.keys())
+    return [a[i] for i in both], [b[i] for i in both]
 
 
 def _ratio(a: list[float], b: list[float], q: float) -> float | None:
-    n = min(len(a), len(b))
-    if n == 0:
+    if not a:
         return None
-    pa, pb = percentile(a[:n], q), percentile(b[:n], q)
+    pa, pb = percentile(a, q), percentile(b, q)
     return round(pa / pb, 3) if pb else None
 
 
 def _throughput_ratio(a: list[float], b: list[float]) -> float | None:
-    """Total time of ``a`` over ``b`` on the tasks both completed."""
-    n = min(len(a), len(b))
-    return round(sum(a[:n]) / sum(b[:n]), 3) if n and sum(b[:n]) else None
+    """Total time of ``a`` over ``b``."""
+    return round(sum(a) / sum(b), 3) if a and sum(b) else None
 
 
 def ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -99,18 +104,18 @@ def ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         label = impl.split(":", 1)[1]
         for base in (FLOOR, NX_GLOBAL, NX_PER_QUESTION, f"tog-loop:{label}"):
-            theirs = lat.get((dataset, op, base))
-            if not theirs:
+            a, b = _common(mine, lat.get((dataset, op, base), {}))
+            if not a:
                 continue
             out.append({
                 "dataset": dataset,
                 "op": op,
                 "store": label,
                 "baseline": base.split(":")[0],
-                "tasks": min(len(mine), len(theirs)),
-                "p50": _ratio(mine, theirs, 50),
-                "p95": _ratio(mine, theirs, 95),
-                "total": _throughput_ratio(mine, theirs),
+                "tasks": len(a),
+                "p50": _ratio(a, b, 50),
+                "p95": _ratio(a, b, 95),
+                "total": _throughput_ratio(a, b),
             })
     return out
 
@@ -167,6 +172,7 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     results = dict(results)
     results["machine"] = machine()
+    results["machine"]["load_average_start"] = [round(x, 2) for x in results.pop("load_average_start", ())]
     results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     kind = results["kind"]
     written = []
@@ -175,7 +181,7 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
         results["goals"] = retrieval_goals(results, results["ratios"])
         written += plot_latencies(results, out) + plot_scaling(results, out)
         markdown = retrieval_markdown(results)
-        summary = dict(results, timings=[{k: v for k, v in t.items() if k != "latencies_ms"} for t in results["timings"]])
+        summary = dict(results, timings=[{k: v for k, v in t.items() if k not in ("index", "latencies_ms")} for t in results["timings"]])
     else:
         results["goals"] = load_goals(results)
         markdown = load_markdown(results)
@@ -204,6 +210,10 @@ def machine_markdown(m: dict[str, Any]) -> str:
     text = f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['platform']}; Python {m['python']}; {packages}"
     if m.get("virtuoso"):
         text += f"; Virtuoso {m['virtuoso']}"
+    text += (
+        f". Load average (1, 5, 15 min) at the start: {', '.join(map(str, m.get('load_average_start', [])))}, "
+        f"at the end: {', '.join(map(str, m['load_average']))}"
+    )
     return text + "."
 
 
@@ -218,7 +228,10 @@ def _stores_markdown(stores: dict[str, Any]) -> list[str]:
     for label, entry in stores.items():
         state = f"skipped — {entry['skipped']}" if entry.get("skipped") else "measured"
         loads = ", ".join(f"{d} {s:g} s" for d, s in entry.get("load_s", {}).items())
-        lines.append(f"- **{label}** ({entry['uri']}): {state}" + (f"; engine load {loads}" if loads else ""))
+        failed = "; ".join(f"failed on {d}: {why}" for d, why in entry.get("failed", {}).items())
+        lines.append(
+            f"- **{label}** ({entry['uri']}): {state}" + (f"; engine load {loads}" if loads else "") + (f"; {failed}" if failed else "")
+        )
     return lines
 
 
@@ -235,6 +248,10 @@ def retrieval_markdown(results: dict[str, Any]) -> str:
         "## Goals",
         "",
         *_goals_markdown(results["goals"]),
+        "",
+        "## Summary",
+        "",
+        *summary_markdown(results),
         "",
         "## Datasets",
         "",
@@ -284,6 +301,27 @@ def retrieval_markdown(results: dict[str, Any]) -> str:
         lines += ["", "Left incomplete:", ""]
         lines += [f"- {t['dataset']} {t['op']} {t['impl']}: {t['stopped']}" for t in stopped]
     return "\n".join(lines) + "\n"
+
+
+def summary_markdown(results: dict[str, Any]) -> list[str]:
+    """Per store: p50 latency and the p50 ratios to every baseline, one row per dataset and op."""
+    ratio_index = {(r["dataset"], r["op"], r["store"], r["baseline"]): r for r in results["ratios"]}
+    lines = [
+        "Store latency per question at p50, and store ÷ baseline at p50 (below 1: the store is faster).",
+        "",
+        "| store | dataset | op | p50 ms | p95 ms | ÷ floor | ÷ nx global | ÷ nx per-question | ÷ ToG loop |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in results["timings"]:
+        if not t["impl"].startswith("store:"):
+            continue
+        label = t["impl"].split(":", 1)[1]
+        cells = []
+        for base in (FLOOR, NX_GLOBAL, NX_PER_QUESTION, "tog-loop"):
+            r = ratio_index.get((t["dataset"], t["op"], label, base))
+            cells.append(_fmt(r["p50"]) if r else "")
+        lines.append(f"| {label} | {t['dataset']} | {t['op']} | {_fmt(t['p50_ms'])} | {_fmt(t['p95_ms'])} | {' | '.join(cells)} |")
+    return lines
 
 
 def load_markdown(results: dict[str, Any]) -> str:
@@ -363,21 +401,29 @@ def plot_latencies(results: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_scaling(results: dict[str, Any], out: Path) -> list[Path]:
-    """Questions per second against graph size, per implementation, for path grounding."""
+    """Questions per second against graph size, per implementation: a line over the generated
+    graphs (one workload shape at several sizes), a labelled point per real dataset."""
     plt = _pyplot()
     sizes = {d["name"]: d["triples"] for d in results["datasets"]}
     if len(sizes) < 2:
         return []
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, op in zip(axes, ("follow_paths", BATCHED)):
-        impls = sorted({t["impl"] for t in results["timings"] if t["op"] == op})
-        for impl in impls:
-            points = sorted((sizes[t["dataset"]], t["qps"]) for t in results["timings"] if t["op"] == op and t["impl"] == impl and t["qps"])
-            if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_short(impl))
+        rows = [t for t in results["timings"] if t["op"] == op and t["qps"]]
+        for i, impl in enumerate(sorted({t["impl"] for t in rows})):
+            color = f"C{i % 10}"
+            mine = sorted((sizes[t["dataset"]], t["qps"], t["dataset"]) for t in rows if t["impl"] == impl)
+            generated = [p for p in mine if p[2].startswith("gen-")]
+            real = [p for p in mine if not p[2].startswith("gen-")]
+            ax.plot([p[0] for p in generated], [p[1] for p in generated], marker="o", color=color, label=_short(impl))
+            ax.scatter([p[0] for p in real], [p[1] for p in real], marker="s", color=color, s=18)
+        for name, size in sizes.items():
+            if not name.startswith("gen-"):
+                ax.axvline(size, color="grey", lw=0.5, alpha=0.5)
+                ax.text(size, 1.0, name, rotation=90, fontsize=6, va="top", ha="right", transform=ax.get_xaxis_transform())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("graph size (triples)")
+        ax.set_xlabel("graph size (triples); lines: generated graphs, squares: real datasets")
         ax.set_ylabel("questions per second")
         ax.set_title(op)
         ax.grid(alpha=0.3)

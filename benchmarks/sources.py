@@ -10,13 +10,14 @@ import gzip
 import importlib
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.model import LoadReport, Triple
+from engine.model import Literal, LoadReport, Triple
 from engine.open import FREEBASE_NS
 from engine.store import Store
 from sparql.terms import Terms
@@ -209,3 +210,51 @@ def start_server(kind: str, workdir: Path):
         return module.start(workdir)
     except ServerUnavailable as e:
         raise RuntimeError(str(e)) from e
+
+
+def bolt_script_load(store: Store, nt: Path, batch: int = 10_000) -> None:
+    """What a user would write to load N-Triples over Bolt: parse with pyoxigraph, create the
+    two indexes, then ``UNWIND $rows … MERGE`` per relationship type and object kind. Only the
+    server address and the literal-node key are taken from the engine's store, so that both
+    loads build the same graph; FalkorDB takes no Bolt parameters, so they are inlined."""
+    from collections import defaultdict
+
+    import neo4j
+    import pyoxigraph as ox
+
+    from cypher.compiler import inline_parameters
+    from cypher.schema import literal_key
+
+    terms = Terms(FREEBASE_NS)
+    falkordb = getattr(store, "_falkordb", False)
+    groups: dict[tuple[str, bool], list[list]] = defaultdict(list)
+    with open(nt, "rb") as f:
+        for quad in ox.parse(f, format=ox.RdfFormat.N_TRIPLES):
+            rel = terms.id_of(quad.predicate.value)
+            s = terms.id_of(quad.subject.value)
+            o = quad.object
+            if isinstance(o, ox.Literal):
+                lit = Literal.make(o.value, o.datatype.value, o.language)
+                groups[(rel, True)].append([s, literal_key(lit), lit.value, lit.datatype, lit.lang])
+            else:
+                groups[(rel, False)].append([s, terms.id_of(o.value)])
+    host = store.uri.split("://", 1)[1].split("?", 1)[0]  # type: ignore[attr-defined]
+    with neo4j.GraphDatabase.driver(f"bolt://{host}", auth=None) as driver, driver.session() as session:
+        for statement in ("CREATE INDEX FOR (n:Entity) ON (n.id)", "CREATE INDEX FOR (n:Literal) ON (n.key)"):
+            session.run(statement).consume()
+        for (rel, literal), rows in groups.items():
+            target = "(o:Literal {key: row[1]}) ON CREATE SET o.value = row[2], o.datatype = row[3], o.lang = row[4]"
+            text = (
+                "UNWIND $rows AS row MERGE (s:Entity {id: row[0]}) "
+                + ("MERGE " + target if literal else "MERGE (o:Entity {id: row[1]})")
+                + f" MERGE (s)-[:`{rel}`]->(o)"
+            )
+            for i in range(0, len(rows), batch):
+                params = {"rows": rows[i:i + batch]}
+                if falkordb:
+                    session.run(inline_parameters(text, params)).consume()
+                else:
+                    session.run(text, params).consume()
+    if falkordb:  # FalkorDB answers no new handshake after a client's GOODBYE until a bare connect
+        address, _, port = host.rpartition(":")
+        socket.create_connection((address, int(port)), timeout=10).close()

@@ -182,8 +182,8 @@ def test_baselines_match_on_a_generated_graph(generated):
 def test_tiny_retrieval_run_writes_json_markdown_and_plots(tmp_path, generated):
     out = tmp_path / "out"
     code = main([
-        "retrieval", "--quick", "--datasets", "gen:2k,gen:4k", "--stores", "oxigraph",
-        "--store", "bolt://127.0.0.1:9", "--questions", "3", "--batch", "4", "--budget", "5",
+        "retrieval", "--quick", "--datasets", "gen:2k,gen:4k", "--stores", "oxigraph,no-such-store",
+        "--questions", "3", "--batch", "4", "--budget", "5",
         "--workdir", str(tmp_path / "work"), "--out", str(out),
     ])
     assert code == 0
@@ -192,7 +192,7 @@ def test_tiny_retrieval_run_writes_json_markdown_and_plots(tmp_path, generated):
     impls = {t["impl"] for t in results["timings"]}
     assert {"store:oxigraph", "tog-loop:oxigraph", "csr-floor", "networkx-global", "networkx-per-question"} <= impls
     assert all(t["mismatches"] == 0 and not t["errors"] for t in results["timings"])
-    assert results["stores"]["bolt-uri"]["skipped"]  # unreachable: reported, not dropped
+    assert "unknown store kind" in results["stores"]["no-such-store"]["skipped"]  # reported, not dropped
     assert results["ratios"] and results["goals"] and results["machine"]["cores"]
     markdown = (out / "retrieval.md").read_text()
     assert "## Goals" in markdown and "store:oxigraph" in markdown and "skipped" in markdown
