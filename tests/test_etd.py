@@ -15,8 +15,13 @@ from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
 from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
 from engine.etd.model import Exploration, answer_loss, segment_log_softmax
 from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
+from engine.etd.pipeline import predict
+from engine.etd.training import load_checkpoint
 from engine.model import Literal, Triple
+from engine.models.lm import Generation
+from engine.open import open_store
 from engine.reference import ReferenceStore
+from loaders.readers import read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
 DIM = 6
@@ -250,9 +255,25 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert result["questions"] == 48 and result["hits1"] >= 0.8 and result["llm_calls"] == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     first = records[0]
-    assert set(first) >= {"id", "question", "gold", "candidates", "answer", "timings"}
+    assert set(first) >= {"id", "question", "answers", "candidates", "answer", "prediction", "timings"}
     assert len(first["candidates"]) == 3
     assert first["candidates"][0]["probability"] >= first["candidates"][1]["probability"]
     top = first["candidates"][0]
-    assert top["id"] == first["answer"]
+    assert top["id"] == first["answer"] and first["prediction"] == [first["answer"]]
     assert all(len(fact) == 3 for fact in top["evidence"])
+
+    class SecondChoice:  # a language model that always picks option B
+        prompts: list[str] = []
+
+        def generate(self, prompt: str, *, max_new_tokens: int = 256) -> Generation:
+            self.prompts.append(prompt)
+            return Generation("The correct answer is B.")
+
+    model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
+    questions = read_metaqa_questions(qa)[:5]
+    with open_store(store) as opened:
+        summary = predict(opened, model, questions, tmp_path / "llm.jsonl", lm=SecondChoice())
+    records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
+    assert summary.llm_calls == 5 and len(SecondChoice.prompts) == 5
+    assert SecondChoice.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
+    assert all(r["label"] == "B" and r["answer"] == r["candidates"][1]["id"] for r in records)

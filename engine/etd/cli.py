@@ -70,7 +70,6 @@ def _run_train(args: argparse.Namespace) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> None:
-    from engine.etd.determination import load_determiner
     from engine.etd.pipeline import load_questions, predict, split_questions
     from engine.etd.training import load_checkpoint
 
@@ -80,7 +79,11 @@ def _run_predict(args: argparse.Namespace) -> None:
     parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), seed,
                             settings["val_fraction"], settings["test_fraction"])
     questions = parts[args.split][: args.limit]
-    lm = None if args.gnn_only else load_determiner(args.lm)
+    lm = None
+    if not args.gnn_only:
+        from engine.models.lm import load_lm
+
+        lm = load_lm(args.lm)
     max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
     with open_from_args(args) as store:
         summary = predict(store, model, questions, args.output, top_n=args.top_n, lm=lm, max_degree=max_degree,

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from engine.errors import KGQAError
 from engine.etd.prompts import LABELS
+
+if TYPE_CHECKING:
+    from engine.models.lm import LanguageModel
 
 MAX_NEW_TOKENS = 64
 
@@ -51,15 +53,6 @@ def parse_choice(output: str, options: Sequence[str]) -> Determination:
     return Determination(None, first, output)
 
 
-def load_determiner(name_or_path: str | None = None) -> Any:
-    """A language model of the engine's LM layer (None: its offline default)."""
-    try:
-        from engine.models.lm import load_lm
-    except ImportError as e:
-        raise KGQAError("the language-model layer (engine.models.lm) is not available: use --gnn-only") from e
-    return load_lm(name_or_path)
-
-
-def determine(lm: Any, prompt: str, options: Sequence[str], max_new_tokens: int = MAX_NEW_TOKENS) -> Determination:
-    """One LLM call: generate an answer to the prompt and parse the choice."""
-    return parse_choice(lm.generate(prompt, max_new_tokens=max_new_tokens), options)
+def determine(lm: "LanguageModel", prompt: str, options: Sequence[str], max_new_tokens: int = MAX_NEW_TOKENS) -> Determination:
+    """One LLM call (greedy): generate an answer to the prompt and parse the choice."""
+    return parse_choice(lm.generate(prompt, max_new_tokens=max_new_tokens).text, options)

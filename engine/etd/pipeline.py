@@ -21,7 +21,8 @@ from engine.etd.evidence import backtrack, facts
 from engine.etd.exploration import Explorer, RelationVocab
 from engine.etd.model import EtDModel, encode_texts, ranked
 from engine.etd.prompts import LABELS, Option, render_prompt
-from engine.etd.training import batches, explore, peak_memory_mb
+from engine.etd.training import batches, explore, gold_answers, peak_memory_mb
+from engine.metrics import QuestionScore, aggregate, score_question
 from engine.model import Literal
 from engine.models.device import pick_device
 from engine.store import Store
@@ -74,7 +75,8 @@ def split_questions(
 
 @dataclass
 class PredictSummary:
-    """What a prediction run did (Hits@1 computed here: ``engine.metrics`` is not in the project yet)."""
+    """What a prediction run did; Hits@1 by ``engine.metrics`` (of the final answer, and of the
+    GNN's top candidate)."""
 
     questions: int
     device: str
@@ -89,10 +91,6 @@ class PredictSummary:
     llm_calls: int
     peak_memory_mb: float
     output: str
-
-
-def _gold(question: Question) -> set[str]:
-    return set(question.answer_entities) | set(question.answers)
 
 
 def _text(term: Any, names: dict[str, str | None]) -> str:
@@ -118,7 +116,9 @@ def predict(
     features = encode_texts([q.question for q in questions], model.config.encoder)
     started = time.perf_counter()
     explore_s = store_s = determine_s = 0.0
-    hits_gnn = hits = llm_calls = 0
+    llm_calls = 0
+    gnn_scores: list[QuestionScore] = []
+    scores: list[QuestionScore] = []
     with open(output, "w", encoding="utf-8") as sink:
         bar = tqdm(list(batches(range(len(questions)), batch_size)), desc="predict", file=sys.stderr, disable=not progress)
         for members in bar:
@@ -141,10 +141,13 @@ def predict(
                     Option(_text(explorer.terms[n], names), p, tuple(f)) for (_, n, p), f in zip(cands, cand_facts)
                 ]
                 gnn_answer = str(explorer.terms[cands[0][1]]) if cands else None
+                gold = gold_answers(q)
                 record: dict[str, Any] = {
                     "id": q.id,
                     "question": q.question,
-                    "gold": q.answers,
+                    "answers": gold,
+                    "hops": q.hops,
+                    "qtype": q.qtype,
                     "candidates": [
                         {
                             "id": str(explorer.terms[n]),
@@ -168,17 +171,16 @@ def predict(
                     record["llm_output"] = choice.output
                     record["timings"]["determine_s"] = round(elapsed, 5)
                 record["answer"] = answer
-                gold = _gold(q)
-                hits_gnn += gnn_answer in gold
-                hits += answer in gold
+                record["prediction"] = [answer] if answer else []
+                gnn_scores.append(score_question([gnn_answer] if gnn_answer else [], gold))
+                scores.append(score_question(record["prediction"], gold))
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
     seconds = time.perf_counter() - started
-    n = max(len(questions), 1)
     return PredictSummary(
         questions=len(questions),
         device=pick_device(),
-        hits1_gnn=round(hits_gnn / n, 5),
-        hits1=round(hits / n, 5),
+        hits1_gnn=round(aggregate(gnn_scores).hits1, 5),
+        hits1=round(aggregate(scores).hits1, 5),
         seconds=round(seconds, 2),
         questions_per_second=round(len(questions) / seconds, 2) if seconds else 0.0,
         explore_seconds=round(explore_s, 2),

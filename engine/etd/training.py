@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from engine.etd.exploration import Explorer, RelationVocab, relation_text
 from engine.etd.model import EtDConfig, EtDModel, Exploration, answer_loss, encode_texts, ranked
+from engine.metrics import score_question
 from engine.models.device import pick_device
 from engine.store import Store
 from loaders.readers import Question
@@ -114,9 +115,14 @@ def explore(
     return model(features[list(members)], topics, explorer)
 
 
+def gold_answers(question: Question) -> list[str]:
+    """The gold answer ids and texts of a question, without repeats."""
+    return list(dict.fromkeys([*question.answer_entities, *question.answers]))
+
+
 def is_hit(explorer: Explorer, node: int | None, question: Question) -> bool:
-    """Hits@1 of one answer node against the question's gold answers."""
-    return node is not None and str(explorer.terms[node]) in set(question.answer_entities or question.answers)
+    """Hits@1 (``engine.metrics``) of one answer node against the question's gold answers."""
+    return node is not None and score_question([str(explorer.terms[node])], gold_answers(question)).hits1 == 1.0
 
 
 @torch.no_grad()
