@@ -1,0 +1,194 @@
+"""Answer metrics for every method: Hits@1, precision, recall and F1, overall and per group.
+
+Definitions (LDR, Appendix C, which the field should use):
+- Hits@1: the **first** predicted answer is a gold answer (LDR Eq. 13);
+- ``hits1_any``: **any** predicted answer is a gold answer (Eq. 14, the variant RoG reported);
+- precision / recall per question (correct predictions / predictions; gold answers found /
+  gold answers), averaged over questions; ``f1`` is the harmonic mean of the averaged
+  precision and recall; ``f1_mean`` the mean of per-question F1 (what RoG's evaluator prints).
+
+Answers are compared after RoG's normalisation (lowercase; punctuation, articles and extra
+spaces removed). ``match="exact"`` wants equal normalised strings; ``match="contains"`` is
+RoG's evaluator: a gold answer matches a prediction that contains it.
+
+A predictions file is JSONL, one question per line: ``answers`` (gold, a list) and
+``prediction`` (a list, best first; a string counts as one answer), optionally ``hops`` and
+``qtype`` for the breakdowns. Questions without gold answers are counted, not scored.
+"""
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError, ParseError
+
+MATCH_MODES = ("exact", "contains")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize(text: str) -> str:
+    """RoG's answer normalisation: lowercase, no punctuation, no articles, single spaces."""
+    text = str(text).lower().translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def matches(prediction: str, gold: str, match: str = "exact") -> bool:
+    """Whether one predicted answer matches one gold answer (both normalised)."""
+    p, g = normalize(prediction), normalize(gold)
+    if not g:
+        return False
+    return p == g if match == "exact" else g in p
+
+
+@dataclass(frozen=True)
+class QuestionScore:
+    hits1: float
+    hits1_any: float
+    precision: float
+    recall: float
+
+    @property
+    def f1(self) -> float:
+        return _harmonic(self.precision, self.recall)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    questions: int
+    hits1: float
+    hits1_any: float
+    precision: float
+    recall: float
+    f1: float
+    f1_mean: float
+
+
+@dataclass(frozen=True)
+class Report:
+    match: str
+    overall: Metrics
+    by_hops: dict[str, Metrics] = field(default_factory=dict)
+    by_qtype: dict[str, Metrics] = field(default_factory=dict)
+    no_gold: int = 0
+
+
+def _harmonic(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+def _distinct(answers: Iterable[str]) -> list[str]:
+    """Answers deduplicated by their normalised form, first occurrence kept, empty ones dropped."""
+    seen: dict[str, str] = {}
+    for a in answers:
+        key = normalize(a)
+        if key and key not in seen:
+            seen[key] = a
+    return list(seen.values())
+
+
+def score_question(prediction: Sequence[str] | str, answers: Sequence[str], match: str = "exact") -> QuestionScore:
+    """One question's Hits@1 (first answer and any answer), precision and recall."""
+    if match not in MATCH_MODES:
+        raise InvalidInputError(f"invalid match mode {match!r}: use {' or '.join(MATCH_MODES)}")
+    predicted = _distinct([prediction] if isinstance(prediction, str) else prediction)
+    gold = _distinct(answers)
+    if not gold:
+        raise InvalidInputError("a question without gold answers cannot be scored")
+    correct = [any(matches(p, g, match) for g in gold) for p in predicted]
+    found = sum(any(matches(p, g, match) for p in predicted) for g in gold)
+    return QuestionScore(
+        hits1=float(bool(correct) and correct[0]),
+        hits1_any=float(any(correct)),
+        precision=sum(correct) / len(predicted) if predicted else 0.0,
+        recall=found / len(gold),
+    )
+
+
+def aggregate(scores: Sequence[QuestionScore]) -> Metrics:
+    n = len(scores)
+    if n == 0:
+        return Metrics(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+    def mean(values: Iterable[float]) -> float:
+        return sum(values) / n
+
+    precision, recall = mean(s.precision for s in scores), mean(s.recall for s in scores)
+    return Metrics(
+        questions=n,
+        hits1=mean(s.hits1 for s in scores),
+        hits1_any=mean(s.hits1_any for s in scores),
+        precision=precision,
+        recall=recall,
+        f1=_harmonic(precision, recall),
+        f1_mean=mean(s.f1 for s in scores),
+    )
+
+
+def evaluate(records: Iterable[dict[str, Any]], match: str = "exact") -> Report:
+    """Metrics over prediction records, overall and per ``hops`` and ``qtype``."""
+    scored: list[QuestionScore] = []
+    by_hops: dict[str, list[QuestionScore]] = defaultdict(list)
+    by_qtype: dict[str, list[QuestionScore]] = defaultdict(list)
+    no_gold = 0
+    for record in records:
+        answers = record.get("answers") or []
+        if not _distinct(answers):
+            no_gold += 1
+            continue
+        s = score_question(record.get("prediction") or [], answers, match)
+        scored.append(s)
+        if record.get("hops") is not None:
+            by_hops[str(record["hops"])].append(s)
+        if record.get("qtype"):
+            by_qtype[str(record["qtype"])].append(s)
+    return Report(
+        match=match,
+        overall=aggregate(scored),
+        by_hops={k: aggregate(v) for k, v in sorted(by_hops.items())},
+        by_qtype={k: aggregate(v) for k, v in sorted(by_qtype.items())},
+        no_gold=no_gold,
+    )
+
+
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a predictions JSONL file (each needs ``answers`` and ``prediction``)."""
+    records = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InvalidInputError(f"cannot read predictions file {str(path)!r}: {e}") from e
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ParseError(f"not JSON: {e}", source=str(path), line=n) from e
+        if not isinstance(record, dict) or "answers" not in record or "prediction" not in record:
+            raise ParseError("a record needs 'answers' and 'prediction'", source=str(path), line=n)
+        records.append(record)
+    return records
+
+
+def format_report(report: Report) -> str:
+    """The report as a text table, one row per group."""
+    header = f"{'group':<34}{'n':>6}{'Hits@1':>9}{'Hits@1-any':>12}{'P':>8}{'R':>8}{'F1':>8}{'F1-mean':>9}"
+    lines = [f"match: {report.match}" + (f"   (questions without gold answers: {report.no_gold})" if report.no_gold else ""), header]
+
+    def row(name: str, m: Metrics) -> str:
+        return (
+            f"{name[:33]:<34}{m.questions:>6}{m.hits1:>9.3f}{m.hits1_any:>12.3f}{m.precision:>8.3f}"
+            f"{m.recall:>8.3f}{m.f1:>8.3f}{m.f1_mean:>9.3f}"
+        )
+
+    lines.append(row("all", report.overall))
+    lines += [row(f"{hops}-hop", m) for hops, m in report.by_hops.items()]
+    lines += [row(qtype, m) for qtype, m in report.by_qtype.items()]
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""Grounding: every complete path instance of every plan from every topic entity (RoG's
+Algorithm 1), one batched ``follow_paths`` call per distinct plan, names attached.
+
+Like RoG's own BFS, a walk may use an edge twice (``distinct_edges=False``) and matches each
+relation in either direction by default; no cap on paths unless ``limit`` is given.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.errors import InvalidIdentifierError
+from engine.identifiers import validate_relation
+from engine.model import Literal, Path
+from engine.render import render_path, term_text
+from engine.store import MAX_PATH_HOPS, Store
+
+
+@dataclass
+class Grounding:
+    """The paths found, which plan each came from, node names, and the store time spent."""
+
+    paths: list[Path] = field(default_factory=list)
+    plan_of: list[int] = field(default_factory=list)
+    paths_per_plan: list[int] = field(default_factory=list)
+    names: dict[str, str | None] = field(default_factory=dict)
+    truncated: bool = False
+    seconds: float = 0.0
+
+    def rendered(self) -> list[str]:
+        """Each path as ``e0 → r1 → e1 → …`` with names (a hop against the stored direction reads ←)."""
+        return [render_path(p, self.names) for p in self.paths]
+
+    def answers(self) -> list[str]:
+        """The path ends as answers (RoG without reasoning), the most often reached first."""
+        counts = Counter(term_text(p.end, self.names) for p in self.paths)
+        return [answer for answer, _ in counts.most_common()]
+
+
+def _groundable(plan: Sequence[str] | None) -> bool:
+    if not plan or len(plan) > MAX_PATH_HOPS:
+        return False
+    try:
+        for relation in plan:
+            validate_relation(relation)
+    except InvalidIdentifierError:
+        return False
+    return True
+
+
+def ground(
+    store: Store,
+    topics: Sequence[str],
+    plans: Sequence[Sequence[str] | None],
+    *,
+    direction: str = "both",
+    limit: int | None = None,
+) -> Grounding:
+    """Ground each plan from all topic entities; a plan that cannot be a path (unparsable, a
+    name no relation may have) grounds to nothing. Repeated plans are queried once."""
+    result = Grounding()
+    done: dict[tuple[str, ...], list[Path]] = {}
+    start = time.perf_counter()
+    for i, plan in enumerate(plans):
+        key = tuple(plan) if plan and _groundable(plan) and topics else None
+        if key is None:
+            result.paths_per_plan.append(0)
+            continue
+        if key not in done:  # a repeated plan's paths are kept once, under its first occurrence
+            answer = store.follow_paths(topics, list(key), direction, limit, distinct_edges=False)
+            done[key] = answer.paths
+            result.truncated |= answer.truncated
+            result.paths += answer.paths
+            result.plan_of += [i] * len(answer.paths)
+        result.paths_per_plan.append(len(done[key]))
+    ids = sorted({n for p in result.paths for n in p.nodes if not isinstance(n, Literal)})  # type: ignore[type-var]
+    result.names = store.names(ids) if ids else {}
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,205 @@
+"""Planning: K relation paths by beam search from RoG's planning prompt, in three decoding modes.
+
+- ``free``: the paper; the model may name relations that do not exist.
+- ``vocabulary``: a token trie over the store's relation names, so every relation exists.
+- ``grounded``: each next relation must leave the current frontier (the nodes reached from
+  the topic entities by the relations so far), so every plan grounds to at least one path.
+
+The constrained modes drive the model through ``<PATH> r (<SEP> r)* </PATH> eos`` token by
+token; markers are tokenised as plain text when the model lacks them (SmolLM2) and are single
+tokens when it has them (``rmanluo/RoG``).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from engine.model import NAME_RELATION, Literal
+from engine.models.lm import LanguageModel
+from engine.models.trie import TokenTrie
+from engine.rog.prompts import PATH_CLOSE, PATH_OPEN, PATH_SEP, parse_plan, planning_prompt
+from engine.store import Store
+
+PLAN_MODES = ("free", "vocabulary", "grounded")
+
+
+@dataclass
+class Plan:
+    """One generated plan: its text, its relations (None when unparsable) and beam score."""
+
+    text: str
+    relations: list[str] | None
+    score: float | None
+
+
+def relation_vocabulary(store: Store) -> frozenset[str]:
+    """Every relation of the store that a plan may name (labels excluded)."""
+    return frozenset(r for r in store.stats().relations if r != NAME_RELATION)
+
+
+class Frontiers:
+    """The nodes reached from the topic entities by each relation prefix, and the relations
+    leaving them: one batched store call per prefix, cached. Store time is accumulated."""
+
+    def __init__(self, store: Store, topics: Sequence[str], direction: str = "both") -> None:
+        self.store = store
+        self.direction = direction
+        self.seconds = 0.0
+        self._nodes: dict[tuple[str, ...], list[str]] = {(): sorted(set(topics))}
+        self._relations: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def nodes(self, prefix: tuple[str, ...]) -> list[str]:
+        if prefix not in self._nodes:
+            parent = self.nodes(prefix[:-1])
+            start = time.perf_counter()
+            edges = self.store.expand(parent, [prefix[-1]], self.direction).edges if parent else []
+            self.seconds += time.perf_counter() - start
+            # literals end walks: they are reached but never left
+            self._nodes[prefix] = sorted({e.dst for e in edges if not isinstance(e.dst, Literal)})  # type: ignore[type-var]
+        return self._nodes[prefix]
+
+    def relations(self, prefix: tuple[str, ...]) -> frozenset[str]:
+        """Relations of edges leaving the frontier of ``prefix``."""
+        if prefix not in self._relations:
+            nodes = self.nodes(prefix)
+            start = time.perf_counter()
+            rows = self.store.relations(nodes, self.direction).rows if nodes else []
+            self.seconds += time.perf_counter() - start
+            self._relations[prefix] = frozenset(r.relation for r in rows if r.relation != NAME_RELATION)
+        return self._relations[prefix]
+
+
+class PlanConstraint:
+    """``allowed_tokens`` for :meth:`LanguageModel.beam_search`: a state machine over
+    ``<PATH> r (<SEP> r)* </PATH> eos`` where each r comes from a token trie of the relations
+    allowed after the relations so far (``vocabulary``, or ``frontiers`` when grounded).
+
+    Relation names cannot contain ``<``, so a marker's first token never continues a relation:
+    after a complete relation the next token says unambiguously whether it goes on."""
+
+    def __init__(
+        self,
+        lm: LanguageModel,
+        max_hops: int,
+        vocabulary: Iterable[str],
+        frontiers: Frontiers | None = None,
+    ) -> None:
+        self.eos = lm.eos_token_id
+        self.open = tuple(lm.encode(PATH_OPEN))
+        self.markers = {"sep": tuple(lm.encode(PATH_SEP)), "close": tuple(lm.encode(PATH_CLOSE)) + (self.eos,)}
+        self.max_hops = max_hops
+        self.vocabulary = frozenset(vocabulary)
+        self.frontiers = frontiers
+        self._encode = lm.encode
+        self._tokens: dict[str, tuple[int, ...]] = {}
+        self._tries: dict[frozenset[str], tuple[TokenTrie, dict[tuple[int, ...], str]]] = {}
+        self._states: dict[tuple[int, ...], tuple] = {(): ("open", (), ())}
+
+    def max_new_tokens(self) -> int:
+        """Enough tokens for the longest plan of ``max_hops`` relations of the vocabulary."""
+        longest = max((len(self._relation_tokens(r)) for r in self.vocabulary), default=1)
+        marker = max(len(m) for m in self.markers.values())
+        return len(self.open) + self.max_hops * (longest + marker) + 1
+
+    def _relation_tokens(self, relation: str) -> tuple[int, ...]:
+        if relation not in self._tokens:
+            self._tokens[relation] = tuple(self._encode(relation))
+        return self._tokens[relation]
+
+    def _allowed_relations(self, prefix: tuple[str, ...]) -> frozenset[str]:
+        if self.frontiers is None:
+            return self.vocabulary
+        return self.frontiers.relations(prefix)
+
+    def _trie(self, prefix: tuple[str, ...]) -> tuple[TokenTrie, dict[tuple[int, ...], str]]:
+        relations = self._allowed_relations(prefix)
+        if relations not in self._tries:
+            by_tokens = {self._relation_tokens(r): r for r in sorted(relations) if self._relation_tokens(r)}
+            self._tries[relations] = (TokenTrie(by_tokens), by_tokens)
+        return self._tries[relations]
+
+    def _markers_after(self, relations: tuple[str, ...]) -> list[tuple[int, ...]]:
+        """``</PATH>`` always; ``<SEP>`` while hops remain and some relation can follow."""
+        options = [self.markers["close"]]
+        if len(relations) < self.max_hops and self._allowed_relations(relations):
+            options.append(self.markers["sep"])
+        return options
+
+    def _allowed(self, state: tuple) -> list[int]:
+        phase, relations, partial = state
+        if phase == "open":
+            return [self.open[len(partial)]]
+        if phase == "relation":
+            trie, by_tokens = self._trie(relations)
+            node = trie.node(partial)
+            allowed = TokenTrie.next_tokens(node) if node is not None else []
+            if partial in by_tokens:
+                allowed += [m[0] for m in self._markers_after(relations + (by_tokens[partial],))]
+            return allowed
+        if phase == "marker":
+            return sorted({m[len(partial)] for m in self._markers_after(relations) if m[: len(partial)] == partial})
+        return [self.eos]  # done, or a dead end (no relation leaves the frontier)
+
+    def _step(self, state: tuple, token: int) -> tuple:
+        phase, relations, partial = state
+        if phase == "open":
+            partial += (token,)
+            return ("relation", (), ()) if partial == self.open else ("open", (), partial)
+        if phase == "relation":
+            trie, by_tokens = self._trie(relations)
+            node = trie.node(partial)
+            if node is not None and token in node:
+                return ("relation", relations, partial + (token,))
+            if partial not in by_tokens:  # not an allowed token: end the plan unparsable
+                return ("dead", relations, ())
+            # a marker starts: the relation is complete
+            return self._step(("marker", relations + (by_tokens[partial],), ()), token)
+        if phase == "marker":
+            partial += (token,)
+            if partial == self.markers["sep"]:
+                return ("relation", relations, ())
+            if partial == self.markers["close"]:
+                return ("done", relations, ())
+            return ("marker", relations, partial)
+        return state
+
+    def __call__(self, generated: Sequence[int]) -> list[int]:
+        key = tuple(generated)
+        state = self._states.get(key)
+        if state is None:
+            parent = self._states.get(key[:-1])
+            if parent is None:  # never happens with HF's step-by-step calls; walk from the start
+                parent = self._states[()]
+                for token in key[:-1]:
+                    parent = self._step(parent, token)
+            state = self._step(parent, key[-1])
+            self._states[key] = state
+        return self._allowed(state) or [self.eos]
+
+
+def generate_plans(
+    lm: LanguageModel,
+    question: str,
+    *,
+    k: int = 3,
+    mode: str = "free",
+    vocabulary: Iterable[str] = (),
+    frontiers: Frontiers | None = None,
+    max_hops: int = 3,
+    max_new_tokens: int = 100,
+) -> list[Plan]:
+    """K plans for ``question`` by beam search, best first (``max_new_tokens`` bounds free mode;
+    the constrained modes take what their longest plan needs)."""
+    if mode not in PLAN_MODES:
+        raise ValueError(f"unknown planning mode {mode!r}: use one of {', '.join(PLAN_MODES)}")
+    allowed = None
+    if mode != "free":
+        if mode == "grounded" and frontiers is None:
+            raise ValueError("grounded planning needs the frontiers of the question's topic entities")
+        allowed = PlanConstraint(lm, max_hops, vocabulary, frontiers if mode == "grounded" else None)
+        max_new_tokens = allowed.max_new_tokens()
+    beams = lm.beam_search(
+        planning_prompt(question), num_beams=k, num_return=k, max_new_tokens=max_new_tokens, allowed_tokens=allowed
+    )
+    return [Plan(b.text, parse_plan(b.text), b.score) for b in beams]

@@ -1,0 +1,89 @@
+"""Metrics against hand-computed examples, including where the two Hits@1 differ."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.cli import main
+from engine.errors import InvalidInputError
+from engine.metrics import evaluate, matches, normalize, score_question
+
+
+def test_normalisation_is_rogs():
+    assert normalize("The  Lord of the Rings: The Return!") == "lord of rings return"
+    assert normalize("An Apple, a day") == "apple day"
+    assert matches("the Titanic", "Titanic.")
+    assert not matches("Titanic II", "Titanic")
+    assert matches("Titanic II", "Titanic", "contains")
+    assert not matches("anything", "the", "contains")  # a gold answer that normalises to nothing never matches
+
+
+def test_ldr_example_first_answer_vs_any_answer():
+    # LDR Appendix C: gold "apple", prediction "pear, apple, banana": Hits@1 0, any-answer 1
+    s = score_question(["pear", "apple", "banana"], ["apple"])
+    assert (s.hits1, s.hits1_any) == (0.0, 1.0)
+    assert s.precision == pytest.approx(1 / 3) and s.recall == 1.0
+    assert s.f1 == pytest.approx(0.5)
+
+
+def test_precision_recall_dedup_and_empty_prediction():
+    s = score_question(["K", "k.", "L", "M"], ["k", "l", "n", "o"])  # "k." repeats "K"
+    assert s.hits1 == 1.0 and s.precision == pytest.approx(2 / 3) and s.recall == pytest.approx(2 / 4)
+    empty = score_question([], ["x"])
+    assert (empty.hits1, empty.hits1_any, empty.precision, empty.recall, empty.f1) == (0, 0, 0, 0, 0)
+    assert score_question("the x", ["X"]).hits1 == 1.0  # a string is one answer
+    with pytest.raises(InvalidInputError):
+        score_question(["x"], [])
+
+
+def _records() -> list[dict]:
+    return [
+        # q1: first answer wrong, second right -> hits1 0, any 1, P 1/2, R 1
+        {"answers": ["apple"], "prediction": ["pear", "apple"], "hops": 1, "qtype": "a_to_b"},
+        # q2: perfect -> 1, 1, P 1, R 1
+        {"answers": ["x", "y"], "prediction": ["y", "x"], "hops": 2, "qtype": "a_to_b"},
+        # q3: nothing right -> 0, 0, P 0, R 0
+        {"answers": ["m"], "prediction": ["n"], "hops": 2, "qtype": "c_to_d"},
+        # q4: half the gold, one of three predictions -> 1, 1, P 1/3, R 1/2
+        {"answers": ["p", "q"], "prediction": ["p", "r", "s"], "hops": 2},
+        {"answers": [], "prediction": ["z"]},  # no gold: counted, not scored
+    ]
+
+
+def test_evaluate_hand_computed():
+    report = evaluate(_records())
+    m = report.overall
+    assert m.questions == 4 and report.no_gold == 1
+    assert m.hits1 == pytest.approx(2 / 4)
+    assert m.hits1_any == pytest.approx(3 / 4)
+    precision = (1 / 2 + 1 + 0 + 1 / 3) / 4
+    recall = (1 + 1 + 0 + 1 / 2) / 4
+    assert m.precision == pytest.approx(precision) and m.recall == pytest.approx(recall)
+    assert m.f1 == pytest.approx(2 * precision * recall / (precision + recall))  # LDR: F1 of the averages
+    per_question = [2 * (1 / 2) / (3 / 2), 1.0, 0.0, 2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2)]
+    assert m.f1_mean == pytest.approx(sum(per_question) / 4)  # RoG: mean of per-question F1
+    assert report.by_hops["1"].questions == 1 and report.by_hops["1"].hits1 == 0.0
+    assert report.by_hops["2"].questions == 3 and report.by_hops["2"].hits1 == pytest.approx(2 / 3)
+    assert report.by_qtype["a_to_b"].hits1_any == 1.0 and report.by_qtype["c_to_d"].hits1 == 0.0
+    assert "" not in report.by_qtype
+
+
+def test_contains_matching_is_rogs_evaluator():
+    records = [{"answers": ["Titanic"], "prediction": ["The answer is Titanic (1997)"]}]
+    assert evaluate(records, "exact").overall.hits1 == 0.0
+    assert evaluate(records, "contains").overall.hits1 == 1.0
+
+
+def test_kgqa_eval(tmp_path, capsys):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _records()) + "\n")
+    assert main(["eval", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["overall"]["hits1"] == 0.5 and out["overall"]["hits1_any"] == 0.75 and out["no_gold"] == 1
+    assert main(["eval", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "Hits@1-any" in text and "2-hop" in text and "a_to_b" in text
+    path.write_text('{"answers": ["a"]}\n')
+    assert main(["eval", str(path)]) == 2
+    assert "needs 'answers' and 'prediction'" in capsys.readouterr().err

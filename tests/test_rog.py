@@ -1,0 +1,254 @@
+"""RoG: verbatim prompts, plan parsing, constrained planning (a deterministic character-level
+walk and the real SmolLM2), grounding and training data on every store against plain Python,
+and ``kgqa rog run`` + ``kgqa eval`` end to end."""
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from collections.abc import Sequence
+
+import pytest
+
+from engine.cli import main
+from engine.model import Triple
+from engine.models.lm import Generation, LanguageModel, load_lm
+from engine.rog.grounding import ground
+from engine.rog.planning import Frontiers, PlanConstraint, generate_plans, relation_vocabulary
+from engine.rog.prompts import (
+    explanation_prompt,
+    format_plan,
+    parse_answers,
+    parse_plan,
+    planning_prompt,
+    reasoning_prompt,
+)
+from engine.rog.training_data import training_examples
+from loaders.readers import Question
+
+KB = [
+    ("Titanic", "directed_by", "James Cameron"),
+    ("Avatar", "directed_by", "James Cameron"),
+    ("Titanic", "starred_actors", "Leonardo DiCaprio"),
+    ("Inception", "starred_actors", "Leonardo DiCaprio"),
+    ("Inception", "directed_by", "Christopher Nolan"),
+    ("Avatar", "starred_actors", "Sam Worthington"),
+    ("Avatar", "has_genre", "Science Fiction"),
+    ("Inception", "has_genre", "Science Fiction"),
+    ("Titanic", "release_year", "1997"),
+]
+TRIPLES = [Triple(s, r, o) for s, r, o in KB]
+
+
+# ----------------------------------------------------------------------------- prompts
+def test_prompts_are_verbatim():
+    assert planning_prompt("who directed [Titanic]") == (
+        "Please generate a valid relation path that can be helpful for answering the following question: who directed [Titanic]"
+    )
+    assert reasoning_prompt("who directed [Titanic]", ["Titanic → directed_by → James Cameron", "a → r → b"]) == (
+        "Based on the reasoning paths, please answer the given question. Please keep the answer as simple as possible "
+        "and return all the possible answers as a list.\n\nReasoning Paths:\nTitanic → directed_by → James Cameron\n"
+        "a → r → b\n\nQuestion:\nwho directed [Titanic]?"
+    )
+    explained = explanation_prompt("who?", ["x → r → y"], examples="EXAMPLES")
+    assert explained == (
+        "Based on the reasoning paths, please answer the given question and explain why. Here are some examples:\n\n"
+        "EXAMPLES\n\nReasoning Paths:\nx → r → y\n\nQuestion:\nwho?"
+    )
+
+
+def test_plan_format_and_parsing():
+    assert format_plan(["a.b", "c"]) == "<PATH>a.b<SEP>c</PATH>"
+    assert parse_plan("noise <PATH> a.b <SEP>c</PATH> <PATH>d</PATH>") == ["a.b", "c"]
+    assert parse_plan("<PATH>a<SEP>") is None and parse_plan("<PATH></PATH>") is None
+
+
+def test_answer_parsing():
+    assert parse_answers("James Cameron\n- Avatar\n2. Titanic\nJames Cameron") == ["James Cameron", "Avatar", "Titanic"]
+    assert parse_answers("['Titanic', 'Avatar']") == ["Titanic", "Avatar"]
+    assert parse_answers("Answer:\nBusch Stadium\n\nExplanation:\nbecause") == ["Busch Stadium"]
+    assert parse_answers("  ") == []
+
+
+# ----------------------------------------------------------------------------- constrained planning, deterministic
+class CharLM(LanguageModel):
+    """A tokenizer only: one token per character, eos = 0 (decoding is done by the test)."""
+
+    name = "chars"
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    @property
+    def eos_token_id(self) -> int:
+        return 0
+
+    def generate(self, prompt, **kw) -> Generation:
+        raise NotImplementedError
+
+    def beam_search(self, prompt, **kw) -> list[Generation]:
+        raise NotImplementedError
+
+
+def _random_plans(constraint: PlanConstraint, n: int, seed: int = 0) -> list[str]:
+    """Decode ``n`` sequences choosing uniformly among the allowed tokens at every step."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(n):
+        tokens: list[int] = []
+        for _ in range(constraint.max_new_tokens()):
+            token = rng.choice(constraint(tokens))
+            tokens.append(token)
+            if token == 0:
+                break
+        assert tokens[-1] == 0, "a constrained plan finishes within max_new_tokens"
+        texts.append("".join(chr(t) for t in tokens[:-1]))
+    return texts
+
+
+def _walk_ends(triples: Sequence[Triple], seeds: Sequence[str], path: Sequence[str]) -> set[str]:
+    """Plain-Python ends of walks (either direction, edges reusable) along ``path``."""
+    frontier = set(seeds)
+    for relation in path:
+        frontier = {t.object for t in triples if t.relation == relation and t.subject in frontier} | {
+            t.subject for t in triples if t.relation == relation and t.object in frontier
+        }
+    return frontier
+
+
+def test_vocabulary_constraint_names_only_store_relations():
+    vocabulary = {"directed_by", "directed", "starred_actors", "has_genre", "release_year"}  # "directed" prefixes another
+    constraint = PlanConstraint(CharLM(), 3, vocabulary)
+    plans = [parse_plan(t) for t in _random_plans(constraint, 200)]
+    assert all(p is not None and 1 <= len(p) <= 3 and set(p) <= vocabulary for p in plans)
+    assert {len(p) for p in plans} == {1, 2, 3}
+    assert {r for p in plans for r in p} == vocabulary
+
+
+def test_grounded_constraint_plans_all_ground(make_store):
+    store = make_store("oxigraph", TRIPLES)
+    vocabulary = relation_vocabulary(store)
+    frontiers = Frontiers(store, ["Titanic"])
+    constraint = PlanConstraint(CharLM(), 2, vocabulary, frontiers)
+    plans = [parse_plan(t) for t in _random_plans(constraint, 150, seed=1)]
+    assert all(p is not None and _walk_ends(TRIPLES, ["Titanic"], p) for p in plans)
+    # every groundable one- and two-hop plan is reachable, and nothing else
+    groundable = {(r,) for r in vocabulary if _walk_ends(TRIPLES, ["Titanic"], [r])}
+    groundable |= {(r, s) for (r,) in groundable for s in vocabulary if _walk_ends(TRIPLES, ["Titanic"], [r, s])}
+    assert {tuple(p) for p in plans} <= groundable
+    assert {tuple(p) for p in plans if len(p) == 1} == {p for p in groundable if len(p) == 1}
+    assert frontiers.seconds > 0
+
+
+# ----------------------------------------------------------------------------- constrained planning, SmolLM2
+@pytest.fixture(scope="module")
+def lm():
+    return load_lm()
+
+
+def test_smollm2_plans_in_constrained_modes(lm, make_store):
+    store = make_store("oxigraph", TRIPLES)
+    vocabulary = relation_vocabulary(store)
+    question = "who directed [Titanic]"
+    plans = generate_plans(lm, question, k=2, mode="vocabulary", vocabulary=vocabulary, max_hops=1)
+    assert len(plans) == 2 and all(p.relations and set(p.relations) <= vocabulary for p in plans)
+    frontiers = Frontiers(store, ["Titanic"])
+    plans = generate_plans(lm, question, k=2, mode="grounded", vocabulary=vocabulary, frontiers=frontiers, max_hops=1)
+    assert all(p.relations for p in plans)
+    grounding = ground(store, ["Titanic"], [p.relations for p in plans])
+    assert all(n > 0 for n in grounding.paths_per_plan)
+
+
+# ----------------------------------------------------------------------------- grounding on every store
+def test_grounding_matches_plain_python(make_store, store_kind):
+    store = make_store(store_kind, TRIPLES)
+    plans = [["directed_by", "directed_by"], ["starred_actors"], None, ["no such"], ["directed_by", "directed_by"]]
+    g = ground(store, ["Titanic", "Inception"], plans)
+    assert g.paths_per_plan == [3, 2, 0, 0, 3]  # a repeated plan's paths are kept once
+    assert g.plan_of == [0, 0, 0, 1, 1]
+    assert sorted(g.rendered()) == sorted(
+        [
+            "Titanic → directed_by → James Cameron ← directed_by ← Avatar",
+            "Titanic → directed_by → James Cameron ← directed_by ← Titanic",
+            "Inception → directed_by → Christopher Nolan ← directed_by ← Inception",
+            "Titanic → starred_actors → Leonardo DiCaprio",
+            "Inception → starred_actors → Leonardo DiCaprio",
+        ]
+    )
+    for plan in ([["directed_by", "directed_by"]], [["starred_actors"]]):
+        ends = {p.end for p in ground(store, ["Titanic", "Inception"], plan).paths}
+        assert ends == _walk_ends(TRIPLES, ["Titanic", "Inception"], plan[0])
+    # path ends as answers, the most often reached first
+    assert g.answers()[0] == "Leonardo DiCaprio"
+
+
+# ----------------------------------------------------------------------------- training data
+def _bfs_relation_paths(triples: Sequence[Triple], source: str, target: str, max_hops: int) -> set[tuple[str, ...]]:
+    """Relation sequences of all shortest undirected paths (plain-Python BFS, no edge twice)."""
+    adjacency: dict[str, list[tuple[str, str, Triple]]] = {}
+    for t in triples:
+        adjacency.setdefault(t.subject, []).append((t.relation, t.object, t))
+        adjacency.setdefault(t.object, []).append((t.relation, t.subject, t))
+    found: set[tuple[str, ...]] = set()
+    queue = deque([(source, (), frozenset())])
+    while queue:
+        node, relations, used = queue.popleft()
+        if found and len(relations) > len(next(iter(found))):
+            break
+        if node == target and relations:
+            found.add(relations)
+            continue
+        if len(relations) < max_hops:
+            for relation, nxt, t in adjacency.get(node, []):
+                if t not in used:
+                    queue.append((nxt, relations + (relation,), used | {t}))
+    return found
+
+
+def test_training_data_equals_plain_python_bfs(make_store, store_kind):
+    store = make_store(store_kind, TRIPLES)
+    questions = [
+        Question("q1", "who directed [Titanic]", ["James Cameron"], ["Titanic"], ["James Cameron"]),
+        Question("q2", "what genre are films starring [Leonardo DiCaprio]", ["Science Fiction"], ["Leonardo DiCaprio"], ["Science Fiction"]),
+        Question("q3", "films like [Titanic]", ["Avatar", "Inception"], ["Titanic"], ["Avatar", "Inception"]),
+        Question("q4", "unreachable [Nowhere]", ["x"], ["Nowhere"], ["x"]),
+    ]
+    examples = {e.question.id: e for e in training_examples(store, questions)}
+    assert set(examples) == {"q1", "q2", "q3"}
+    for q in questions[:3]:
+        expected: set[tuple[str, ...]] = set()
+        for answer in q.answer_entities:
+            expected |= _bfs_relation_paths(TRIPLES, q.topic_entities[0], answer, 3)
+        assert set(examples[q.id].relation_paths) == expected, q.id
+    q2 = examples["q2"]
+    assert [r["output"] for r in q2.planning_records()] == ["<PATH>starred_actors<SEP>has_genre</PATH>"]
+    record = q2.reasoning_record()
+    assert record["output"] == "Science Fiction"
+    assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in record["instruction"]
+
+
+# ----------------------------------------------------------------------------- CLI end to end
+def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))
+    qa = tmp_path / "qa_dev.txt"
+    qa.write_text("who directed [Titanic]\tJames Cameron\nwhat movies did [Christopher Nolan] direct\tInception\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\ndirector_to_movie\n")
+    store, out = str(tmp_path / "store"), str(tmp_path / "predictions.jsonl")
+    assert main(["rog", "run", "--dataset", str(qa), "--store", str(tmp_path / "empty"), "--out", out, "--no-progress"]) == 2
+    assert "load the KB first" in capsys.readouterr().err
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    capsys.readouterr()
+    args = ["rog", "run", "--dataset", str(qa), "--store", store, "--mode", "paths", "--max-hops", "1", "-k", "2"]
+    assert main(args + ["--out", out, "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["questions"], summary["plans_exist"], summary["plans_ground"]) == (2, 1.0, 1.0)
+    records = [json.loads(line) for line in open(out)]
+    assert [r["id"].split(":")[-1] for r in records] == ["1", "2"]
+    for r in records:
+        assert len(r["plans"]) == 2 and all(p["exists"] and p["grounds"] for p in r["plans"])
+        assert r["paths"] and r["prediction"] and set(r["timings"]) == {"planning", "store", "reasoning"}
+    assert main(["eval", out, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["overall"]["questions"] == 2
+    assert report["overall"]["recall"] == 1.0  # one-hop grounded plans reach every answer here
