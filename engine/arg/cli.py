@@ -1,0 +1,144 @@
+"""``kgqa sexpr`` and ``kgqa arg retrieve | train-ranker | recall``."""
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from typing import Any
+
+from engine.cli import add_output_arguments, add_store_arguments, emit, open_from_args
+
+DATASETS = ("metaqa", "pathquestion")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sexpr", help="execute an S-expression (GrailQA logical form) on a store")
+    p.add_argument("expression", help='e.g. "(JOIN (R directed_by) [The Prowler])"')
+    p.add_argument("--show-query", action="store_true", help="print the compiled SPARQL or Cypher instead of running it")
+    add_store_arguments(p)
+    add_output_arguments(p)
+    p.set_defaults(handler=_sexpr)
+
+    arg = sub.add_parser("arg", help="ARG-KBQA: two-hop retrieval with a two-stage ranker").add_subparsers(dest="arg_command", required=True)
+    p = arg.add_parser("retrieve", help="top-k logical-form references for a question with its entities")
+    p.add_argument("question")
+    p.add_argument("--entity", action="append", required=True, help="a gold entity id of the question (repeatable)")
+    _model_arguments(p)
+    p.set_defaults(handler=_retrieve)
+
+    p = arg.add_parser("train-ranker", help="train the stage-2 cross-encoder from a dataset's gold paths")
+    _dataset_arguments(p)
+    p.add_argument("--out", required=True, help="directory to save the scorer to")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--base", default=None, help="transformer to start from (default: the offline all-MiniLM-L6-v2)")
+    add_store_arguments(p)
+    add_output_arguments(p)
+    p.set_defaults(handler=_train)
+
+    p = arg.add_parser("recall", help="recall@k of the gold logical form among the references, with store/model time")
+    _dataset_arguments(p)
+    _model_arguments(p)
+    p.set_defaults(handler=_recall)
+
+
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=20, help="paths and references kept (default 20, as in the paper)")
+    p.add_argument("--encoder", default=None, help="stage-1 sentence encoder (default: offline all-MiniLM-L6-v2)")
+    p.add_argument("--scorer", default=None, help="a trained stage-2 scorer directory (default: the bi-encoder)")
+    p.add_argument("--ontology", default=None, help="GrailQA ontology folder (fb_roles) for class constraints")
+    add_store_arguments(p)
+    add_output_arguments(p)
+
+
+def _dataset_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", choices=DATASETS, required=True)
+    p.add_argument("--questions", required=True, nargs="+", help="question files (MetaQA qa_*.txt, PathQuestion PQ-*.txt)")
+    p.add_argument("--sample", type=int, default=100, help="questions drawn per file")
+    p.add_argument("--skip", type=int, default=0, help="questions drawn per file before the sample (to keep training and test apart)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _sexpr(args: argparse.Namespace) -> None:
+    from engine.sexpr import parse
+
+    tree = parse(args.expression)
+    with open_from_args(args) as store:
+        if args.show_query:
+            print(_compiled(store, tree))
+            return
+        emit(args, store.execute(tree))
+
+
+def _compiled(store: Any, tree: Any) -> str:
+    if store.dialect == "sparql":
+        from sparql.sexpr import sexpr_compiler
+
+        return sexpr_compiler(store.compiler).compile(tree)
+    if store.dialect == "cypher":
+        from cypher.sexpr import compile_sexpr
+
+        text, params = compile_sexpr(tree, store._flavour)
+        return text + "\n// parameters: " + repr(params)
+    return "(the Python reference store runs the tree itself)"
+
+
+def _models(args: argparse.Namespace):
+    from engine.arg.candidates import read_schema
+    from engine.arg.ranker import BiEncoder, Scorer
+
+    bi = BiEncoder(args.encoder)
+    return bi, Scorer(bi, args.scorer), (read_schema(args.ontology) if args.ontology else None)
+
+
+def _retrieve(args: argparse.Namespace) -> None:
+    from engine.arg.retrieval import retrieve
+
+    bi, scorer, schema = _models(args)
+    with open_from_args(args) as store:
+        emit(args, retrieve(store, args.question, args.entity, bi, scorer, args.k, schema))
+
+
+def _items(args: argparse.Namespace, store: Any, first: int, count: int) -> list:
+    """(question, gold hops) for ``count`` questions per file after ``first``, drawn at random."""
+    from pathlib import Path
+
+    from engine.arg.datasets import gold_hops
+    from loaders.readers import read_metaqa_questions, read_pathquestion
+
+    out = []
+    for path in args.questions:
+        questions = read_metaqa_questions(path) if args.dataset == "metaqa" else read_pathquestion(path)
+        lines = Path(path).read_text(encoding="utf-8").splitlines() if args.dataset == "pathquestion" else []
+        random.Random(args.seed).shuffle(questions)
+        for q in questions[first:first + count]:
+            if lines:  # the entities along the annotated path, which the reader does not keep
+                steps = lines[int(q.id.rsplit(":", 1)[1]) - 1].split("\t")[2].split("#")
+                out.append((q, gold_hops(store, q, steps[0:-2:2])))
+            else:
+                out.append((q, gold_hops(store, q)))
+    return out
+
+
+def _train(args: argparse.Namespace) -> None:
+    from engine.arg.datasets import training_examples
+    from engine.arg.ranker import train_scorer
+
+    with open_from_args(args) as store:
+        items = _items(args, store, args.skip, args.sample)
+        examples = training_examples(store, items, seed=args.seed)
+    emit(args, train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed))
+
+
+def _recall(args: argparse.Namespace) -> None:
+    from engine.arg.candidates import path_forms
+    from engine.arg.datasets import recall
+    from engine.sexpr.tree import to_text
+
+    bi, scorer, _ = _models(args)
+    started = time.perf_counter()
+    with open_from_args(args) as store:
+        items = [(q, to_text(path_forms(q.topic_entities[0], hops)[0])) for q, hops in _items(args, store, args.skip, args.sample)]
+        report = recall(store, items, bi, scorer, args.k)
+    emit(args, report)
+    if not args.json:
+        print(f"({time.perf_counter() - started:.1f} s)")

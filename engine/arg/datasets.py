@@ -1,0 +1,97 @@
+"""Gold logical forms of MetaQA and PathQuestion questions, ARG's recall@k over them, and
+stage-2 training examples from their gold paths.
+
+The gold form follows the question's relation path from its topic entity hop by hop:
+MetaQA's from the question type (``actor_to_movie_to_director`` = ``(JOIN (R directed_by)
+(JOIN starred_actors [actor]))``, via :func:`loaders.readers.metaqa_relation_path`);
+PathQuestion's from its annotated path, each hop's direction read from the store (the edge
+between the path's consecutive entities).
+"""
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+from engine.arg.candidates import Hop, path_forms
+from engine.arg.ranker import BiEncoder, Example, Scorer
+from engine.arg.retrieval import K, retrieve
+from engine.sexpr.tree import to_text
+from engine.store import Store
+from loaders.readers import Question, metaqa_relation_path
+
+
+def gold_hops(store: Store, q: Question, path_entities: list[str] | None = None) -> list[Hop]:
+    """(relation, direction) per hop of the question's gold path."""
+    if q.qtype is not None:
+        return metaqa_relation_path(q.qtype)
+    assert q.path is not None and path_entities is not None
+    hops: list[Hop] = []
+    for i, relation in enumerate(q.path):
+        here, there = path_entities[i], path_entities[i + 1]
+        edges = store.expand([here], [relation], "both").edges
+        forward = any(e.dst == there and e.forward for e in edges) or not any(e.dst == there for e in edges)
+        hops.append((relation, "out" if forward else "in"))
+    return hops
+
+
+def gold_form(store: Store, q: Question, path_entities: list[str] | None = None) -> str:
+    return to_text(path_forms(q.topic_entities[0], gold_hops(store, q, path_entities))[0])
+
+
+@dataclass
+class RecallReport:
+    questions: int
+    k: int
+    recall_at_k: float
+    by_hops: dict[int, float]
+    store_seconds_per_question: float
+    model_seconds_per_question: float
+    scorer: str
+
+
+def recall(
+    store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K
+) -> RecallReport:
+    """The share of questions whose gold form is among the top-k references."""
+    hits: dict[int, list[bool]] = {}
+    store_s, model_s = [], []
+    for q, gold in items:
+        got = retrieve(store, q.question, q.topic_entities, bi, scorer, k)
+        hits.setdefault(q.hops or 0, []).append(gold in {r.sexpr for r in got.references})
+        store_s.append(got.store_seconds)
+        model_s.append(got.model_seconds)
+    flat = [h for v in hits.values() for h in v]
+    return RecallReport(
+        len(flat),
+        k,
+        round(sum(flat) / len(flat), 4) if flat else 0.0,
+        {h: round(sum(v) / len(v), 4) for h, v in sorted(hits.items())},
+        round(statistics.mean(store_s), 4) if store_s else 0.0,
+        round(statistics.mean(model_s), 4) if model_s else 0.0,
+        "trained" if scorer.trained else "bi-encoder fallback",
+    )
+
+
+def training_examples(store: Store, items: list[tuple[Question, list[Hop]]], negatives: int = 3, seed: int = 0) -> list[Example]:
+    """Stage-2 pairs from gold paths: per question the gold relation, the gold two-hop pair
+    and the gold form as positives; as negatives, other relations of the topic entity in
+    the first hop's place (as a relation, as a form) and in the second hop's place."""
+    rng = random.Random(seed)
+    out: list[Example] = []
+    for q, hops in items:
+        topic = q.topic_entities[0]
+        rows = store.relations([topic], "both", 10_000).rows
+        others = sorted({(r.relation, r.direction) for r in rows} - {hops[0]})
+        first = hops[0][0]
+        out.append(Example(q.question, f"Relation: {first}", 1.0))
+        out.append(Example(q.question, f"Logical form: {to_text(path_forms(topic, hops)[0])}", 1.0))
+        for hop in rng.sample(others, min(negatives, len(others))):
+            out.append(Example(q.question, f"Relation: {hop[0]}", 0.0))
+            out.append(Example(q.question, f"Logical form: {to_text(path_forms(topic, [hop, *hops[1:]])[0])}", 0.0))
+        if len(hops) == 2:
+            out.append(Example(q.question, f"One-hop Relation: {first}\nRelation: {hops[1][0]}", 1.0))
+            for hop in rng.sample(others, min(negatives, len(others))):
+                if hop[0] != hops[1][0]:
+                    out.append(Example(q.question, f"One-hop Relation: {first}\nRelation: {hop[0]}", 0.0))
+    return out

@@ -1,0 +1,136 @@
+"""ARG-KBQA retrieval (Module A) on the store operations.
+
+1. ``relations(entities)``: the one-hop relations of the question's entities;
+2. stage 1 keeps 2k of them (bi-encoder, question vs relation), stage 2 keeps k
+   (``Question: q / Relation: r``);
+3. ``two_hop_relations`` per kept (r1, direction), all its entities in one call: the relations
+   around the nodes reached;
+4. stage 1 keeps 2k two-hop pairs (``One-hop Relation: r1 / Relation: r2``), stage 2 keeps k
+   (``Question: q / One-hop Relation: r1 / Relation: r2``);
+5. the kept one- and two-hop paths become candidate logical forms (``candidates.py``), stage 2
+   ranks them (``Question: q / Logical form: lf``), and the top k are the references, ids
+   replaced by names.
+
+Every store call and model call is timed apart (``store_seconds``, ``model_seconds``).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from engine.arg.candidates import Hop, Schema, path_forms, with_names
+from engine.arg.ranker import BiEncoder, Scorer, top
+from engine.sexpr.tree import entities as tree_entities
+from engine.sexpr.tree import to_text
+from engine.store import Store
+
+K = 20
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class KeptPath:
+    anchor: str
+    hops: tuple[Hop, ...]
+    score: float
+
+
+@dataclass(frozen=True)
+class Reference:
+    sexpr: str  # with ids
+    text: str  # ids replaced by names
+    score: float
+
+
+@dataclass
+class Retrieval:
+    question: str
+    paths: list[KeptPath] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    store_seconds: float = 0.0
+    model_seconds: float = 0.0
+    store_calls: int = 0
+
+
+class _Clock:
+    def __init__(self, result: Retrieval) -> None:
+        self.result = result
+
+    def store(self, call: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.result.store_seconds += time.perf_counter() - started
+            self.result.store_calls += 1
+
+    def model(self, call: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.result.model_seconds += time.perf_counter() - started
+
+
+def _two_stage(
+    clock: _Clock, bi: BiEncoder, scorer: Scorer, question: str, stage1: list[str], stage2: list[str], k: int
+) -> list[tuple[int, float]]:
+    """Indexes (and stage-2 scores) of the k items kept after 2k by stage 1."""
+    first = clock.model(lambda: top(bi.scores(question, stage1), 2 * k))
+    second = clock.model(lambda: scorer.scores(question, [stage2[i] for i in first]))
+    return [(first[j], second[j]) for j in top(second, k)]
+
+
+def retrieve(
+    store: Store,
+    question: str,
+    anchors: Sequence[str],
+    bi: BiEncoder,
+    scorer: Scorer,
+    k: int = K,
+    schema: Schema | None = None,
+    limit: int | None = 10_000,
+) -> Retrieval:
+    """The kept paths and the top-k references for a question with its gold entities."""
+    result = Retrieval(question)
+    clock = _Clock(result)
+    ids = list(dict.fromkeys(anchors))
+    rows = clock.store(lambda: store.relations(ids, "both", limit)).rows
+    hop1 = sorted({(r.id, r.relation, r.direction) for r in rows})
+    kept1 = _two_stage(clock, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
+    paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
+
+    by_r1: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in paths:
+        (r1, d1), = path.hops
+        by_r1[(r1, d1)].append(path.anchor)
+    hop2: set[tuple[str, str, str, str, str]] = set()
+    for (r1, d1), seeds in by_r1.items():
+        found = clock.store(lambda: store.two_hop_relations(seeds, r1, d1, limit)).rows
+        hop2.update((row.id, r1, d1, row.relation, row.direction) for row in found)
+    pairs = sorted(hop2)
+    kept2 = _two_stage(
+        clock, bi, scorer, question,
+        [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
+        [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
+        k,
+    )
+    paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
+    result.paths = paths
+    result.references = rank_forms(clock, store, scorer, question, paths, k, schema)
+    return result
+
+
+def rank_forms(
+    clock: _Clock, store: Store, scorer: Scorer, question: str, paths: list[KeptPath], k: int, schema: Schema | None
+) -> list[Reference]:
+    forms = list(dict.fromkeys(f for p in paths for f in path_forms(p.anchor, list(p.hops), schema)))
+    texts = [to_text(f) for f in forms]
+    ids = sorted({i for f in forms for i in tree_entities(f)})
+    names: dict[str, Any] = clock.store(lambda: store.names(ids)) if ids else {}
+    named = [with_names(f, names) for f in forms]
+    scores = clock.model(lambda: scorer.scores(question, [f"Logical form: {t}" for t in named]))
+    return [Reference(texts[i], named[i], round(scores[i], 6)) for i in top(scores, k)]
