@@ -97,3 +97,44 @@ def test_sexpr_command(tmp_path, capsys):
     assert "SELECT DISTINCT" in capsys.readouterr().out
     assert main(["sexpr", "(JOIN directed_by", "--store", path]) != 0
     assert "position 17" in capsys.readouterr().err
+
+
+class ScriptedLM:
+    """A stand-in language model that answers with fixed texts."""
+
+    name = "scripted"
+
+    def __init__(self, outputs: list[str]) -> None:
+        self.outputs = outputs
+        self.prompts: list[str] = []
+
+    def generate(self, prompt, **_):
+        from engine.models.lm import Generation
+
+        self.prompts.append(prompt)
+        return Generation(self.outputs[0])
+
+    def beam_search(self, prompt, num_beams=3, num_return=None, **_):
+        from engine.models.lm import Generation
+
+        self.prompts.append(prompt)
+        return [Generation(o) for o in self.outputs[: num_return or num_beams]]
+
+
+def test_generation_alignment_and_vote(bi):
+    from engine.arg.alignment import Aligner
+    from engine.arg.generation import DemoPicker, first_sexpr
+    from engine.arg.pipeline import answer_question, exact_match, f1
+    from engine.arg.prompts import Demo
+
+    names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey")]
+    store = ReferenceStore(TRIPLES + names)
+    pool = [Demo("who wrote [X]", "(JOIN (R written_by) [X])"), Demo("who directed [Y]", "(JOIN (R directed_by) [Y])"), Demo("what genre is [Z]", "(JOIN (R has_genre) [Z])")]
+    picker = DemoPicker(pool, 1, "bm25")
+    assert picker.pick("who directed [The Prowler]") == [pool[1]]
+    assert first_sexpr('Logical Form: (JOIN (R a) [x (y)]) trailing') == "(JOIN (R a) [x (y)])"
+    lm = ScriptedLM(["(JOIN (R directed) [The Prowler])", "(JOIN (R directed_by) [The Prowler])", "nonsense"])
+    got = answer_question(store, "who directed [The Prowler]", ["The Prowler"], lm, picker, bi, Scorer(bi), Aligner(store), k=5, samples=3)
+    assert "References:" in lm.prompts[0] and "who directed [Y]" in lm.prompts[0]
+    assert got.answers == ["Joseph Losey"] and got.sexpr == "(JOIN (R directed_by) [The Prowler])"  # 'directed' aligned by BM25
+    assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and f1(got.answers, ["Joseph Losey", "x"]) == pytest.approx(2 / 3)

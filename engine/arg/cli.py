@@ -35,6 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_arguments(p)
     p.set_defaults(handler=_train)
 
+    p = arg.add_parser("run", help="answer a question: retrieval, few-shot generation, alignment, execution, vote")
+    p.add_argument("question")
+    p.add_argument("--entity", action="append", required=True, help="a gold entity id of the question (repeatable)")
+    p.add_argument("--lm", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
+    p.add_argument("--n-demos", type=int, default=40)
+    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25")
+    p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
+    _model_arguments(p)
+    p.set_defaults(handler=_run)
+
     p = arg.add_parser("recall", help="recall@k of the gold logical form among the references, with store/model time")
     _dataset_arguments(p)
     _model_arguments(p)
@@ -127,6 +138,26 @@ def _train(args: argparse.Namespace) -> None:
         items = _items(args, store, args.skip, args.sample)
         examples = training_examples(store, items, seed=args.seed)
     emit(args, train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed))
+
+
+def _run(args: argparse.Namespace) -> None:
+    import json
+    from pathlib import Path
+
+    from engine.arg.alignment import Aligner
+    from engine.arg.generation import DemoPicker
+    from engine.arg.pipeline import answer_question
+    from engine.arg.prompts import Demo
+    from engine.models.lm import load_lm
+
+    pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
+    bi, scorer, _ = _models(args)
+    with open_from_args(args) as store:
+        result = answer_question(
+            store, args.question, args.entity, load_lm(args.lm), DemoPicker(pool, args.n_demos, args.demo_mode),
+            bi, scorer, Aligner(store), args.k, args.samples,
+        )
+    emit(args, result)
 
 
 def _recall(args: argparse.Namespace) -> None:

@@ -1,0 +1,106 @@
+"""Alignment and execution (Module C): generated names → ids, unknown relations → known ones,
+every combination executed until the first non-empty answer.
+
+- an entity written by name: exact name matches (``search``), the most popular first (degree,
+  as the popularity proxy), at most ``n_entities``; none → BM25 over the names that share a
+  word with it (``search`` contains), best first;
+- a relation not in the store: the ``n_relations`` best by BM25 over relation names, scored
+  against the relation and the question;
+- the combinations run in that order; the first non-empty answer wins.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.arg.generation import tokens
+from engine.errors import KGQAError
+from engine.model import ExecuteResult
+from engine.sexpr import parse
+from engine.sexpr.tree import Entity, Relation, Top, Value, to_text
+from engine.store import Store
+
+
+@dataclass
+class Aligned:
+    sexpr: str | None
+    result: ExecuteResult | None
+    tried: int
+
+
+class Aligner:
+    def __init__(self, store: Store, n_entities: int = 15, n_relations: int = 10) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self.store = store
+        self.n_entities, self.n_relations = n_entities, n_relations
+        self.known = sorted(store.stats().relations)
+        self.bm25 = BM25Okapi([tokens(r) or ["_"] for r in self.known]) if self.known else None
+
+    def entity_ids(self, name: str) -> list[str]:
+        hits = [h.id for h in self.store.search(name, "exact", None).hits]
+        if not hits:
+            words = sorted(tokens(name), key=len, reverse=True)
+            if not words:
+                return [name]
+            from rank_bm25 import BM25Okapi
+
+            found = self.store.search(words[0], "contains", 200).hits
+            if not found:
+                return [name]
+            bm25 = BM25Okapi([tokens(h.name) or ["_"] for h in found])
+            scores = bm25.get_scores(tokens(name))
+            return [found[i].id for i in sorted(range(len(found)), key=lambda i: -scores[i])[: self.n_entities]]
+        degree: dict[str, int] = {}
+        for row in self.store.relations(hits, "both").rows:
+            degree[row.id] = degree.get(row.id, 0) + row.count
+        return sorted(set(hits), key=lambda i: (-degree.get(i, 0), i))[: self.n_entities]
+
+    def relation_names(self, name: str, question: str) -> list[str]:
+        if name in self.known or self.bm25 is None:
+            return [name]
+        scores = self.bm25.get_scores(tokens(name) + tokens(question))
+        return [self.known[i] for i in sorted(range(len(self.known)), key=lambda i: -scores[i])[: self.n_relations]]
+
+    def run(self, form: str, question: str, max_tries: int = 200) -> Aligned:
+        try:
+            tree = parse(form)
+        except KGQAError:
+            return Aligned(None, None, 0)
+        entity_names = sorted({n.id for n in _nodes(tree, Entity)})
+        relation_names = sorted({n.name for n in _nodes(tree, Relation)})
+        options = [self.entity_ids(n) for n in entity_names] + [self.relation_names(r, question) for r in relation_names]
+        tried = 0
+        for choice in itertools.islice(itertools.product(*options), max_tries):
+            mapping = dict(zip(entity_names + relation_names, choice))
+            candidate = _substitute(tree, mapping)
+            tried += 1
+            try:
+                result = self.store.execute(candidate)
+            except KGQAError:
+                continue
+            if result.answers or result.count:
+                return Aligned(to_text(candidate), result, tried)
+        return Aligned(None, None, tried)
+
+
+def _nodes(tree: Any, kind: type) -> list[Any]:
+    found = []
+    if isinstance(tree, kind):
+        found.append(tree)
+    if hasattr(tree, "__dataclass_fields__") and not isinstance(tree, Value):
+        for name in tree.__dataclass_fields__:
+            found.extend(_nodes(getattr(tree, name), kind))
+    return found
+
+
+def _substitute(tree: Any, mapping: dict[str, str]) -> Top:
+    if isinstance(tree, Entity):
+        return Entity(mapping.get(tree.id, tree.id))
+    if isinstance(tree, Relation):
+        return Relation(mapping.get(tree.name, tree.name))
+    if hasattr(tree, "__dataclass_fields__") and not isinstance(tree, Value):
+        changes = {name: _substitute(getattr(tree, name), mapping) for name in tree.__dataclass_fields__}
+        return replace(tree, **changes)
+    return tree

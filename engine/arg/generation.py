@@ -1,0 +1,68 @@
+"""Logical-form generation: demonstrations chosen at random (ARG) or by BM25 similarity to the
+question (ARG-R), the prompt, and K forms from a causal LM (``engine.models.lm``: a local
+transformers model or an OpenAI-compatible endpoint), each cut to its first balanced
+S-expression."""
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from engine.arg.prompts import Demo, build_prompt
+from engine.models.lm import LanguageModel
+
+_WORD = re.compile(r"\w+")
+
+
+def tokens(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text.replace(".", " ").replace("_", " "))]
+
+
+class DemoPicker:
+    """``random`` (one fixed draw, as ARG) or ``bm25`` (nearest training questions, as ARG-R)."""
+
+    def __init__(self, pool: Sequence[Demo], n: int, mode: str = "bm25", seed: int = 0) -> None:
+        from rank_bm25 import BM25Okapi
+
+        if mode not in ("random", "bm25"):
+            raise ValueError(f"demonstration mode {mode!r}: use random or bm25")
+        self.pool, self.n, self.mode = list(pool), n, mode
+        self.fixed = random.Random(seed).sample(self.pool, min(n, len(self.pool)))
+        self.bm25 = BM25Okapi([tokens(d.question) or ["_"] for d in self.pool]) if self.pool and mode == "bm25" else None
+
+    def pick(self, question: str) -> list[Demo]:
+        if self.bm25 is None:
+            return self.fixed
+        scores = self.bm25.get_scores(tokens(question))
+        best = sorted(range(len(self.pool)), key=lambda i: (-scores[i], i))[: self.n]
+        return [self.pool[i] for i in reversed(best)]  # nearest last, closest to the question
+
+
+def first_sexpr(text: str) -> str | None:
+    """The first balanced ``( … )`` in generated text, or None."""
+    start = text.find("(")
+    if start < 0:
+        return None
+    depth = 0
+    quoted = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == '"' and text[i - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and c == "(":
+            depth += 1
+        elif not quoted and c == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return None
+
+
+def generate_forms(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
+    """K candidate forms (greedy for K = 1, beam search otherwise); unparsable outputs kept out."""
+    prompt = build_prompt(question, references, demos)
+    if k == 1:
+        outputs = [lm.generate(prompt, max_new_tokens=128).text]
+    else:
+        outputs = [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128)]
+    return [form for form in (first_sexpr(o) for o in outputs) if form is not None]
