@@ -14,8 +14,8 @@ from engine.etd.evidence import Fact, backtrack, facts
 from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
 from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
 from engine.etd.model import Exploration, answer_loss, segment_log_softmax
-from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.etd.pipeline import predict
+from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.etd.training import load_checkpoint
 from engine.model import Literal, Triple
 from engine.models.lm import Generation
@@ -66,7 +66,7 @@ def test_layer_matches_a_naive_per_edge_loop():
     with torch.no_grad():
         assert torch.allclose(layer.attention(*graph[:6]), alpha, atol=1e-6)
         out = layer(*graph)
-    h, h_q, h_rel, node_question, src, rel, dst = graph
+    src, rel, dst = graph[4:]
     assert out.nodes.tolist() == nodes
     assert sorted(zip(out.src.tolist(), out.rel.tolist(), out.nodes[out.dst].tolist())) == sorted(
         (int(src[e]), int(rel[e]), int(dst[e])) for e in kept
@@ -142,8 +142,10 @@ def test_prompt_renders_the_papers_example_exactly():
         TASK_DESCRIPTION,
         f"Question: {question}",
         "Reference answers:",
-        "A. 1989 (correct probability: 0.996) {relevant facts: (Birdy, written_by, William Wharton), "
-        "(Dad, written_by, William Wharton), (Dad, release_year, 1989)}",
+        (
+            "A. 1989 (correct probability: 0.996) {relevant facts: (Birdy, written_by, William Wharton), "
+            "(Dad, written_by, William Wharton), (Dad, release_year, 1989)}"
+        ),
         "B. 1998 (correct probability: 0.004) {relevant facts: (Birdy, has_tags, nicolas cage)}",
         "C. 1976 (correct probability: 0.0) {relevant facts: }",
     ])
@@ -263,7 +265,8 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert all(len(fact) == 3 for fact in top["evidence"])
 
     class SecondChoice:  # a language model that always picks option B
-        prompts: list[str] = []
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
 
         def generate(self, prompt: str, *, max_new_tokens: int = 256) -> Generation:
             self.prompts.append(prompt)
@@ -272,8 +275,9 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     questions = read_metaqa_questions(qa)[:5]
     with open_store(store) as opened:
-        summary = predict(opened, model, questions, tmp_path / "llm.jsonl", lm=SecondChoice())
+        lm = SecondChoice()
+        summary = predict(opened, model, questions, tmp_path / "llm.jsonl", lm=lm)
     records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
-    assert summary.llm_calls == 5 and len(SecondChoice.prompts) == 5
-    assert SecondChoice.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
+    assert summary.llm_calls == 5 and len(lm.prompts) == 5
+    assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
     assert all(r["label"] == "B" and r["answer"] == r["candidates"][1]["id"] for r in records)

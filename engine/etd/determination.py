@@ -53,6 +53,6 @@ def parse_choice(output: str, options: Sequence[str]) -> Determination:
     return Determination(None, first, output)
 
 
-def determine(lm: "LanguageModel", prompt: str, options: Sequence[str], max_new_tokens: int = MAX_NEW_TOKENS) -> Determination:
+def determine(lm: LanguageModel, prompt: str, options: Sequence[str], max_new_tokens: int = MAX_NEW_TOKENS) -> Determination:
     """One LLM call (greedy): generate an answer to the prompt and parse the choice."""
     return parse_choice(lm.generate(prompt, max_new_tokens=max_new_tokens).text, options)

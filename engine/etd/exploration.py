@@ -49,7 +49,7 @@ class RelationVocab:
         self.index = {name: i for i, name in enumerate(self.names)}
 
     @classmethod
-    def from_store(cls, store: Store) -> "RelationVocab":
+    def from_store(cls, store: Store) -> RelationVocab:
         """Every relation of the store except entity names, sorted."""
         return cls(sorted(r for r in store.stats().relations if r != NAME_RELATION))
 
@@ -86,9 +86,9 @@ def relation_text(name: str) -> str:
 class LayerEdges:
     """Edges met from a frontier: ``src`` indexes the frontier, ``dst`` is a node index."""
 
-    src: "torch.Tensor"
-    rel: "torch.Tensor"
-    dst: "torch.Tensor"
+    src: torch.Tensor
+    rel: torch.Tensor
+    dst: torch.Tensor
 
 
 class Explorer:

@@ -64,7 +64,7 @@ def split_questions(
     order = list(range(len(questions)))
     random.Random(seed).shuffle(order)
     n_test, n_val = round(len(order) * test_fraction), round(len(order) * val_fraction)
-    pick = lambda part: [questions[i] for i in part]  # noqa: E731
+    pick = lambda part: [questions[i] for i in part]
     return {
         "test": pick(order[:n_test]),
         "val": pick(order[n_test : n_test + n_val]),

@@ -15,7 +15,14 @@ import torch
 from tqdm import tqdm
 
 from engine.etd.exploration import Explorer, RelationVocab, relation_text
-from engine.etd.model import EtDConfig, EtDModel, Exploration, answer_loss, encode_texts, ranked
+from engine.etd.model import (
+    EtDConfig,
+    EtDModel,
+    Exploration,
+    answer_loss,
+    encode_texts,
+    ranked,
+)
 from engine.metrics import score_question
 from engine.models.device import pick_device
 from engine.store import Store
@@ -54,7 +61,7 @@ class TrainConfig:
     max_train: int | None = None
 
     @classmethod
-    def for_dataset(cls, dataset: str, **overrides) -> "TrainConfig":
+    def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
         layers, top_k = PAPER_LAYERS_TOP_K.get(dataset, (3, 200))
         settings = {"num_layers": layers, "top_k": top_k}
         settings.update({k: v for k, v in overrides.items() if v is not None})
