@@ -23,6 +23,7 @@ from engine.rog.prompts import (
     planning_prompt,
     reasoning_prompt,
 )
+from engine.rog.reasoning import fit_paths
 from engine.rog.training_data import training_examples
 from loaders.readers import Question
 
@@ -68,6 +69,13 @@ def test_answer_parsing():
     assert parse_answers("['Titanic', 'Avatar']") == ["Titanic", "Avatar"]
     assert parse_answers("Answer:\nBusch Stadium\n\nExplanation:\nbecause") == ["Busch Stadium"]
     assert parse_answers("  ") == []
+
+
+def test_reasoning_prompt_keeps_paths_within_the_token_budget():
+    lm = CharLM()
+    prompt = reasoning_prompt("q", [])
+    assert fit_paths(lm, prompt, ["abc", "defg", "h"], len(prompt) + 9) == ["abc", "defg"]  # 4 + 5 characters
+    assert fit_paths(lm, prompt, ["abc"], None) == ["abc"]
 
 
 # ----------------------------------------------------------------------------- constrained planning, deterministic
@@ -247,7 +255,7 @@ def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
     assert [r["id"].split(":")[-1] for r in records] == ["1", "2"]
     for r in records:
         assert len(r["plans"]) == 2 and all(p["exists"] and p["grounds"] for p in r["plans"])
-        assert r["paths"] and r["prediction"] and set(r["timings"]) == {"planning", "store", "reasoning"}
+        assert r["paths"] and r["prediction"] == r["path_ends"] and set(r["timings"]) == {"planning", "store", "reasoning"}
     assert main(["eval", out, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["overall"]["questions"] == 2

@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--direction", choices=["out", "in", "both"], default="both")
     p.add_argument("--plan-tokens", type=int, default=100, help="new tokens for a free plan (default 100)")
     p.add_argument("--answer-tokens", type=int, default=128, help="new tokens for an answer (default 128)")
+    p.add_argument("--prompt-tokens", type=int, default=4096, help="paths kept in the reasoning prompt fit this many tokens (default 4096, as RoG)")
     p.add_argument("--path-limit", type=int, default=None, help="most paths per plan (default: all)")
     p.add_argument("--limit", type=int, default=None, help="answer only this many questions")
     p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions")
@@ -77,6 +78,7 @@ def _run(args: argparse.Namespace) -> None:
         direction=args.direction,
         plan_tokens=args.plan_tokens,
         answer_tokens=args.answer_tokens,
+        prompt_tokens=args.prompt_tokens,
         path_limit=args.path_limit,
     )
     questions = _questions(args)

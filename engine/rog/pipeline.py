@@ -26,6 +26,7 @@ class RogConfig:
     direction: str = "both"
     plan_tokens: int = 100
     answer_tokens: int = 128
+    prompt_tokens: int | None = 4096
     path_limit: int | None = None
 
     def __post_init__(self) -> None:
@@ -67,13 +68,19 @@ class RogPipeline:
         planning = time.perf_counter() - start - frontiers.seconds
         grounding = ground(self.store, q.topic_entities, [p.relations for p in plans], direction=c.direction, limit=c.path_limit)
         rendered = grounding.rendered()
+        path_ends = grounding.answers()
         start = time.perf_counter()
         output = None
         if c.answer_mode == "paths":
-            prediction = grounding.answers()
+            prediction = path_ends
         else:
             prediction, output = reason(
-                self.reasoner, q.question, rendered, explain=c.answer_mode == "explain", max_new_tokens=c.answer_tokens
+                self.reasoner,
+                q.question,
+                rendered,
+                explain=c.answer_mode == "explain",
+                max_new_tokens=c.answer_tokens,
+                max_prompt_tokens=c.prompt_tokens,
             )
         reasoning = time.perf_counter() - start
         return {
@@ -96,6 +103,7 @@ class RogPipeline:
             ],
             "paths": rendered,
             "paths_truncated": grounding.truncated,
+            "path_ends": path_ends,
             "prediction": prediction,
             "output": output,
             "timings": {

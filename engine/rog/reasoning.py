@@ -4,16 +4,46 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.errors import UnsupportedOperationError
 from engine.models.lm import LanguageModel
 from engine.rog.prompts import explanation_prompt, parse_answers, reasoning_prompt
 
 REASONING_MODES = ("paths", "llm", "explain")
 
 
+def _token_count(lm: LanguageModel, text: str) -> int:
+    try:
+        return len(lm.encode(text))
+    except UnsupportedOperationError:  # chat endpoints: about four characters a token
+        return len(text) // 4 + 1
+
+
+def fit_paths(lm: LanguageModel, prompt: str, paths: Sequence[str], max_prompt_tokens: int | None) -> list[str]:
+    """The first paths that keep ``prompt`` plus the paths within ``max_prompt_tokens``
+    (RoG drops paths the same way, after a shuffle, to fit its 4,096-token window)."""
+    if max_prompt_tokens is None:
+        return list(paths)
+    used = _token_count(lm, prompt)
+    kept = []
+    for path in paths:
+        used += _token_count(lm, path + "\n")
+        if used > max_prompt_tokens:
+            break
+        kept.append(path)
+    return kept
+
+
 def reason(
-    lm: LanguageModel, question: str, paths: Sequence[str], *, explain: bool = False, max_new_tokens: int = 128
+    lm: LanguageModel,
+    question: str,
+    paths: Sequence[str],
+    *,
+    explain: bool = False,
+    max_new_tokens: int = 128,
+    max_prompt_tokens: int | None = 4096,
 ) -> tuple[list[str], str]:
     """The answers (best first) and the raw output of ``lm`` given the rendered paths."""
-    prompt = explanation_prompt(question, paths) if explain else reasoning_prompt(question, paths)
-    output = lm.generate(prompt, max_new_tokens=max_new_tokens).text
+    build = explanation_prompt if explain else reasoning_prompt
+    paths = fit_paths(lm, build(question, []), paths, max_prompt_tokens)
+    output = lm.generate(build(question, paths), max_new_tokens=max_new_tokens).text
     return parse_answers(output), output
