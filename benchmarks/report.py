@@ -57,7 +57,22 @@ def machine() -> dict[str, Any]:
         "packages": packages,
         "virtuoso": _first_line_of(["virtuoso-t", "-?"], 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "git": _git_state(),
     }
+
+
+def _git_state() -> str | None:
+    """The commit measured, and whether the working tree differed from it."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    changed = len(dirty.stdout.splitlines())
+    return head.stdout.strip() + (f" with {changed} files modified or untracked" if changed else "")
 
 
 def _first_line_of(command: list[str], index: int = 0) -> str | None:
@@ -210,6 +225,8 @@ def machine_markdown(m: dict[str, Any]) -> str:
     text = f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['platform']}; Python {m['python']}; {packages}"
     if m.get("virtuoso"):
         text += f"; Virtuoso {m['virtuoso']}"
+    if m.get("git"):
+        text += f"; code at {m['git']}"
     text += (
         f". Load average (1, 5, 15 min) at the start: {', '.join(map(str, m.get('load_average_start', [])))}, "
         f"at the end: {', '.join(map(str, m['load_average']))}"
