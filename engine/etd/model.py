@@ -1,7 +1,9 @@
 """The EtD exploration model: frozen text encodings, L exploration layers, MLP scorer (Eq. 3)
 and the training loss (Eq. 4).
 
-- Questions and relation names are encoded once by a frozen encoder (:func:`encode_texts`) and
+- Questions and relation names are encoded once by a frozen encoder (:func:`encode_texts`),
+  rescaled to unit root-mean-square per vector (sentence encoders return unit-norm vectors whose
+  entries are ~D^-1/2; products ``h_s ⊙ h_r`` of such values vanish after a layer or two) and
   projected by one learned ``W_L``; inverse relations get ``h_{-r} = W_{-r} h_r + b_{-r}``, the
   identity relation a learned embedding.
 - ``h^0`` is ``h_q`` on each topic entity; each layer explores one hop through the store
@@ -100,6 +102,11 @@ class Exploration:
         return self.topics if layer == 1 else self.layers[layer - 2].nodes
 
 
+def unit_rms(x: Tensor) -> Tensor:
+    """Each row divided by its root-mean-square."""
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(1e-12)
+
+
 def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> Tensor:
     """log-softmax of ``logits`` within each segment."""
     peak = torch.full((num_segments,), float("-inf"), dtype=logits.dtype, device=logits.device)
@@ -138,13 +145,13 @@ class EtDModel(nn.Module):
 
     def relation_embeddings(self) -> Tensor:
         """[2R + 1, d]: relations, their inverses, the identity."""
-        h_r = self.project(self.relation_features)
+        h_r = self.project(unit_rms(self.relation_features))
         return torch.cat([h_r, self.inverse(h_r), self.identity.unsqueeze(0)])
 
     def forward(self, question_features: Tensor, topics: Sequence[Sequence[int]], explorer: Explorer) -> Exploration:
         """Explore from each question's topic nodes (``explorer`` node indices) and score candidates."""
         device = self.relation_features.device
-        h_q = self.project(question_features.to(device))
+        h_q = self.project(unit_rms(question_features.to(device)))
         h_rel = self.relation_embeddings()
         frontier = torch.unique(
             torch.tensor([q * KEY_STRIDE + n for q, nodes in enumerate(topics) for n in nodes], dtype=torch.long)
