@@ -314,7 +314,7 @@ class Store(ABC):
         :func:`term_key`, or the count of ``(COUNT …)``. Text is parsed (and so validated)
         first; a malformed one raises :class:`engine.sexpr.SExprSyntaxError`."""
         tree = parse(sexpr) if isinstance(sexpr, str) else sexpr
-        if not isinstance(tree, Top.__args__):  # type: ignore[attr-defined]
+        if not isinstance(tree, Top):
             raise InvalidInputError(f"execute takes an S-expression (text or tree), got {type(sexpr).__name__}")
         result = self._execute_tree(tree)
         if isinstance(tree, Count):

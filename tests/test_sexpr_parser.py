@@ -8,7 +8,19 @@ import pytest
 from engine.errors import KGQAError
 from engine.model import XSD, Literal
 from engine.sexpr import SExprSyntaxError, parse, to_text
-from engine.sexpr.tree import And, Chain, Class, Compare, Count, Entity, Extreme, Join, Relation, Reverse, TimeConstraint
+from engine.sexpr.tree import (
+    And,
+    Chain,
+    Class,
+    Compare,
+    Count,
+    Entity,
+    Extreme,
+    Join,
+    Relation,
+    Reverse,
+    TimeConstraint,
+)
 
 FLOAT = XSD + "float"
 ROUND_TRIPS = [
@@ -42,7 +54,7 @@ def test_every_shared_sexpression_round_trips(shared_data):
 
 
 def test_tree_shape():
-    tree = parse(f"(COUNT (AND c.d (JOIN (R a.b) (ARGMAX m.0x (JOIN a.b (R c.e))))))")
+    tree = parse("(COUNT (AND c.d (JOIN (R a.b) (ARGMAX m.0x (JOIN a.b (R c.e))))))")
     assert tree == Count(
         And(Class("c.d"), Join(Reverse(Relation("a.b")), Extreme("ARGMAX", Entity("m.0x"), Chain(Relation("a.b"), Reverse(Relation("c.e"))))))
     )

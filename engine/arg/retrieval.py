@@ -109,7 +109,7 @@ def retrieve(
         by_r1[(r1, d1)].append(path.anchor)
     hop2: set[tuple[str, str, str, str, str]] = set()
     for (r1, d1), seeds in by_r1.items():
-        found = clock.store(lambda: store.two_hop_relations(seeds, r1, d1, limit)).rows
+        found = clock.store(lambda seeds=seeds, r1=r1, d1=d1: store.two_hop_relations(seeds, r1, d1, limit)).rows
         hop2.update((row.id, r1, d1, row.relation, row.direction) for row in found)
     pairs = sorted(hop2)
     kept2 = _two_stage(

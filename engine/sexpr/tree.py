@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 from engine.model import XSD, Literal
 
@@ -63,7 +62,7 @@ class Reverse:
     relation: Relation
 
 
-Rel = Union[Relation, Reverse]
+Rel = Relation | Reverse
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,13 @@ class Chain:
     """A relation path ``(JOIN first rest)``: first hop, then the rest."""
 
     first: Rel
-    rest: Union[Rel, "Chain"]
+    rest: Rel | Chain
 
     def hops(self) -> list[Rel]:
         return [self.first] + (self.rest.hops() if isinstance(self.rest, Chain) else [self.rest])
 
 
-Path = Union[Relation, Reverse, Chain]
+Path = Relation | Reverse | Chain
 
 
 @dataclass(frozen=True)
@@ -90,15 +89,15 @@ class Class:
 @dataclass(frozen=True)
 class Join:
     relation: Rel
-    arg: "Expr"
+    arg: Expr
 
 
 @dataclass(frozen=True)
 class And:
     """Intersection; ``(AND class X)`` is the case where ``left`` is a :class:`Class`."""
 
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class Extreme:
     """``(ARGMAX arg path)`` (``op`` = ``ARGMAX``) or ``ARGMIN``."""
 
     op: str
-    arg: "Expr"
+    arg: Expr
     path: Path
 
 
@@ -121,18 +120,18 @@ class Compare:
 class TimeConstraint:
     """``(TC arg relation year)``, ``year`` an integer text or ``NOW``."""
 
-    arg: "Expr"
+    arg: Expr
     relation: Relation
     year: str
 
 
 @dataclass(frozen=True)
 class Count:
-    arg: "Expr"
+    arg: Expr
 
 
-Expr = Union[Entity, Value, Class, Join, And, Extreme, Compare, TimeConstraint]
-Top = Union[Expr, Count]
+Expr = Entity | Value | Class | Join | And | Extreme | Compare | TimeConstraint
+Top = Expr | Count
 
 
 def path_hops(path: Path) -> list[Rel]:
@@ -212,21 +211,6 @@ def entities(node: Top | Path) -> list[str]:
         if isinstance(n, Entity):
             found.append(n.id)
         elif hasattr(n, "__dataclass_fields__") and not isinstance(n, Value):
-            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
-                walk(getattr(n, name))
-
-    walk(node)
-    return found
-
-
-def relations(node: Top | Path) -> list[str]:
-    """The relation names a tree mentions, in order of appearance."""
-    found: list[str] = []
-
-    def walk(n: object) -> None:
-        if isinstance(n, Relation):
-            found.append(n.name)
-        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, (Value, Entity, Class)):
             for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
                 walk(getattr(n, name))
 
