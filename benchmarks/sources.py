@@ -205,7 +205,8 @@ def start_server(kind: str, workdir: Path):
         raise RuntimeError(f"no launcher for {kind}: {e} (run from the repository root)") from e
     from tests.servers.base import ServerUnavailable
 
-    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
+    workdir.mkdir(parents=True)
     try:
         return module.start(workdir)
     except ServerUnavailable as e:
