@@ -73,7 +73,7 @@ def test_constrained_beam_search_stays_in_the_trie(lm):
 class _Canned(BaseHTTPRequestHandler):
     """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         server = self.server
         server.requests.append((self.path, body, self.headers.get("Authorization")))  # type: ignore[attr-defined]

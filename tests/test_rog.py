@@ -7,6 +7,7 @@ import json
 import random
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,12 @@ from engine.cli import main
 from engine.model import Triple
 from engine.models.lm import Generation, LanguageModel, load_lm
 from engine.rog.grounding import ground
-from engine.rog.planning import Frontiers, PlanConstraint, generate_plans, relation_vocabulary
+from engine.rog.planning import (
+    Frontiers,
+    PlanConstraint,
+    generate_plans,
+    relation_vocabulary,
+)
 from engine.rog.prompts import (
     explanation_prompt,
     format_plan,
@@ -251,7 +257,7 @@ def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
     assert main(args + ["--out", out, "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["questions"], summary["plans_exist"], summary["plans_ground"]) == (2, 1.0, 1.0)
-    records = [json.loads(line) for line in open(out)]
+    records = [json.loads(line) for line in Path(out).read_text().splitlines()]
     assert [r["id"].split(":")[-1] for r in records] == ["1", "2"]
     for r in records:
         assert len(r["plans"]) == 2 and all(p["exists"] and p["grounds"] for p in r["plans"])

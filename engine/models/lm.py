@@ -17,7 +17,6 @@ import functools
 import importlib.util
 import json
 import os
-import socket
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
@@ -26,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
 from engine.models.device import pick_device
@@ -132,7 +136,7 @@ class TransformersLM(LanguageModel):
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
 
     @classmethod
-    def load(cls, name_or_path: str, device: str | None = None, template: str | None = None) -> "TransformersLM":
+    def load(cls, name_or_path: str, device: str | None = None, template: str | None = None) -> TransformersLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -303,7 +307,7 @@ class OpenAIChatLM(LanguageModel):
             if e.code in _TRANSIENT_STATUS:
                 raise _Transient(f"HTTP {e.code}: {detail}") from e
             raise KGQAError(f"{self.url} answered HTTP {e.code}: {detail}") from e
-        except (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError) as e:
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise _Transient(f"{type(e).__name__}: {e}") from e
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,12 @@ from typing import IO, Any
 from engine.errors import InvalidInputError
 from engine.models.lm import LanguageModel
 from engine.rog.grounding import ground
-from engine.rog.planning import PLAN_MODES, Frontiers, generate_plans, relation_vocabulary
+from engine.rog.planning import (
+    PLAN_MODES,
+    Frontiers,
+    generate_plans,
+    relation_vocabulary,
+)
 from engine.rog.reasoning import REASONING_MODES, reason
 from engine.store import Store
 from loaders.readers import Question

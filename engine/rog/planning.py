@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from engine.model import NAME_RELATION, Literal
 from engine.models.lm import LanguageModel
 from engine.models.trie import TokenTrie
-from engine.rog.prompts import PATH_CLOSE, PATH_OPEN, PATH_SEP, parse_plan, planning_prompt
+from engine.rog.prompts import (
+    PATH_CLOSE,
+    PATH_OPEN,
+    PATH_SEP,
+    parse_plan,
+    planning_prompt,
+)
 from engine.store import Store
 
 PLAN_MODES = ("free", "vocabulary", "grounded")

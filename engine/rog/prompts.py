@@ -35,7 +35,7 @@ Busch Stadium
 Explanation:
 The path 1946 World Series → sports.sports_team.championships → St. Louis Cardinals tells that the St. Louis Cardinals won the 1946 World Series, and St. Louis Cardinals → sports.sports_team.arena_stadium → Busch Stadium gives their home stadium. Roger Dean Stadium is a training ground, not the home stadium."""
 
-_PLAN = re.compile(re.escape(PATH_OPEN) + r"(.*?)" + re.escape(PATH_CLOSE), re.S)
+_PLAN = re.compile(re.escape(PATH_OPEN) + r"(.*?)" + re.escape(PATH_CLOSE), re.DOTALL)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
