@@ -239,7 +239,7 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
-    common = ["--dataset", "metaqa-1", "--questions", str(qa), "--store", store, "--no-progress"]
+    common = ["--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress"]
     capsys.readouterr()
     code = main(["etd", "train", *common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "12",
                  "--patience", "12", "--lr", "0.01", "--dim", "32", "--batch-size", "8"])

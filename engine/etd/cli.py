@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="metaqa-1, metaqa-2, metaqa-3, pq-2h, pq-3h (sets L and K)")
+    p.add_argument("--dataset", required=True, help="metaqa-1hop, metaqa-2hop, metaqa-3hop, pathquestion-2h, pathquestion-3h (sets L and K)")
     p.add_argument("--questions", default=None, help="question file (default: the dataset's file under --data-dir)")
     p.add_argument("--data-dir", default=None, help="datasets directory (default $KGQA_DATA or ../shared/data)")
     p.add_argument("--seed", type=int, default=None, help="split and training seed (default 0)")

@@ -3,7 +3,6 @@ written as JSONL with a summary."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import time
@@ -26,33 +25,15 @@ from engine.metrics import QuestionScore, aggregate, score_question
 from engine.model import Literal
 from engine.models.device import pick_device
 from engine.store import Store
-from loaders.readers import Question, read_metaqa_questions, read_pathquestion
+from loaders.datasets import load_dataset
+from loaders.readers import Question
 
-#: dataset name -> question file under the data directory
-DATASET_FILES: dict[str, str] = {
-    "metaqa-1": "metaqa/1-hop/qa_dev.txt",
-    "metaqa-2": "metaqa/2-hop/qa_dev.txt",
-    "metaqa-3": "metaqa/3-hop/qa_dev.txt",
-    "pq-2h": "pathquestion/PQ-2H.txt",
-    "pq-3h": "pathquestion/PQ-3H.txt",
-}
 SPLITS = ("train", "val", "test", "all")
-
-
-def default_data_dir() -> Path:
-    """``$KGQA_DATA``, else ``../shared/data`` beside the repository."""
-    return Path(os.environ.get("KGQA_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 
 
 def load_questions(dataset: str, path: str | Path | None = None, data_dir: str | Path | None = None) -> list[Question]:
     """A dataset's questions, from ``path`` or its usual file under the data directory."""
-    if path is None:
-        if dataset not in DATASET_FILES:
-            raise InvalidInputError(f"unknown dataset {dataset!r}: use one of {', '.join(DATASET_FILES)} or give --questions")
-        path = Path(data_dir or default_data_dir()) / DATASET_FILES[dataset]
-    if dataset.startswith("pq"):
-        return read_pathquestion(path)
-    return read_metaqa_questions(path)
+    return load_dataset(path if path is not None else dataset, data_dir)
 
 
 def split_questions(

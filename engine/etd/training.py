@@ -30,13 +30,13 @@ from loaders.readers import Question
 
 #: (L, K) per dataset: the paper's Table 8; PathQuestion is not in the paper [L = hops, K as MetaQA]
 PAPER_LAYERS_TOP_K: dict[str, tuple[int, int]] = {
-    "metaqa-1": (1, 40),
-    "metaqa-2": (2, 60),
-    "metaqa-3": (3, 100),
+    "metaqa-1hop": (1, 40),
+    "metaqa-2hop": (2, 60),
+    "metaqa-3hop": (3, 100),
     "webqsp": (2, 200),
     "cwq": (4, 200),
-    "pq-2h": (2, 60),
-    "pq-3h": (3, 100),
+    "pathquestion-2h": (2, 60),
+    "pathquestion-3h": (3, 100),
 }
 
 

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _questions(args: argparse.Namespace) -> list:
-    from engine.rog.data import load_dataset
+    from loaders.datasets import load_dataset
 
     questions = load_dataset(args.dataset)
     if getattr(args, "sample", None):

@@ -1,0 +1,44 @@
+"""Question sets by name or by file: MetaQA and PathQuestion from ``../shared/data``, or any file."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.errors import InvalidInputError
+from loaders.readers import Question, read_metaqa_questions, read_pathquestion, read_rog_questions
+
+#: dataset name -> its file under the data directory
+DATASETS = {
+    "metaqa-1hop": "metaqa/1-hop/qa_dev.txt",
+    "metaqa-2hop": "metaqa/2-hop/qa_dev.txt",
+    "metaqa-3hop": "metaqa/3-hop/qa_dev.txt",
+    "pathquestion-2h": "pathquestion/PQ-2H.txt",
+    "pathquestion-3h": "pathquestion/PQ-3H.txt",
+}
+
+
+def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """``override``, else ``$KGQA_DATA``, else ``../shared/data`` beside the repository."""
+    return Path(override or os.environ.get("KGQA_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> list[Question]:
+    """Questions of a named set (:data:`DATASETS`) or of a file: RoG JSONL/parquet, PathQuestion
+    (``PQ-*.txt``), else MetaQA (``qa_*.txt`` with its ``*_qtype.txt`` beside it when present)."""
+    if str(name_or_path) in DATASETS:
+        path = data_dir(data_directory) / DATASETS[str(name_or_path)]
+        if not path.is_file():
+            raise InvalidInputError(f"dataset {name_or_path!r} is not at {path}: set $KGQA_DATA or give the file path")
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise InvalidInputError(
+                f"unknown dataset {str(name_or_path)!r}: give one of {', '.join(DATASETS)} or a question file "
+                "(RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt)"
+            )
+    if path.suffix in (".jsonl", ".parquet", ".json"):
+        return read_rog_questions(path)
+    if path.name.upper().startswith(("PQ-", "PQL")):
+        return read_pathquestion(path)
+    qtype = path.with_name(path.stem + "_qtype.txt")
+    return read_metaqa_questions(path, qtype if qtype.is_file() else None)
