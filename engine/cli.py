@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+")
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
     p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv, if any)")
-    p.add_argument("--batch-size", type=int, default=50_000)
+    p.add_argument("--batch-size", type=int, default=None, help="triples per store call (default: the store's own)")
     p.add_argument("--no-progress", action="store_true")
     add_store_arguments(p)
     add_output_arguments(p)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import InvalidInputError, UnsupportedOperationError
 from engine.identifiers import (
@@ -58,6 +58,9 @@ from engine.model import (
 )
 from engine.sexpr.parser import parse
 from engine.sexpr.tree import Count, Top
+
+if TYPE_CHECKING:
+    from sparql.ntriples import CanonicalNTriples
 
 MAX_PATH_HOPS = 8
 
@@ -119,6 +122,9 @@ class Store(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"
 
+    #: triples per ``add_triples`` call that the loader (:func:`loaders.load.load_files`) sends
+    load_batch_size: int = 50_000
+
     # ------------------------------------------------------------------ writing
     def add_triples(self, triples: Iterable[Triple]) -> None:
         """Add triples through the store's bulk path; triples already present are no-ops.
@@ -130,6 +136,15 @@ class Store(ABC):
 
     def _add_triples(self, triples: Iterable[Triple]) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot load triples")
+
+    def canonical_ntriples(self, namespace: str) -> CanonicalNTriples | None:
+        """The loader's fast lane (:func:`loaders.load.load_files`): a recogniser of N-Triples
+        lines under ``namespace`` that this store loads as they are, through ``_add_ntriples``,
+        with the same result as parsing them; None when the store has no such lane."""
+        return None
+
+    def _add_ntriples(self, lines: Iterable[str]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot load N-Triples text")
 
     @abstractmethod
     def count_triples(self) -> int:

@@ -6,8 +6,11 @@ and the load goes on. Batches already handed to the store stay there whatever ha
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,7 +35,7 @@ def load_files(
     *,
     namespace: str = FREEBASE_NS,
     rejects_path: str | os.PathLike[str] | None = None,
-    batch_size: int = 50_000,
+    batch_size: int | None = None,
     progress: bool = True,
     reader_options: Mapping[str, Any] | None = None,
 ) -> LoadReport:
@@ -41,7 +44,10 @@ def load_files(
     ``format`` applies to every file; None detects each file's own format
     (:func:`loaders.readers.detect_format`). ``namespace`` goes to the RDF readers
     (``ntriples``, ``freebase``); ``reader_options`` to every reader (e.g.
-    ``{"drop_domains": ("base", "user")}`` for ``freebase``).
+    ``{"drop_domains": ("base", "user")}`` for ``freebase``). ``batch_size`` triples go to
+    the store per call (default: the store's ``load_batch_size``); reading the next batch
+    overlaps the store's work on the last. N-Triples lines already in the store's own form
+    (:meth:`engine.store.Store.canonical_ntriples`) go to it unparsed.
 
     Report: ``read`` valid triples read, ``loaded`` the growth of ``store.count_triples()``,
     ``duplicates`` = read - loaded (repeats within the input and triples already stored),
@@ -50,6 +56,8 @@ def load_files(
     created only when there are rejects.
     """
     files = _check_paths(paths)
+    if batch_size is None:
+        batch_size = store.load_batch_size
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"invalid batch_size {batch_size!r}: use a positive integer")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
@@ -69,34 +77,46 @@ def load_files(
         disable=not progress,
         dynamic_ncols=True,
     )
+    writer = _Writer(store)
     try:
         done_bytes = 0
         for path, (fmt, options) in plans:
             bar.set_description(path.name)
+            # The fast lane: N-Triples lines already in the store's own form skip the parse.
+            lane = store.canonical_ntriples(options["namespace"]) if fmt.name == "ntriples" else None
+            if lane is not None:
+                options = {**options, "verbatim": lane.accepts}
             with Source(path) as src:
-                batch: list[Triple] = []
-                seen = 0
+                lines: list[str] = []
+                triples: list[Triple] = []
+                pending = seen = 0
                 for item in fmt.read(src, **options):
-                    if item.__class__ is Reject:
+                    kind = item.__class__
+                    if kind is str:
+                        lines.append(item)  # type: ignore[arg-type]
+                        pending += 1
+                    elif kind is Reject:
                         report.rejected += 1
                         rejects.write(path, item)  # type: ignore[arg-type]
                     else:
-                        batch.append(item)  # type: ignore[arg-type]
-                        if len(batch) >= batch_size:
-                            store.add_triples(batch)
-                            report.read += len(batch)
-                            batch = []
+                        triples.append(item)  # type: ignore[arg-type]
+                        pending += 1
+                    if pending >= batch_size:
+                        writer.put(lines, triples)
+                        lines, triples, pending = [], [], 0
                     seen += 1
                     if seen % _PROGRESS_EVERY == 0:
                         bar.update(done_bytes + src.tell() - bar.n)
-                        bar.set_postfix(triples=report.read + len(batch), rejected=report.rejected, refresh=False)
-                if batch:
-                    store.add_triples(batch)
-                    report.read += len(batch)
+                        bar.set_postfix(triples=writer.handed + pending, rejected=report.rejected, refresh=False)
+                if pending:
+                    writer.put(lines, triples)
             done_bytes += path.stat().st_size
-            bar.set_postfix(triples=report.read, rejected=report.rejected, refresh=False)
+            bar.set_postfix(triples=writer.handed, rejected=report.rejected, refresh=False)
             bar.update(done_bytes - bar.n)
+        writer.close()
     finally:
+        writer.stop()
+        report.read = writer.loaded
         bar.close()
         rejects.close()
     report.loaded = store.count_triples() - before
@@ -106,6 +126,59 @@ def load_files(
     if progress:
         print(_summary(report, len(files)), file=sys.stderr)
     return report
+
+
+class _Writer:
+    """Hands batches to the store on a thread of its own, so that reading and parsing the next
+    batch overlaps the store's bulk load (Oxigraph's runs in Rust without the GIL; Virtuoso's and
+    Neo4j's in their servers). At most one batch waits: memory stays at about two batches.
+
+    A batch is verbatim N-Triples lines (the fast lane) plus parsed triples; both have been
+    checked by the reader, so lines go straight to ``store._add_ntriples``.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.handed = 0  # triples handed over
+        self.loaded = 0  # triples in batches the store has taken
+        self._queue: queue.Queue[tuple[list[str], list[Triple]] | None] = queue.Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="kgqa-load-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # a batch failed: later ones are dropped
+            lines, triples = batch
+            try:
+                if lines:
+                    text = "\n".join(lines) + "\n"
+                    self.store._add_ntriples(itertools.chain((text,), self.store._ntriples(triples)) if triples else (text,))  # type: ignore[attr-defined]
+                else:
+                    self.store.add_triples(triples)
+                self.loaded += len(lines) + len(triples)
+            except BaseException as e:  # noqa: BLE001 — raised again in the reading thread
+                self._error = e
+
+    def put(self, lines: list[str], triples: list[Triple]) -> None:
+        self._raise()
+        self._queue.put((lines, triples))
+        self.handed += len(lines) + len(triples)
+
+    def close(self) -> None:
+        """Wait for every batch to be loaded; raise the first store error."""
+        self.stop()
+        self._raise()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
 
 
 def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -167,7 +167,7 @@ def _numbered_lines(src: Source) -> Iterator[tuple[int, str] | Reject]:
         yield Reject(n + 1, "", f"the file cannot be read past this point: {e}")
 
 
-def _parse_lines(source: PathOrSource, parse: Callable[[str], Triple | None]) -> Iterator[Item]:
+def _parse_lines(source: PathOrSource, parse: Callable[[str], Triple | str | None]) -> Iterator[Item]:
     """Drive a one-line parser over a file: ``parse`` returns a Triple, None to skip the
     line, or raises _BadLine / an identifier or literal error to reject it."""
     with _Opened(source) as src:
@@ -322,19 +322,26 @@ def _diagnose(line: str) -> str:
     return "malformed N-Triples line: expected <subject> <predicate> <object> . with absolute IRIs, _:blank nodes or \"literals\""
 
 
-def read_ntriples(source: PathOrSource, *, namespace: str = FREEBASE_NS) -> Iterator[Item]:
+def read_ntriples(
+    source: PathOrSource, *, namespace: str = FREEBASE_NS, verbatim: Callable[[str], bool] | None = None
+) -> Iterator[Item | str]:
     """Triples of a W3C N-Triples file.
 
     IRIs under ``namespace`` become bare ids and relation names (percent-decoded), other
     IRIs stay whole; blank nodes become ids ``_:label`` (labels are file-scoped in RDF:
     loading two files that reuse a label joins the nodes). Predicates must make valid
     relation names and literals must be well typed, else the line is rejected.
+
+    ``verbatim`` (the loader's fast lane, :class:`sparql.ntriples.CanonicalNTriples`): a line
+    it accepts is yielded as its text, unparsed, for a store that can take it as it is.
     """
     terms = _Terms(namespace)
     match = _TRIPLE_LINE.fullmatch
     predicates: dict[str, str] = {}  # escaped predicate IRI -> relation name
 
-    def parse(line: str) -> Triple | None:
+    def parse(line: str) -> Triple | str | None:
+        if verbatim is not None and verbatim(line):
+            return line
         m = match(line)
         if m is None:
             stripped = line.strip(" \t")

@@ -89,7 +89,7 @@ def test_a_bad_triple_stops_the_load_before_anything_is_loaded(server):
 
 def test_a_load_error_reported_by_virtuoso_is_a_store_error(server, monkeypatch):
     store = _store(server)
-    monkeypatch.setattr(store, "_turtle", lambda triples: iter(["this is not turtle .\n"]))
+    monkeypatch.setattr(store, "_ntriples", lambda triples: iter(["this is not turtle .\n"]))
     with pytest.raises(StoreError, match="bulk loader failed.*syntax error"):
         store.add_triples([Triple("a", "r", "b")])
     assert [p for p in os.listdir(server.staging) if p.startswith("kgqa-load-")] == []

@@ -122,6 +122,7 @@ class BoltStore(Store):
     """
 
     dialect = "cypher"
+    load_batch_size = 200_000  # bigger batches group more edges per relationship type into one UNWIND
 
     def __init__(
         self,

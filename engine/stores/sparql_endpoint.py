@@ -48,7 +48,7 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.model import XSD, Literal, QueryResult, Triple
+from engine.model import XSD, Literal, QueryResult, Term
 from engine.open import FREEBASE_NS
 from engine.stores.sparql_store import Row, SparqlStore
 from sparql.compiler import SparqlCompiler
@@ -68,6 +68,7 @@ _FLOATS = {XSD + "float", XSD + "double"}
 _DATES = {XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"}
 _YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
 _LOAD_MARK = "KGQA-LOAD:"
+_COUNT_MARK = "KGQA-COUNT:"
 _INTEGER = XSD + "integer"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -101,6 +102,8 @@ class SparqlEndpointStore(SparqlStore):
     - a date with the timezone ``-00:00`` comes back without a timezone;
     - ``query()`` shows doubles with Virtuoso's six digits, and boolean expressions as 0/1.
     """
+
+    load_batch_size = 250_000  # each batch is one bulk-loader run and checkpoint: fewer, larger ones
 
     def __init__(
         self,
@@ -311,30 +314,38 @@ class SparqlEndpointStore(SparqlStore):
             return "_:" + term.value
         return Literal.make(term.value, term.datatype.value, term.language)
 
+    def count_triples(self) -> int:
+        # Where the bulk loader's SQL port is configured, count in the quad table. Observed on
+        # Virtuoso 7.2: right after ~1M triples were bulk-loaded into a second graph, the SPARQL
+        # COUNT over that graph ran for over five minutes (the same count took 0.2 s on another
+        # run), while the quad table answers in milliseconds.
+        if self.flavour == "virtuoso" and self.loader != "update" and self.staging_dir is not None:
+            out = self._isql(
+                f"SELECT '{_COUNT_MARK}' || cast(COUNT(*) AS VARCHAR) FROM DB.DBA.RDF_QUAD "
+                f"WHERE G = iri_to_id({_sql_string(self.graph)});"
+            )
+            for line in out.splitlines():
+                if line.startswith(_COUNT_MARK):
+                    return int(line[len(_COUNT_MARK):].strip())
+            raise StoreError(f"Virtuoso's SQL port gave no triple count for {self.uri}: {out[-300:]!r}")
+        return super().count_triples()
+
     # ------------------------------------------------------------------ writing
-    def _add_triples(self, triples: Iterable[Triple]) -> None:
+    def _add_ntriples(self, lines: Iterable[str]) -> None:
         if self.loader == "update":
-            self._insert_data(triples)
+            self._insert_data(lines)
         else:
-            self._bulk_load(triples)
+            self._bulk_load(lines)
 
-    def _turtle(self, triples: Iterable[Triple]) -> Iterator[str]:
-        """One line per triple: N-Triples, except that xsd:integer values within 64 bits are bare
-        Turtle numbers, because Virtuoso's Turtle parser turns a quoted ``"2147483648"^^xsd:integer``
-        (anything beyond 32 bits) into an xsd:decimal."""
-        relations: dict[str, str] = {}
-        iri, term = self.terms.iri, self.terms.term
-        for t in triples:
-            rel = relations.get(t.relation)
-            if rel is None:
-                rel = relations[t.relation] = iri(t.relation)
-            obj = t.object
-            if isinstance(obj, Literal) and obj.datatype == _INTEGER and _INT64_MIN <= int(obj.value) <= _INT64_MAX:
-                yield f"{iri(t.subject)} {rel} {obj.value} .\n"
-            else:
-                yield f"{iri(t.subject)} {rel} {term(obj)} .\n"
+    def _object_text(self, obj: Term) -> str:
+        """N-Triples, except that xsd:integer values within 64 bits are bare Turtle numbers,
+        because Virtuoso's Turtle parser turns a quoted ``"2147483648"^^xsd:integer`` (anything
+        beyond 32 bits) into an xsd:decimal. (The loader's fast lane never passes integers.)"""
+        if isinstance(obj, Literal) and obj.datatype == _INTEGER and _INT64_MIN <= int(obj.value) <= _INT64_MAX:
+            return obj.value
+        return self.terms.term(obj)
 
-    def _bulk_load(self, triples: Iterable[Triple]) -> None:
+    def _bulk_load(self, lines: Iterable[str]) -> None:
         if self.staging_dir is None:
             raise InvalidInputError(
                 f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
@@ -348,7 +359,7 @@ class SparqlEndpointStore(SparqlStore):
             # Every file is written before the server reads any, so a bad triple stops the
             # load before anything reaches the store.
             os.chmod(folder, 0o755)  # the server may run as another user
-            if not self._stage(triples, folder):
+            if not self._stage(lines, folder):
                 return
             here = _sql_string(os.path.abspath(folder) + "/%")
             self._isql(f"ld_dir({_sql_string(os.path.abspath(folder))}, '*.ttl', {_sql_string(self.graph)});")
@@ -371,9 +382,9 @@ class SparqlEndpointStore(SparqlStore):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def _stage(self, triples: Iterable[Triple], folder: str) -> int:
-        """Write the triples as Turtle files of ``chunk_size`` lines; return how many."""
-        lines = self._turtle(triples)
+    def _stage(self, lines: Iterable[str], folder: str) -> int:
+        """Write the lines as Turtle files of ``chunk_size`` lines; return how many."""
+        lines = iter(lines)
         count = part = 0
         try:
             while True:
@@ -423,8 +434,8 @@ class SparqlEndpointStore(SparqlStore):
             raise StoreError(f"Virtuoso's bulk loader failed on {self.uri}: {' '.join(errors)} (SQL: {sql.strip()})")
         return output
 
-    def _insert_data(self, triples: Iterable[Triple]) -> None:
-        lines = list(self._turtle(triples))  # every triple checked before any batch is sent
+    def _insert_data(self, lines: Iterable[str]) -> None:
+        lines = list(lines)  # every triple checked before any batch is sent
         opener = self._update_opener()
         for start in range(0, len(lines), self.batch_size):
             text = f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(lines[start:start + self.batch_size])}}} }}"

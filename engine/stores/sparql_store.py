@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from engine.model import (
@@ -18,12 +19,14 @@ from engine.model import (
     SearchHit,
     StoreStats,
     Term,
+    Triple,
     TwoHopRelation,
 )
 from engine.open import FREEBASE_NS
 from engine.sexpr.tree import Count, Top
 from engine.store import Store
 from sparql.compiler import SparqlCompiler
+from sparql.ntriples import CanonicalNTriples
 from sparql.sexpr import sexpr_compiler
 from sparql.terms import Terms
 
@@ -52,6 +55,34 @@ class SparqlStore(Store):
     @abstractmethod
     def _select(self, text: str) -> list[Row]:
         """Run a SELECT and decode its rows."""
+
+    # ------------------------------------------------------------------ loading
+    # Both RDF stores load N-Triples text: triples are written as lines (``_ntriples``), and the
+    # loader's fast lane hands over lines of the input file that are already in that form.
+    def canonical_ntriples(self, namespace: str) -> CanonicalNTriples | None:
+        if namespace != self.terms.namespace:
+            return None
+        return CanonicalNTriples(namespace)
+
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
+        self._add_ntriples(self._ntriples(triples))
+
+    def _ntriples(self, triples: Iterable[Triple]) -> Iterator[str]:
+        """One line (with its newline) per triple, in the text this store loads."""
+        relations: dict[str, str] = {}
+        iri, object_text = self.terms.iri, self._object_text
+        for t in triples:
+            rel = relations.get(t.relation)
+            if rel is None:
+                rel = relations[t.relation] = iri(t.relation)
+            yield f"{iri(t.subject)} {rel} {object_text(t.object)} .\n"
+
+    def _object_text(self, obj: Term) -> str:
+        return self.terms.term(obj)
+
+    @abstractmethod
+    def _add_ntriples(self, lines: Iterable[str]) -> None:
+        """Load N-Triples lines (each ending in a newline) through the store's bulk path."""
 
     # ------------------------------------------------------------------ statistics
     def count_triples(self) -> int:
