@@ -137,6 +137,19 @@ def relations(ids: list[str], direction: str, fetch: int | None, flavour: Flavou
     return text, params
 
 
+def literal_relations(keys: list[str], fetch: int | None) -> Compiled:
+    """Rows (key, relation, count) of the edges entering the literal node of each key
+    (:func:`cypher.schema.literal_key`); a literal's edges all enter it."""
+    params: dict[str, Any] = {"keys": keys}
+    text = (
+        "UNWIND $keys AS key\n"
+        "MATCH (:Literal {key: key})<-[r]-()\n"
+        "RETURN key, type(r) AS relation, count(*) AS count"
+        + _limit(fetch, params)
+    )
+    return text, params
+
+
 def expand(
     ids: list[str], relations: list[str] | None, direction: str, fetch: int | None, flavour: Flavour = NEO4J
 ) -> Compiled:
@@ -214,6 +227,22 @@ def two_hop_relations(
         + "\nWITH DISTINCT id, m\n"
         "MATCH (m)-[r]-()\n"
         "RETURN id, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
+        "count(*) AS count"
+        + _limit(fetch, params)
+    )
+    return text, params
+
+
+def literal_two_hop_relations(keys: list[str], r1: str, fetch: int | None) -> Compiled:
+    """Rows (key, relation, direction, count) over the edges of the distinct entities with an
+    ``r1`` edge to the literal node of each key; a self-loop counts once, as ``out``."""
+    params: dict[str, Any] = {"keys": keys}
+    text = (
+        "UNWIND $keys AS key\n"
+        f"MATCH (:Literal {{key: key}})<-[:{quote_relation(r1)}]-(m:Entity)\n"
+        "WITH DISTINCT key, m\n"
+        "MATCH (m)-[r]-()\n"
+        "RETURN key, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
         "count(*) AS count"
         + _limit(fetch, params)
     )

@@ -33,6 +33,11 @@ class StoreError(KGQAError):
     """The store failed to run an operation."""
 
 
+class QueryTimeoutError(StoreError):
+    """A query ran past the timeout it was given (``Store.execute(…, timeout=)``); the message
+    names the expression and says whether the store stopped it or left it running."""
+
+
 class StoreUnavailableError(StoreError):
     """The store cannot be reached (server down, wrong URI, wrong credentials)."""
 

@@ -187,9 +187,10 @@ def path_key(path: Path) -> tuple:
 
 @dataclass(frozen=True)
 class RelationCount:
-    """``count`` edges carrying ``relation`` leave (``out``) or enter (``in``) node ``id``."""
+    """``count`` edges carrying ``relation`` leave (``out``) or enter (``in``) the anchor ``id``:
+    a node id, or a :class:`Literal` (whose edges all enter it)."""
 
-    id: str
+    id: Term
     relation: str
     direction: str
     count: int
@@ -198,9 +199,10 @@ class RelationCount:
 @dataclass(frozen=True)
 class TwoHopRelation:
     """Relation ``relation`` touches (``direction`` as seen from the middle node) ``count``
-    edges of the nodes reached from ``id`` through ``r1``."""
+    edges of the nodes reached from the anchor ``id`` (a node id or a :class:`Literal`)
+    through ``r1``."""
 
-    id: str
+    id: Term
     r1: str
     relation: str
     direction: str

@@ -33,6 +33,7 @@ from engine.model import (
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import Top
 from engine.store import Store
+from engine.timeouts import run_with_timeout
 
 
 class ReferenceStore(Store):
@@ -127,6 +128,19 @@ class ReferenceStore(Store):
                     counts[(node, e.relation, "out" if e.forward else "in")] += 1
         return [TwoHopRelation(i, r1, r, d, n) for (i, r, d), n in counts.items()]
 
+    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
+        counts: Counter = Counter((lit, t.relation) for lit in literals for t in self._in.get(lit, ()))
+        return [RelationCount(lit, r, "in", n) for (lit, r), n in counts.items()]
+
+    def _literal_two_hop_relations(self, literals, r1, fetch):
+        counts: Counter = Counter()
+        for lit in literals:
+            middles = {t.subject for t in self._in.get(lit, ()) if t.relation == r1}
+            for m in middles:
+                for e in self.steps(m, None, "both"):
+                    counts[(lit, e.relation, "out" if e.forward else "in")] += 1
+        return [TwoHopRelation(i, r1, r, d, n) for (i, r, d), n in counts.items()]
+
     def _names(self, ids: list[str]) -> dict[str, list[Literal]]:
         wanted = set(ids)
         found: dict[str, list[Literal]] = defaultdict(list)
@@ -161,10 +175,11 @@ class ReferenceStore(Store):
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         raise UnsupportedOperationError("the reference store has no query language")
 
-    def _execute_tree(self, tree: Top) -> set[Term] | int:
+    def _execute_tree(self, tree: Top, timeout: float | None = None) -> set[Term] | int:
         if self._evaluator is None:
             self._evaluator = Evaluator(self.triples)
-        return self._evaluator.run(tree)
+        evaluator = self._evaluator
+        return run_with_timeout(lambda: evaluator.run(tree), timeout, "the reference store")
 
     # ------------------------------------------------------------------ by definition
     def subgraph(self, seeds: Sequence[str], hops: int, direction: str = "both", relations=None, limit=None):

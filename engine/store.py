@@ -16,14 +16,23 @@ Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest
 - with ``both`` a self-loop is one edge, met once, as forward;
 - literals are dead ends: a walk may end on a literal but never leaves one;
 - a walk never uses the same stored edge (triple) twice.
+
+``relations`` and ``two_hop_relations`` also take literal anchors (ARG-KBQA's questions
+anchor on values such as a year): a literal's edges are those whose object is that literal,
+all met ``in``; the rows name the anchor by the canonical :class:`Literal` itself.
+
+``execute`` takes a ``timeout`` in seconds; a store that runs past it raises
+:class:`engine.errors.QueryTimeoutError` (see :meth:`Store.execute` for how each store
+enforces it).
 """
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidInputError, UnsupportedOperationError
+from engine.errors import InvalidIdentifierError, InvalidInputError, QueryTimeoutError, UnsupportedOperationError
 from engine.identifiers import (
     SEARCH_MODES,
     validate_direction,
@@ -57,7 +66,8 @@ from engine.model import (
     term_key,
 )
 from engine.sexpr.parser import parse
-from engine.sexpr.tree import Count, Top
+from engine.sexpr.tree import Count, Top, to_text
+from engine.timeouts import validate_timeout
 
 if TYPE_CHECKING:
     from sparql.ntriples import CanonicalNTriples
@@ -88,6 +98,33 @@ def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
         if not isinstance(t.object, Literal):
             validate_id(t.object)
         yield t
+
+
+# a datatype IRI: a scheme, then no blanks, quotes, angle brackets or the like
+_DATATYPE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\]*")
+
+
+def validate_literal(literal: Literal) -> Literal:
+    """``literal`` in its canonical form (:meth:`Literal.make`), with a safe datatype IRI."""
+    if literal.datatype is not None and not _DATATYPE_IRI.fullmatch(literal.datatype):
+        raise InvalidIdentifierError(f"invalid datatype IRI {literal.datatype!r} on literal {literal.value!r}")
+    if not isinstance(literal.value, str):
+        raise InvalidInputError(f"a literal's value must be a string, got {literal.value!r}")
+    return Literal.make(literal.value, literal.datatype, literal.lang)
+
+
+def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], list[Literal]]:
+    """Validate anchors (node ids and literals); deduplicate each kind, keeping first-seen order."""
+    if isinstance(anchors, (str, Literal)):
+        raise InvalidInputError(f"expected a list of ids or literals, got {anchors!r}; wrap it: [{anchors!r}]")
+    ids: dict[str, None] = {}
+    literals: dict[Literal, None] = {}
+    for anchor in anchors:
+        if isinstance(anchor, Literal):
+            literals[validate_literal(anchor)] = None
+        else:
+            ids[validate_id(anchor)] = None
+    return list(ids), list(literals)
 
 
 def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
@@ -155,15 +192,27 @@ class Store(ABC):
         """Triples, entities and triples per relation."""
 
     # ------------------------------------------------------------------ operations
-    def relations(self, ids: Sequence[str], direction: str = "both", limit: int | None = None) -> RelationsResult:
-        """Distinct relations adjacent to each id, with direction and edge count."""
-        ids = validate_ids(ids)
+    def relations(
+        self, ids: Sequence[str | Literal], direction: str = "both", limit: int | None = None
+    ) -> RelationsResult:
+        """Distinct relations adjacent to each anchor, with direction and edge count.
+
+        An anchor is a node id or a :class:`Literal`. A literal has only incoming edges: its
+        relations are those of the edges whose object is that literal (matched by value and
+        datatype or language, in the canonical form of :meth:`Literal.make`), all ``in``; with
+        ``direction="out"`` it has none. A row's ``id`` is the anchor itself (the id, or the
+        canonical Literal). Node ids and literals mixed in one call cost one query for each kind.
+        """
+        ids, literals = split_anchors(ids)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
-        if not ids:
-            return RelationsResult([])
-        rows = self._relations(ids, direction, _fetch(limit))
-        rows, truncated = _cut(rows, limit, lambda r: (r.id, r.relation, r.direction))
+        fetch = _fetch(limit)
+        rows: list[RelationCount] = []
+        if ids:
+            rows += self._relations(ids, direction, fetch)
+        if literals and direction != "out":
+            rows += self._literal_relations(literals, fetch)
+        rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.relation, r.direction))
         return RelationsResult(rows, truncated)
 
     def expand(
@@ -286,17 +335,24 @@ class Store(ABC):
         return PathsResult(found, truncated)
 
     def two_hop_relations(
-        self, ids: Sequence[str], r1: str, direction: str = "both", limit: int | None = None
+        self, ids: Sequence[str | Literal], r1: str, direction: str = "both", limit: int | None = None
     ) -> TwoHopResult:
-        """Relations (both directions) of the nodes reached from ids through r1."""
-        ids = validate_ids(ids)
+        """Relations (both directions) of the nodes reached from each anchor through r1.
+
+        Anchors are node ids or literals, as for :meth:`relations`: from a literal, r1 is
+        followed backwards to the subjects of its edges (so ``direction="out"`` reaches none).
+        """
+        ids, literals = split_anchors(ids)
         r1 = validate_relation(r1)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
-        if not ids:
-            return TwoHopResult([])
-        rows = self._two_hop_relations(ids, r1, direction, _fetch(limit))
-        rows, truncated = _cut(rows, limit, lambda r: (r.id, r.r1, r.relation, r.direction))
+        fetch = _fetch(limit)
+        rows: list[TwoHopRelation] = []
+        if ids:
+            rows += self._two_hop_relations(ids, r1, direction, fetch)
+        if literals and direction != "out":
+            rows += self._literal_two_hop_relations(literals, r1, fetch)
+        rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.r1, r.relation, r.direction))
         return TwoHopResult(rows, truncated)
 
     def names(self, ids: Sequence[str]) -> dict[str, str | None]:
@@ -323,21 +379,40 @@ class Store(ABC):
         hits, truncated = _cut(hits, limit, lambda h: (h.id, h.name))
         return SearchResult(hits, truncated)
 
-    def execute(self, sexpr: str | Top) -> ExecuteResult:
+    def execute(self, sexpr: str | Top, timeout: float | None = None) -> ExecuteResult:
         """Execute an S-expression (text or a parsed tree) with GrailQA's semantics, as defined
         in :mod:`engine.sexpr.evaluate` and :mod:`engine.sexpr.keys`: its answer set sorted by
         :func:`term_key`, or the count of ``(COUNT …)``. Text is parsed (and so validated)
-        first; a malformed one raises :class:`engine.sexpr.SExprSyntaxError`."""
+        first; a malformed one raises :class:`engine.sexpr.SExprSyntaxError`.
+
+        ``timeout`` (seconds; None: none) bounds the query; past it the call raises
+        :class:`engine.errors.QueryTimeoutError` naming the expression. Virtuoso stops the query
+        itself (the endpoint's ``timeout`` parameter; it checks it at its own pace, so the call
+        can return later than the timeout), Neo4j too (the transaction timeout). Oxigraph,
+        FalkorDB and the reference store cannot stop a running query: the call returns at the
+        timeout and the query runs on in a background thread until it ends
+        (:mod:`engine.timeouts`).
+        """
         tree = parse(sexpr) if isinstance(sexpr, str) else sexpr
         if not isinstance(tree, Top):
             raise InvalidInputError(f"execute takes an S-expression (text or tree), got {type(sexpr).__name__}")
-        result = self._execute_tree(tree)
+        timeout = validate_timeout(timeout)
+        try:
+            result = self._execute_tree(tree, timeout)
+        except QueryTimeoutError as e:
+            text = to_text(tree)
+            shown = text if len(text) <= 300 else text[:300] + "…"
+            raise QueryTimeoutError(
+                f"the S-expression {shown} ran past its timeout of {timeout:g} s on {self.uri} ({e}); "
+                "give a larger timeout, or a narrower expression"
+            ) from e
         if isinstance(tree, Count):
             return ExecuteResult([], int(result))  # type: ignore[arg-type]
         return ExecuteResult(sorted(set(result), key=term_key))  # type: ignore[arg-type]
 
-    def _execute_tree(self, tree: Top) -> set[Term] | list[Term] | int:
-        """The answers (any order, duplicates allowed) or the count of a parsed tree."""
+    def _execute_tree(self, tree: Top, timeout: float | None = None) -> set[Term] | list[Term] | int:
+        """The answers (any order, duplicates allowed) or the count of a parsed tree; past
+        ``timeout`` seconds, :class:`QueryTimeoutError`."""
         raise UnsupportedOperationError(f"{type(self).__name__} cannot execute S-expressions")
 
     def query(self, text: str, params: dict[str, Any] | None = None) -> QueryResult:
@@ -369,6 +444,15 @@ class Store(ABC):
 
     @abstractmethod
     def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]: ...
+
+    @abstractmethod
+    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
+        """Rows (literal, relation, ``in``, count) over the edges whose object is each literal."""
+
+    @abstractmethod
+    def _literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> list[TwoHopRelation]:
+        """Like :meth:`_two_hop_relations` from literals: the middles are the subjects of the
+        ``r1`` edges whose object is the literal."""
 
     @abstractmethod
     def _names(self, ids: list[str]) -> dict[str, list[Literal]]: ...

@@ -8,7 +8,7 @@ A flavour (Virtuoso) subclasses :class:`SparqlCompiler` and overrides only what 
 """
 from __future__ import annotations
 
-from engine.model import NAME_RELATION, TYPE_RELATION
+from engine.model import NAME_RELATION, TYPE_RELATION, Literal
 from sparql.terms import Terms, string_literal
 
 
@@ -50,10 +50,27 @@ class SparqlCompiler:
     def rel_term(self, relation: str | None, var: str) -> str:
         return f"?{var}" if relation is None else self.t.iri(relation)
 
+    def literal_edges(self, subject: str, rel: str, literal: Literal, obj: str) -> str:
+        """Edges from ``?subject`` through ``rel`` (an IRI or a variable) whose object is exactly
+        ``literal``; ``obj`` names a variable a flavour may use for the object."""
+        return f"?{subject} {rel} {self.t.literal(literal)} ."
+
+    def literal_anchors(self, literals: list[Literal], subject: str, rel: str) -> str:
+        """One UNION branch per literal anchor, binding ``?i`` to its index in ``literals``
+        (the store maps it back, so a literal never has to come back from the database)."""
+        return " UNION ".join(
+            f"{{ {self.literal_edges(subject, rel, lit, f'o{i}')} BIND({i} AS ?i) }}" for i, lit in enumerate(literals)
+        )
+
     # ------------------------------------------------------------------ operations
     def relations(self, ids: list[str], direction: str, fetch: int | None) -> str:
         body = self.t.values("id", ids) + " " + self.one_hop("id", "?rel", "x", direction, "dir")
         return self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", fetch)
+
+    def literal_relations(self, literals: list[Literal], fetch: int | None) -> str:
+        """Columns i (index of the literal), rel, n: the edges entering each literal."""
+        body = self.literal_anchors(literals, "x", "?rel")
+        return self.select("?i ?rel (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel", fetch)
 
     def expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> str:
         body = self.t.values("src", ids)
@@ -135,6 +152,12 @@ class SparqlCompiler:
             + self.one_hop("m", "?rel", "x", "both", "dir")
         )
         return self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", fetch)
+
+    def literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> str:
+        """Columns i, rel, dir, n: the relations of the subjects of each literal's ``r1`` edges."""
+        middles = self.literal_anchors(literals, "m", self.t.iri(r1))
+        body = f"{{ SELECT DISTINCT ?i ?m WHERE {{ {middles} }} }} " + self.one_hop("m", "?rel", "x", "both", "dir")
+        return self.select("?i ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel ?dir", fetch)
 
     def names(self, ids: list[str]) -> str:
         body = self.t.values("id", ids) + f" ?id {self.t.iri(NAME_RELATION)} ?name . FILTER(isLiteral(?name))"

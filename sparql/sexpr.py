@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from engine.model import TYPE_RELATION, XSD
+from engine.model import TYPE_RELATION, XSD, Literal
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NUMERIC_TYPES,
@@ -199,17 +199,20 @@ class VirtuosoSexprCompiler(SexprCompiler):
     to a double."""
 
     def literal_join(self, relation: str, node: Value, var: str) -> str:
-        literal = node.literal
-        kind = literal_kind(literal)
-        if literal.datatype is None:
+        if node.literal.datatype is None:
             return super().literal_join(relation, node, var)
         o = self.fresh("o")
+        return f"{var} {self.t.iri(relation)} {o} . FILTER({self.same_literal(o, node.literal)})"
+
+    def same_literal(self, var: str, literal: Literal) -> str:
+        """True when ``var`` is a literal of ``literal``'s datatype and value (a typed one)."""
+        kind = literal_kind(literal)
         same = (
-            f"{self.key(o, kind)} = {_double(keys.key(literal))}"  # type: ignore[arg-type]
+            f"{self.key(var, kind)} = {_double(keys.key(literal))}"  # type: ignore[arg-type]
             if kind is not None
-            else f"STR({o}) = {string_literal(literal.value)}"
+            else f"STR({var}) = {string_literal(literal.value)}"
         )
-        return f"{var} {self.t.iri(relation)} {o} . FILTER(isLiteral({o}) && datatype({o}) = <{literal.datatype}> && {same})"
+        return f"isLiteral({var}) && datatype({var}) = <{literal.datatype}> && {same}"
 
     def number_key(self, var: str) -> str:
         # Virtuoso evaluates both sides of && and fails the query casting a date to a double

@@ -9,11 +9,15 @@
   subject position and the other from an object position, e.g. ``?d ?r ?s FILTER(!sameTerm(?d,
   ?s))`` keeps self-loops; ``=`` is right there. The compiler only compares terms of which at
   most one can be a literal (literals end walks), where ``=`` and ``sameTerm`` agree.
+- Literals are matched by value (``1990``^^gYear meets ``1990-01-01``^^date, ``2`` meets
+  ``2.0``), so an edge to a literal anchor is found by value and then its object checked
+  for the anchor's datatype and value (:meth:`VirtuosoCompiler.literal_edges`).
 """
 from __future__ import annotations
 
 import re
 
+from engine.model import Literal
 from sparql.compiler import SparqlCompiler
 
 #: suffix of the companion column holding a numeric value's exact text
@@ -30,6 +34,16 @@ _NOT_LITERAL = re.compile(r"FILTER\(!isLiteral\(\?(\w+)\)\)")
 class VirtuosoCompiler(SparqlCompiler):
     def same_term(self, a: str, b: str) -> str:
         return f"({a} = {b})"
+
+    def literal_edges(self, subject: str, rel: str, literal: Literal, obj: str) -> str:
+        if literal.datatype is None:
+            return super().literal_edges(subject, rel, literal, obj)
+        from sparql.sexpr import VirtuosoSexprCompiler  # it builds on this module
+
+        # the by-value match finds the edge through the object index; for one subject and
+        # relation Virtuoso keeps one of several equal values, so ?obj is that one object
+        exact = VirtuosoSexprCompiler(self).same_literal(f"?{obj}", literal)
+        return f"?{subject} {rel} {self.t.literal(literal)} . ?{subject} {rel} ?{obj} . FILTER({exact})"
 
     def select(self, head: str, body: str, tail: str = "", fetch: int | None = None) -> str:
         if "GROUP BY" not in tail:

@@ -49,3 +49,20 @@ def random_graph(seed: int, nodes: int = 14, edges: int = 40) -> list[Triple]:
 def node_ids(triples: list[Triple]) -> list[str]:
     found = {t.subject for t in triples} | {t.object for t in triples if isinstance(t.object, str)}
     return sorted(found)
+
+
+#: literals no random graph holds, each equal by value or text to one that graphs do hold
+ABSENT_LITERALS = [
+    Literal.make("1990-01-01", XSD + "date"),  # the instant of 1990^^gYear
+    Literal.make("42", XSD + "decimal"),  # the value of 42^^integer
+    Literal.make("2.5", XSD + "double"),
+    Literal.make("chat", lang="en"),
+    Literal.make("chat"),
+    Literal.make("1"),
+    Literal.make("false", XSD + "boolean"),
+]
+
+
+def literal_objects(triples: list[Triple]) -> list[Literal]:
+    """The literals a graph holds as objects, in a stable order."""
+    return sorted({t.object for t in triples if isinstance(t.object, Literal)}, key=repr)

@@ -11,7 +11,7 @@ from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
 from engine.arg.retrieval import retrieve
 from engine.cli import main
 from engine.errors import KGQAError
-from engine.model import NAME_RELATION, XSD, Literal, Triple
+from engine.model import NAME_RELATION, XSD, Literal, Triple, to_json
 from engine.reference import ReferenceStore
 from engine.sexpr import parse
 from engine.sexpr.tree import to_text
@@ -72,6 +72,53 @@ def test_retrieval_finds_the_gold_forms(bi):
     assert "(JOIN directed_by (JOIN (R directed_by) [M]))" in [r.sexpr for r in two_hop.references]
     for ref in two_hop.references:  # every reference executes
         store.execute(ref.sexpr)
+
+
+YEAR = XSD + "gYear"
+DATED = TRIPLES + [
+    Triple("The Prowler", "release_year", Literal.make("1951", YEAR)),
+    Triple("M", "release_year", Literal.make("1951", YEAR)),
+    Triple("Roma", "release_year", Literal.make("2018", YEAR)),
+    Triple("Roma", "directed_by", "Alfonso Cuaron"),
+]
+
+
+def test_retrieval_from_a_literal_anchor(make_store, store_kind, bi):
+    store = make_store(store_kind, DATED)
+    year = Literal.make("1951", YEAR)
+    got = retrieve(store, "which films were released in 1951", [year], bi, Scorer(bi), k=50)
+    first = [p for p in got.paths if len(p.hops) == 1]
+    assert [(p.anchor, p.hops) for p in first] == [(year, (("release_year", "in"),))]
+    assert {p.hops[1] for p in got.paths if len(p.hops) == 2} >= {("directed_by", "out"), ("starred_actors", "out")}
+    forms = [r.sexpr for r in got.references]
+    join = f"(JOIN release_year 1951^^{YEAR})"
+    assert join in forms and f"(JOIN (R directed_by) {join})" in forms
+    assert {f"({op} release_year 1951^^{YEAR})" for op in ("lt", "le", "gt", "ge")} <= set(forms)
+    reference = ReferenceStore(DATED)
+    for form in forms:  # every reference executes, with the same answer as the evaluator's
+        assert store.execute(form) == reference.execute(form), form
+    assert store.execute(join).answers == ["M", "The Prowler"]
+    assert store.execute(f"(gt release_year 1951^^{YEAR})").answers == ["Roma"]
+    # a literal and an entity together: both anchor paths
+    mixed = retrieve(store, "which films of 1951 did Joseph Losey direct", [year, "Joseph Losey"], bi, Scorer(bi), k=20)
+    assert {p.anchor for p in mixed.paths} == {year, "Joseph Losey"}
+    assert to_json(got)["paths"][0]["anchor"] == {"value": "1951", "datatype": YEAR}
+
+
+def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
+    from engine.stores.oxigraph import OxigraphStore
+
+    path = str(tmp_path / "store")
+    with OxigraphStore(path) as store:
+        store.add_triples(DATED)
+    argv = ["arg", "retrieve", "films released in 1951", "--literal", f"1951^^{YEAR}", "--k", "3", "--store", path, "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["paths"][0]["anchor"] == {"value": "1951", "datatype": YEAR}
+    assert main(["arg", "retrieve", "q", "--literal", "(JOIN r m.a)", "--store", path]) == 2
+    assert "not a literal" in capsys.readouterr().err
+    assert main(["arg", "retrieve", "q", "--store", path]) == 2
+    assert "--entity" in capsys.readouterr().err
 
 
 def test_trained_scorer_round_trip(tmp_path, bi):
@@ -138,3 +185,29 @@ def test_generation_alignment_and_vote(bi):
     assert "References:" in lm.prompts[0] and "who directed [Y]" in lm.prompts[0]
     assert got.answers == ["Joseph Losey"] and got.sexpr == "(JOIN (R directed_by) [The Prowler])"  # 'directed' aligned by BM25
     assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and f1(got.answers, ["Joseph Losey", "x"]) == pytest.approx(2 / 3)
+
+
+def test_alignment_moves_on_past_a_candidate_that_times_out():
+    import time
+
+    from engine.arg.alignment import Aligner
+    from engine.sexpr.tree import entities
+    from engine.timeouts import run_with_timeout
+
+    class SlowOnP1(ReferenceStore):
+        """Any expression about p1 takes seconds (as a costly query would)."""
+
+        def _execute_tree(self, tree, timeout=None):
+            if "p1" in entities(tree):
+                return run_with_timeout(lambda: time.sleep(3) or set(), timeout, "the test store")
+            return super()._execute_tree(tree, timeout)
+
+    name = Literal.make("The Prowler", lang="en")
+    store = SlowOnP1([
+        Triple("p1", NAME_RELATION, name), Triple("p1", "directed_by", "X"), Triple("p1", "has_genre", "Noir"),
+        Triple("p2", NAME_RELATION, name), Triple("p2", "directed_by", "Joseph Losey"),
+    ])
+    aligner = Aligner(store, timeout=0.05)
+    assert aligner.entity_ids("The Prowler") == ["p1", "p2"]  # the better connected first
+    got = aligner.run("(JOIN (R directed_by) [The Prowler])", "who directed [The Prowler]")
+    assert (got.sexpr, got.result.answers, got.tried, got.timed_out) == ("(JOIN (R directed_by) [p2])", ["Joseph Losey"], 2, 1)

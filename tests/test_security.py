@@ -81,6 +81,39 @@ def test_hostile_literals_are_matched_literally(hostile_store):
     assert hostile_store.stats() == before
 
 
+def test_hostile_literal_anchors_are_matched_literally(hostile_store):
+    before = hostile_store.stats()
+    for n, value in enumerate(HOSTILE_LITERALS):
+        anchor = Literal.make(value)
+        rows = hostile_store.relations([anchor]).rows
+        assert [(r.id, r.relation, r.direction, r.count) for r in rows] == [(anchor, NAME_RELATION, "in", 1)]
+        two = hostile_store.two_hop_relations([anchor], NAME_RELATION).rows
+        assert [(r.id, r.relation, r.direction) for r in two] == [(anchor, "r", "in"), (anchor, NAME_RELATION, "out")]
+        tagged = Literal.make(value, lang="en")  # same text, another literal: nothing
+        assert hostile_store.relations([tagged]).rows == []
+    assert hostile_store.relations([Literal.make("x' OR '1'='1"), Literal.make('"} DROP ALL #')]).rows == []
+    assert hostile_store.stats() == before
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        Literal("1", "http://x/t> } ; DROP ALL ; #"),
+        Literal("1", "http://x/t\"x"),
+        Literal("1", "no scheme"),
+        Literal("chat", None, "en} DROP ALL"),
+        Literal("1", "http://www.w3.org/2001/XMLSchema#integer\n"),
+    ],
+)
+def test_hostile_literal_anchor_types_are_rejected(hostile_store, literal):
+    before = hostile_store.stats()
+    with pytest.raises((InvalidIdentifierError, InvalidInputError)):
+        hostile_store.relations([literal])
+    with pytest.raises((InvalidIdentifierError, InvalidInputError)):
+        hostile_store.two_hop_relations(["plain", literal], "r")
+    assert hostile_store.stats() == before
+
+
 @pytest.mark.parametrize("relation", HOSTILE_RELATIONS)
 def test_hostile_relation_names_are_rejected(hostile_store, relation):
     before = hostile_store.stats()

@@ -4,9 +4,12 @@ every shared S-expression compiled and run on each store."""
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import pytest
 
+from engine.errors import InvalidInputError, QueryTimeoutError
 from engine.model import XSD, ExecuteResult, Literal, Triple
 from engine.reference import ReferenceStore
 from engine.sexpr import SExprSyntaxError, parse
@@ -96,3 +99,42 @@ def test_untrusted_text_is_parsed_before_any_query():
             store.execute(bad)
     assert store.execute("(JOIN p.link [m.b])").answers == ["m.a", "m.c"]
     assert parse(f"(JOIN p.date {TIMES[0].value}^^{Y})")
+
+
+def _chain(hops: int) -> str:
+    return "(COUNT " + "(JOIN (R r) " * hops + "[n0]" + ")" * hops + ")"
+
+
+def _costly_graph() -> list[Triple]:
+    """300 nodes with 30 random ``r`` edges each (SPARQL walks every path of a JOIN chain
+    before DISTINCT), and two hubs of 3,000 subjects each (Cypher intersects lists pairwise)."""
+    rng = random.Random(0)
+    triples = {Triple(f"n{i}", "r", f"n{rng.randrange(300)}") for i in range(300) for _ in range(30)}
+    triples |= {Triple(f"h{i}", "s", "m.hub1") for i in range(3000)}
+    triples |= {Triple(f"h{i}", "t", "m.hub2") for i in range(3000)}
+    return sorted(triples, key=repr)
+
+
+#: per store, an expression that runs far longer than a 10 ms timeout. Virtuoso acts on its
+#: timeout only every 2 s or so and answers a query done by then in full, so it gets one that
+#: would run for minutes; Oxigraph and FalkorDB leave an abandoned query running in the
+#: background, so theirs are kept short.
+COSTLY = {"oxigraph": _chain(4), "virtuoso": _chain(6)}
+COSTLY_CYPHER = "(COUNT (AND (JOIN s m.hub1) (JOIN t m.hub2)))"
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_query_past_its_timeout_raises_and_the_store_goes_on(make_store, kind):
+    store = make_store(kind, _costly_graph())
+    costly = COSTLY.get(kind, COSTLY_CYPHER)
+    with pytest.raises(QueryTimeoutError, match=re.escape(costly)) as caught:
+        store.execute(costly, timeout=0.01)
+    message = str(caught.value)
+    assert "timeout of 0.01 s" in message
+    assert ("Virtuoso" in message) if kind == "virtuoso" else ("abandoned" in message)  # who stopped it
+    # within its timeout a query answers as without one
+    assert store.execute("(COUNT (JOIN s m.hub1))", timeout=60) == ExecuteResult([], 3000)
+    assert store.execute(_chain(2), timeout=60) == store.execute(_chain(2)) == ReferenceStore(_costly_graph()).execute(_chain(2))
+    for bad in (0, -1, float("nan"), "1", True):
+        with pytest.raises(InvalidInputError, match="timeout"):
+            store.execute(_chain(1), timeout=bad)

@@ -11,7 +11,7 @@ import pytest
 
 from engine.model import NAME_RELATION, TYPE_RELATION
 from engine.reference import ReferenceStore
-from tests.random_graphs import NAMES, RELATIONS, node_ids, random_graph
+from tests.random_graphs import ABSENT_LITERALS, NAMES, RELATIONS, literal_objects, node_ids, random_graph
 
 SEEDS = [1, 2, 3]
 DIRECTIONS = ["out", "in", "both"]
@@ -22,13 +22,22 @@ def _sample(rng: random.Random, pool: list[str], k: int) -> list[str]:
     return rng.sample(pool, min(k, len(pool)))
 
 
-def _calls(rng: random.Random, ids: list[str]):
+def _anchors(rng: random.Random, ids: list[str], literals: list) -> list:
+    """Node ids and literals mixed (ARG-KBQA's anchors), or literals alone."""
+    chosen = _sample(rng, literals + ABSENT_LITERALS, rng.randint(1, 3))
+    return chosen + _sample(rng, ids, rng.randint(0, 2))
+
+
+def _calls(rng: random.Random, ids: list[str], literals: list):
     """Yield (operation, args, kwargs) triples drawn at random."""
     rels = RELATIONS + [NAME_RELATION, TYPE_RELATION]
     for _ in range(CALLS):
         seeds = _sample(rng, ids + ["no-such-node"], rng.randint(1, 4))
         direction = rng.choice(DIRECTIONS)
+        anchors = _anchors(rng, ids, literals)
         yield "relations", (seeds,), {"direction": direction}
+        yield "relations", (anchors,), {"direction": direction}
+        yield "two_hop_relations", (anchors, rng.choice(rels)), {"direction": direction}
         yield "expand", (seeds,), {"relations": rng.choice([None, _sample(rng, rels, 2)]), "direction": direction}
         path = [rng.choice(RELATIONS) for _ in range(rng.randint(1, 3))]
         yield "follow_paths", (seeds, path), {"direction": direction}
@@ -55,7 +64,7 @@ def test_every_operation_matches_the_reference(make_store, store_kind, seed):
     assert store.count_triples() == len(triples)
     assert store.stats() == reference.stats()
     rng = random.Random(seed * 1000)
-    for op, args, kwargs in _calls(rng, node_ids(triples)):
+    for op, args, kwargs in _calls(rng, node_ids(triples), literal_objects(triples)):
         expected = getattr(reference, op)(*args, **kwargs)
         got = getattr(store, op)(*args, **kwargs)
         assert got == expected, f"{store_kind} {op}{args}{kwargs}"
@@ -67,6 +76,7 @@ def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed)
     reference = ReferenceStore(triples)
     store = make_store(store_kind, triples)
     ids = node_ids(triples)
+    literals = literal_objects(triples)
     rng = random.Random(seed)
     for _ in range(20):
         seeds = _sample(rng, ids, 3)
@@ -78,6 +88,8 @@ def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed)
             ("subgraph", (seeds, 2), {}, "edges"),
             ("shortest_paths", (seeds, _sample(rng, ids, 4)), {"max_hops": 3}, "paths"),
             ("two_hop_relations", (seeds, rng.choice(RELATIONS)), {}, "rows"),
+            ("relations", (_anchors(rng, ids, literals),), {}, "rows"),
+            ("two_hop_relations", (_anchors(rng, ids, literals), NAME_RELATION), {}, "rows"),
             ("search", ("a",), {"mode": "contains"}, "hits"),
         ]
         for op, args, kwargs, field in cases:
@@ -131,5 +143,6 @@ def test_oxigraph_matches_the_reference_on_drawn_graphs(triples, seeds, path, di
     )
     assert store.subgraph(seeds, hops, direction) == reference.subgraph(seeds, hops, direction)
     assert store.shortest_paths(seeds, ["a", "b", "c"], hops) == reference.shortest_paths(seeds, ["a", "b", "c"], hops)
-    assert store.relations(seeds, direction) == reference.relations(seeds, direction)
-    assert store.two_hop_relations(seeds, path[0], direction) == reference.two_hop_relations(seeds, path[0], direction)
+    anchors = [*seeds, Literal.make("v"), Literal.make("w", lang="en"), Literal.make("w")]
+    assert store.relations(anchors, direction) == reference.relations(anchors, direction)
+    assert store.two_hop_relations(anchors, path[0], direction) == reference.two_hop_relations(anchors, path[0], direction)

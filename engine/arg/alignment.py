@@ -6,7 +6,9 @@ every combination executed until the first non-empty answer.
   word with it (``search`` contains), best first;
 - a relation not in the store: the ``n_relations`` best by BM25 over relation names, scored
   against the relation and the question;
-- the combinations run in that order; the first non-empty answer wins.
+- the combinations run in that order; the first non-empty answer wins. Each runs with a
+  per-query ``timeout`` (seconds; ``Store.execute``): one that runs past it, or fails, counts
+  as an empty answer and the loop moves on to the next.
 """
 from __future__ import annotations
 
@@ -15,11 +17,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.arg.generation import tokens
-from engine.errors import KGQAError
+from engine.errors import KGQAError, QueryTimeoutError
 from engine.model import ExecuteResult
 from engine.sexpr import parse
 from engine.sexpr.tree import Entity, Relation, Top, Value, to_text
 from engine.store import Store
+from engine.timeouts import validate_timeout
+
+#: seconds one candidate may run before it counts as empty
+TIMEOUT = 10.0
 
 
 @dataclass
@@ -27,13 +33,17 @@ class Aligned:
     sexpr: str | None
     result: ExecuteResult | None
     tried: int
+    timed_out: int = 0  # candidates stopped at the timeout
 
 
 class Aligner:
-    def __init__(self, store: Store, n_entities: int = 15, n_relations: int = 10) -> None:
+    def __init__(
+        self, store: Store, n_entities: int = 15, n_relations: int = 10, timeout: float | None = TIMEOUT
+    ) -> None:
         from rank_bm25 import BM25Okapi
 
         self.store = store
+        self.timeout = validate_timeout(timeout)
         self.n_entities, self.n_relations = n_entities, n_relations
         self.known = sorted(store.stats().relations)
         self.bm25 = BM25Okapi([tokens(r) or ["_"] for r in self.known]) if self.known else None
@@ -71,18 +81,21 @@ class Aligner:
         entity_names = sorted({n.id for n in _nodes(tree, Entity)})
         relation_names = sorted({n.name for n in _nodes(tree, Relation)})
         options = [self.entity_ids(n) for n in entity_names] + [self.relation_names(r, question) for r in relation_names]
-        tried = 0
+        tried = timed_out = 0
         for choice in itertools.islice(itertools.product(*options), max_tries):
             mapping = dict(zip(entity_names + relation_names, choice))
             candidate = _substitute(tree, mapping)
             tried += 1
             try:
-                result = self.store.execute(candidate)
+                result = self.store.execute(candidate, timeout=self.timeout)
+            except QueryTimeoutError:
+                timed_out += 1  # an empty answer: on to the next combination
+                continue
             except KGQAError:
                 continue
             if result.answers or result.count:
-                return Aligned(to_text(candidate), result, tried)
-        return Aligned(None, None, tried)
+                return Aligned(to_text(candidate), result, tried, timed_out)
+        return Aligned(None, None, tried, timed_out)
 
 
 def _nodes(tree: Any, kind: type) -> list[Any]:

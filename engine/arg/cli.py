@@ -15,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sexpr", help="execute an S-expression (GrailQA logical form) on a store")
     p.add_argument("expression", help='e.g. "(JOIN (R directed_by) [The Prowler])"')
     p.add_argument("--show-query", action="store_true", help="print the compiled SPARQL or Cypher instead of running it")
+    p.add_argument("--timeout", type=float, default=None, help="seconds the query may run (default: no limit)")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_sexpr)
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     arg = sub.add_parser("arg", help="ARG-KBQA: two-hop retrieval with a two-stage ranker").add_subparsers(dest="arg_command", required=True)
     p = arg.add_parser("retrieve", help="top-k logical-form references for a question with its entities")
     p.add_argument("question")
-    p.add_argument("--entity", action="append", required=True, help="a gold entity id of the question (repeatable)")
+    _anchor_arguments(p)
     _model_arguments(p)
     p.set_defaults(handler=_retrieve)
 
@@ -37,12 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = arg.add_parser("run", help="answer a question: retrieval, few-shot generation, alignment, execution, vote")
     p.add_argument("question")
-    p.add_argument("--entity", action="append", required=True, help="a gold entity id of the question (repeatable)")
+    _anchor_arguments(p)
     p.add_argument("--lm", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
     p.add_argument("--n-demos", type=int, default=40)
     p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25")
     p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds each candidate form may run before it counts as empty (default 10)")
     _model_arguments(p)
     p.set_defaults(handler=_run)
 
@@ -50,6 +52,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     _dataset_arguments(p)
     _model_arguments(p)
     p.set_defaults(handler=_recall)
+
+
+def _anchor_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--entity", action="append", default=[], help="a gold entity id of the question (repeatable)")
+    p.add_argument(
+        "--literal", action="append", default=[],
+        help='a gold literal of the question, written as in an S-expression (repeatable), e.g. '
+        '1990^^http://www.w3.org/2001/XMLSchema#gYear or \'"Paris"@en\'',
+    )
+
+
+def _anchors(args: argparse.Namespace) -> list:
+    """The question's anchors: entity ids, then literals parsed as S-expression values."""
+    from engine.errors import InvalidInputError
+    from engine.sexpr import parse
+    from engine.sexpr.tree import Value
+
+    literals = []
+    for text in args.literal:
+        node = parse(text)
+        if not isinstance(node, Value):
+            raise InvalidInputError(f"--literal {text!r} is not a literal: write e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear")
+        literals.append(node.literal)
+    if not args.entity and not literals:
+        raise InvalidInputError("give the question's anchors: at least one --entity ID or --literal VALUE")
+    return [*args.entity, *literals]
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,7 +105,7 @@ def _sexpr(args: argparse.Namespace) -> None:
         if args.show_query:
             print(_compiled(store, tree))
             return
-        emit(args, store.execute(tree))
+        emit(args, store.execute(tree, timeout=args.timeout))
 
 
 def _compiled(store: Any, tree: Any) -> str:
@@ -104,9 +132,10 @@ def _models(args: argparse.Namespace):
 def _retrieve(args: argparse.Namespace) -> None:
     from engine.arg.retrieval import retrieve
 
+    anchors = _anchors(args)
     bi, scorer, schema = _models(args)
     with open_from_args(args) as store:
-        emit(args, retrieve(store, args.question, args.entity, bi, scorer, args.k, schema))
+        emit(args, retrieve(store, args.question, anchors, bi, scorer, args.k, schema))
 
 
 def _items(args: argparse.Namespace, store: Any, first: int, count: int) -> list:
@@ -151,11 +180,12 @@ def _run(args: argparse.Namespace) -> None:
     from engine.models.lm import load_lm
 
     pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
+    anchors = _anchors(args)
     bi, scorer, _ = _models(args)
     with open_from_args(args) as store:
         result = answer_question(
-            store, args.question, args.entity, load_lm(args.lm), DemoPicker(pool, args.n_demos, args.demo_mode),
-            bi, scorer, Aligner(store), args.k, args.samples,
+            store, args.question, anchors, load_lm(args.lm), DemoPicker(pool, args.n_demos, args.demo_mode),
+            bi, scorer, Aligner(store, timeout=args.timeout), args.k, args.samples,
         )
     emit(args, result)
 

@@ -10,7 +10,7 @@ from engine.arg.alignment import Aligner
 from engine.arg.generation import DemoPicker, generate_forms
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
-from engine.model import Term, term_key
+from engine.model import Literal, Term, term_key
 from engine.models.lm import LanguageModel
 from engine.store import Store
 
@@ -24,12 +24,13 @@ class ArgAnswer:
     sexpr: str | None
     answers: list[Term] = field(default_factory=list)
     count: int | None = None
+    timed_out: int = 0  # candidate executions stopped at the aligner's timeout
 
 
 def answer_question(
     store: Store,
     question: str,
-    anchors: Sequence[str],
+    anchors: Sequence[str | Literal],
     lm: LanguageModel,
     picker: DemoPicker,
     bi: BiEncoder,
@@ -49,7 +50,7 @@ def answer_question(
             key = (tuple(run.result.answers), run.result.count)
             votes[key] += 1
             first.setdefault(key, i)
-    out = ArgAnswer(question, references, generated, [r.sexpr for r in runs], None)
+    out = ArgAnswer(question, references, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs))
     if votes:
         best = max(votes, key=lambda key: (votes[key], -first[key]))
         out.sexpr = runs[first[best]].sexpr

@@ -1,15 +1,17 @@
 """ARG-KBQA retrieval (Module A) on the store operations.
 
-1. ``relations(entities)``: the one-hop relations of the question's entities;
+1. ``relations(anchors)``: the one-hop relations of the question's entities and literals (a
+   literal's are the relations of the edges that end on it, all ``in``);
 2. stage 1 keeps 2k of them (bi-encoder, question vs relation), stage 2 keeps k
    (``Question: q / Relation: r``);
-3. ``two_hop_relations`` per kept (r1, direction), all its entities in one call: the relations
-   around the nodes reached;
+3. ``two_hop_relations`` per kept (r1, direction), all its anchors in one call: the relations
+   around the nodes reached (from a literal, the subjects of its r1 edges);
 4. stage 1 keeps 2k two-hop pairs (``One-hop Relation: r1 / Relation: r2``), stage 2 keeps k
    (``Question: q / One-hop Relation: r1 / Relation: r2``);
 5. the kept one- and two-hop paths become candidate logical forms (``candidates.py``), stage 2
    ranks them (``Question: q / Logical form: lf``), and the top k are the references, ids
-   replaced by names.
+   replaced by names. A literal anchor gives ``(JOIN r literal)`` and, for numbers and dates,
+   the comparisons ``(lt r literal)`` … ``(ge r literal)`` as well.
 
 Every store call and model call is timed apart (``store_seconds``, ``model_seconds``).
 """
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 
 from engine.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.arg.ranker import BiEncoder, Scorer, top
+from engine.model import Literal, Term, term_key
 from engine.sexpr.tree import entities as tree_entities
 from engine.sexpr.tree import to_text
 from engine.store import Store
@@ -33,7 +36,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class KeptPath:
-    anchor: str
+    anchor: Term  # an entity id or a Literal
     hops: tuple[Hop, ...]
     score: float
 
@@ -87,31 +90,32 @@ def _two_stage(
 def retrieve(
     store: Store,
     question: str,
-    anchors: Sequence[str],
+    anchors: Sequence[str | Literal],
     bi: BiEncoder,
     scorer: Scorer,
     k: int = K,
     schema: Schema | None = None,
     limit: int | None = 10_000,
 ) -> Retrieval:
-    """The kept paths and the top-k references for a question with its gold entities."""
+    """The kept paths and the top-k references for a question with its gold entities and
+    literals (``anchors``: ids and :class:`Literal` values)."""
     result = Retrieval(question)
     clock = _Clock(result)
-    ids = list(dict.fromkeys(anchors))
-    rows = clock.store(lambda: store.relations(ids, "both", limit)).rows
-    hop1 = sorted({(r.id, r.relation, r.direction) for r in rows})
+    seeds = list(dict.fromkeys(anchors))
+    rows = clock.store(lambda: store.relations(seeds, "both", limit)).rows
+    hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
     kept1 = _two_stage(clock, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
     paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
 
-    by_r1: dict[tuple[str, str], list[str]] = defaultdict(list)
+    by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
     for path in paths:
         (r1, d1), = path.hops
         by_r1[(r1, d1)].append(path.anchor)
-    hop2: set[tuple[str, str, str, str, str]] = set()
-    for (r1, d1), seeds in by_r1.items():
-        found = clock.store(lambda seeds=seeds, r1=r1, d1=d1: store.two_hop_relations(seeds, r1, d1, limit)).rows
+    hop2: set[tuple[Term, str, str, str, str]] = set()
+    for (r1, d1), starts in by_r1.items():
+        found = clock.store(lambda starts=starts, r1=r1, d1=d1: store.two_hop_relations(starts, r1, d1, limit)).rows
         hop2.update((row.id, r1, d1, row.relation, row.direction) for row in found)
-    pairs = sorted(hop2)
+    pairs = sorted(hop2, key=_hop_key)
     kept2 = _two_stage(
         clock, bi, scorer, question,
         [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
@@ -122,6 +126,11 @@ def retrieve(
     result.paths = paths
     result.references = rank_forms(clock, store, scorer, question, paths, k, schema)
     return result
+
+
+def _hop_key(row: tuple) -> tuple:
+    """Rows (anchor, …) in a total order, entity ids and literals mixed."""
+    return (term_key(row[0]), *row[1:])
 
 
 def rank_forms(

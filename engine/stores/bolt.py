@@ -40,7 +40,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from cypher import compiler, schema
 from cypher.sexpr import compile_sexpr
-from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
+from engine.errors import InvalidInputError, QueryTimeoutError, StoreError, StoreUnavailableError
 from engine.identifiers import RELATION_PATTERN
 from engine.model import (
     NAME_RELATION,
@@ -58,6 +58,7 @@ from engine.model import (
 from engine.open import BOLT_SCHEMES
 from engine.sexpr.tree import Count, Top
 from engine.store import Store, pick_name
+from engine.timeouts import run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
 #: A Bolt handshake: the magic number, then the versions asked for (5.0-5.7, 4.4).
@@ -227,15 +228,26 @@ class BoltStore(Store):
             self._unstick_falkordb()
 
     # ------------------------------------------------------------------ running Cypher
-    def _transact(self, text: str, params: dict[str, Any], *, write: bool) -> tuple[list[str], list[list[Any]]]:
-        """Run one statement in its own transaction; its column names and rows. Driver
-        errors propagate."""
+    def _transact(
+        self, text: str, params: dict[str, Any], *, write: bool, timeout: float | None = None
+    ) -> tuple[list[str], list[list[Any]]]:
+        """Run one statement in its own transaction; its column names and rows. Driver errors
+        propagate. With a ``timeout`` (a read bounded by the caller) the transaction is an
+        explicit one of at most that many seconds, never retried: a retry would run past the
+        deadline, and an abandoned query must not keep reconnecting. (Not an auto-commit one:
+        FalkorDB then reads the database name, which it ignores in transactions.)"""
         if self._closed:
             raise StoreError(f"the store {self.uri} is closed")
         if self._falkordb:
             text, params = compiler.inline_parameters(text, params), {}
             if len(text.encode("utf-8")) % 4096 == _FALKORDB_BAD_LENGTH:
                 text += " "
+
+        if timeout is not None and not write:
+            with self._driver.session(database=self._database, default_access_mode=neo4j.READ_ACCESS) as session:
+                with session.begin_transaction(timeout=timeout) as tx:
+                    result = tx.run(text, params)
+                    return list(result.keys()), [record.values() for record in result]
 
         @neo4j.unit_of_work(timeout=self.timeout)
         def work(tx: neo4j.ManagedTransaction) -> tuple[list[str], list[list[Any]]]:
@@ -245,21 +257,35 @@ class BoltStore(Store):
         with self._driver.session(database=self._database) as session:
             return session.execute_write(work) if write else session.execute_read(work)
 
-    def _execute(self, text: str, params: dict[str, Any], *, write: bool) -> tuple[list[str], list[list[Any]]]:
-        """:meth:`_transact` with driver errors turned into the engine's."""
+    def _execute(
+        self, text: str, params: dict[str, Any], *, write: bool, timeout: float | None = None
+    ) -> tuple[list[str], list[list[Any]]]:
+        """:meth:`_transact` with driver errors turned into the engine's. A ``timeout`` is the
+        transaction's, which Neo4j enforces; FalkorDB ignores it, so the call also stops
+        waiting at the deadline (:mod:`engine.timeouts`)."""
         try:
-            return self._transact(text, params, write=write)
+            if timeout is None:
+                return self._transact(text, params, write=write)
+            # on Neo4j the server's own stop normally comes first; the deadline is a backstop
+            deadline, server = (timeout, "FalkorDB") if self._falkordb else (timeout + 1.0, "the Bolt server")
+            return run_with_timeout(lambda: self._transact(text, params, write=write, timeout=timeout), deadline, server)
         except (ServiceUnavailable, SessionExpired) as e:
             raise StoreUnavailableError(f"lost the Bolt server at {self.uri}: {e}") from e
         except AuthError as e:
             raise StoreUnavailableError(self._auth_message(e)) from e
         except Neo4jError as e:
+            if timeout is not None and "TransactionTimedOut" in (e.code or ""):
+                raise QueryTimeoutError(f"Neo4j stopped it: {e.message or e}") from e
             raise StoreError(f"the Bolt server at {self.uri} failed the query: {e.message or e}") from e
         except DriverError as e:
             raise StoreError(f"the Bolt driver failed on {self.uri}: {e}") from e
 
-    def _rows(self, compiled: tuple[str, dict[str, Any]], *, write: bool = False) -> list[list[Any]]:
-        return self._execute(*compiled, write=write)[1]
+    def _rows(
+        self, compiled: tuple[str, dict[str, Any]], *, write: bool = False, timeout: float | None = None
+    ) -> list[list[Any]]:
+        if timeout is None:
+            return self._execute(*compiled, write=write)[1]
+        return self._execute(*compiled, write=write, timeout=timeout)[1]
 
     # ------------------------------------------------------------------ writing
     def _ensure_schema(self) -> None:
@@ -336,6 +362,16 @@ class BoltStore(Store):
         rows = self._rows(compiler.two_hop_relations(ids, r1, direction, fetch, self._flavour))
         return [TwoHopRelation(i, r1, rel, d, n) for i, rel, d, n in rows]
 
+    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
+        by_key = {schema.literal_key(lit): lit for lit in literals}
+        rows = self._rows(compiler.literal_relations(list(by_key), fetch))
+        return [RelationCount(by_key[key], rel, "in", n) for key, rel, n in rows]
+
+    def _literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> list[TwoHopRelation]:
+        by_key = {schema.literal_key(lit): lit for lit in literals}
+        rows = self._rows(compiler.literal_two_hop_relations(list(by_key), r1, fetch))
+        return [TwoHopRelation(by_key[key], r1, rel, d, n) for key, rel, d, n in rows]
+
     def _names(self, ids: list[str]) -> dict[str, list[Literal]]:
         found: dict[str, list[Literal]] = defaultdict(list)
         for i, value, datatype, lang in self._rows(compiler.names(ids, self._flavour)):
@@ -364,8 +400,8 @@ class BoltStore(Store):
                 return kept
             ask *= 4
 
-    def _execute_tree(self, tree: Top) -> list[Term] | int:
-        rows = self._rows(compile_sexpr(tree, self._flavour))
+    def _execute_tree(self, tree: Top, timeout: float | None = None) -> list[Term] | int:
+        rows = self._rows(compile_sexpr(tree, self._flavour), timeout=timeout)
         if isinstance(tree, Count):
             return rows[0][0]
         return [_node(i, v, dt, lang) for i, v, dt, lang in rows]

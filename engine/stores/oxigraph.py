@@ -11,6 +11,7 @@ from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.model import Literal, QueryResult
 from engine.open import FREEBASE_NS
 from engine.stores.sparql_store import Row, SparqlStore
+from engine.timeouts import run_with_timeout
 from sparql.readonly import bind_parameters, ensure_read_only
 
 
@@ -66,13 +67,17 @@ class OxigraphStore(SparqlStore):
         return len(self.db)
 
     # ------------------------------------------------------------------ reading
-    def _select(self, text: str) -> list[Row]:
+    def _select(self, text: str, timeout: float | None = None) -> list[Row]:
+        # pyoxigraph cannot cancel a query: past the timeout it is abandoned (engine.timeouts)
+        return run_with_timeout(lambda: self._solutions(text), timeout, "Oxigraph")
+
+    def _solutions(self, text: str) -> list[Row]:
         try:
             solutions = self.db.query(text, use_default_graph_as_union=False)
+            names = [v.value for v in solutions.variables]
+            return [{n: self._from_ox(s[n]) for n in names} for s in solutions]
         except SyntaxError as e:  # a compiler bug, never user input
             raise StoreError(f"Oxigraph rejected a generated query: {e}\n{text}") from e
-        names = [v.value for v in solutions.variables]
-        return [{n: self._from_ox(s[n]) for n in names} for s in solutions]
 
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         ensure_read_only(text)

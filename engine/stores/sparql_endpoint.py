@@ -17,6 +17,7 @@ import ast
 import http.client
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -45,12 +46,14 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from engine.errors import (
     InvalidInputError,
     KGQAError,
+    QueryTimeoutError,
     StoreError,
     StoreUnavailableError,
 )
 from engine.model import XSD, Literal, QueryResult, Term
 from engine.open import FREEBASE_NS
 from engine.stores.sparql_store import Row, SparqlStore
+from engine.timeouts import run_with_timeout
 from sparql.compiler import SparqlCompiler
 from sparql.readonly import bind_parameters, ensure_read_only
 from sparql.terms import Terms
@@ -174,11 +177,14 @@ class SparqlEndpointStore(SparqlStore):
         return VirtuosoCompiler(terms, graph) if self.flavour == "virtuoso" else SparqlCompiler(terms, graph)
 
     # ------------------------------------------------------------------ HTTP
-    def _request(self, text: str, accept: str, whole_graph: bool) -> bytes:
+    def _request(self, text: str, accept: str, whole_graph: bool, timeout: float | None = None) -> bytes:
         """POST a query; retry transient failures; return the response body.
 
         ``whole_graph`` adds ``default-graph-uri`` so that a raw query sees this store's graph
-        and nothing else (the compiled queries carry their own FROM).
+        and nothing else (the compiled queries carry their own FROM). ``timeout`` (seconds)
+        goes to Virtuoso as its ``timeout`` parameter: it interrupts the query there and
+        answers with a partial result marked ``X-SQL-State: S1TAT``, which is raised as
+        :class:`QueryTimeoutError`.
         """
         wrapper = SPARQLWrapper(self.endpoint)
         wrapper.setMethod(POST)
@@ -186,6 +192,8 @@ class SparqlEndpointStore(SparqlStore):
         wrapper.addCustomHttpHeader("Accept", accept)
         if whole_graph:
             wrapper.addParameter("default-graph-uri", self.graph)
+        if timeout is not None:
+            wrapper.addParameter("timeout", str(max(1, math.ceil(timeout * 1000))))  # milliseconds
         wrapper.setQuery(text)
         wrapper.timeout = self.timeout  # seconds as given (setTimeout would truncate to int)
 
@@ -193,6 +201,8 @@ class SparqlEndpointStore(SparqlStore):
             with wrapper.query().response as response:
                 headers = response.headers
                 body = response.read()
+            if timeout is not None and headers.get("X-SQL-State") == "S1TAT":
+                raise QueryTimeoutError(f"Virtuoso interrupted it: {headers.get('X-SQL-Message', '').strip()[:200]}")
             # Virtuoso answers 200 with a cut-down result when a server-side limit is hit.
             if headers.get("X-SPARQL-MaxRows"):
                 raise StoreError(
@@ -224,6 +234,8 @@ class SparqlEndpointStore(SparqlStore):
             message = _server_message(e)
             if _transient(e):
                 raise self._unavailable(f"it keeps failing ({message})") from e
+            if "S1T00" in message and timeout is not None:
+                raise QueryTimeoutError(f"Virtuoso refused or stopped it: {message}") from e
             if "S1T00" in message:  # the server's own time limit, not a bad query
                 raise StoreError(
                     f"{self.endpoint} stopped the query at its time limit ({message}): raise "
@@ -246,8 +258,8 @@ class SparqlEndpointStore(SparqlStore):
             "or pass the endpoint's real host, port and path."
         )
 
-    def _json(self, text: str, whole_graph: bool = False) -> dict[str, Any]:
-        body = self._request(text, "application/sparql-results+json", whole_graph)
+    def _json(self, text: str, whole_graph: bool = False, timeout: float | None = None) -> dict[str, Any]:
+        body = self._request(text, "application/sparql-results+json", whole_graph, timeout)
         # Numbers stay text: Virtuoso writes some literal values as bare JSON numbers.
         return json.loads(body, parse_float=str, parse_int=str)
 
@@ -276,9 +288,11 @@ class SparqlEndpointStore(SparqlStore):
             rows.append({n: self._decode(b.get(n), b.get(n + EXACT_SUFFIX) if compiled else None) for n in names})
         return names, rows
 
-    def _select(self, text: str) -> list[Row]:
+    def _select(self, text: str, timeout: float | None = None) -> list[Row]:
+        if timeout is not None and self.flavour != "virtuoso":  # no standard way to stop a query
+            return run_with_timeout(lambda: self._select(text), timeout, f"the SPARQL endpoint {self.endpoint}")
         try:
-            return self._rows(self._json(text), compiled=True)[1]
+            return self._rows(self._json(text, timeout=timeout), compiled=True)[1]
         except QueryRejected as e:  # a compiler bug, never user input
             raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
 

@@ -53,8 +53,9 @@ class SparqlStore(Store):
         return SparqlCompiler(terms, graph)
 
     @abstractmethod
-    def _select(self, text: str) -> list[Row]:
-        """Run a SELECT and decode its rows."""
+    def _select(self, text: str, timeout: float | None = None) -> list[Row]:
+        """Run a SELECT and decode its rows; past ``timeout`` seconds (None: the store's own
+        limits), raise :class:`engine.errors.QueryTimeoutError`."""
 
     # ------------------------------------------------------------------ loading
     # Both RDF stores load N-Triples text: triples are written as lines (``_ntriples``), and the
@@ -117,6 +118,14 @@ class SparqlStore(Store):
         rows = self._select(self.compiler.two_hop_relations(ids, r1, direction, fetch))
         return [TwoHopRelation(r["id"], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
 
+    def _literal_relations(self, literals, fetch) -> list[RelationCount]:
+        rows = self._select(self.compiler.literal_relations(literals, fetch))
+        return [RelationCount(literals[_int(r["i"])], r["rel"], "in", _int(r["n"])) for r in rows]
+
+    def _literal_two_hop_relations(self, literals, r1, fetch) -> list[TwoHopRelation]:
+        rows = self._select(self.compiler.literal_two_hop_relations(literals, r1, fetch))
+        return [TwoHopRelation(literals[_int(r["i"])], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+
     def _names(self, ids) -> dict[str, list[Literal]]:
         found: dict[str, list[Literal]] = defaultdict(list)
         for r in self._select(self.compiler.names(ids)):
@@ -132,8 +141,8 @@ class SparqlStore(Store):
     def _search(self, text, mode, fetch) -> list[SearchHit]:
         return [SearchHit(r["id"], r["name"].value) for r in self._select(self.compiler.search(text, mode, fetch))]
 
-    def _execute_tree(self, tree: Top) -> list[Term] | int:
-        rows = self._select(sexpr_compiler(self.compiler).compile(tree))
+    def _execute_tree(self, tree: Top, timeout: float | None = None) -> list[Term] | int:
+        rows = self._select(sexpr_compiler(self.compiler).compile(tree), timeout)
         if isinstance(tree, Count):
             return _int(rows[0]["n"])
         return [r["v0"] for r in rows]
