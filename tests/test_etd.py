@@ -13,7 +13,13 @@ from engine.etd.determination import parse_choice
 from engine.etd.evidence import Fact, backtrack, facts
 from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
 from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
-from engine.etd.model import Exploration, answer_loss, segment_log_softmax
+from engine.etd.model import (
+    EtDConfig,
+    EtDModel,
+    Exploration,
+    answer_loss,
+    segment_log_softmax,
+)
 from engine.etd.pipeline import predict
 from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.etd.training import load_checkpoint
@@ -103,6 +109,125 @@ def test_segment_log_softmax_and_loss_with_several_gold_answers():
     loss, unreached = answer_loss(exploration, [[6, 7], [99]])
     assert unreached == 1
     assert torch.allclose(loss, -(log_p[1] + log_p[2]) / 2)
+
+
+def test_frontier_cap_keeps_each_questions_best_tails_and_their_edges():
+    graph = _hand_built_graph()
+    h, _, h_rel, _, src, rel, dst = graph
+    uncapped = EtDLayer(DIM, top_k=2)
+    capped = EtDLayer(DIM, top_k=2, max_nodes=2)
+    capped.load_state_dict(uncapped.state_dict())
+    assert repr(capped) == "EtDLayer(6, top_k=2, max_nodes=2)"
+    with pytest.raises(ValueError):
+        EtDLayer(DIM, top_k=2, max_nodes=0)
+    with torch.no_grad():
+        alpha = uncapped.attention(*graph[:6])
+        full = uncapped(*graph)
+        out = capped(*graph)
+    # the paper's per-head top-2: question 0 keeps 4 edges into 4 distinct tails, question 1 two
+    kept_tails = full.nodes.tolist()
+    assert len([n for n in kept_tails if n < KEY_STRIDE]) > 2
+    best: dict[int, float] = {}
+    for e in top_k_per_head(alpha, src, 3, 2).tolist():
+        best[int(dst[e])] = max(best.get(int(dst[e]), 0.0), float(alpha[e]))
+    expected = []
+    for q in (0, 1):
+        mine = sorted((n for n in best if n // KEY_STRIDE == q), key=lambda n: (-best[n], n))
+        expected += mine[:2]
+    assert out.nodes.tolist() == sorted(expected)
+    # the kept edges are exactly the per-head top-2 edges into the surviving tails
+    survivors = set(expected)
+    wanted = [e for e in top_k_per_head(alpha, src, 3, 2).tolist() if int(dst[e]) in survivors]
+    assert sorted(zip(out.src.tolist(), out.rel.tolist(), out.nodes[out.dst].tolist())) == sorted(
+        (int(src[e]), int(rel[e]), int(dst[e])) for e in wanted
+    )
+    # and the representations are Eq. 2 over those edges only
+    messages = alpha[wanted].unsqueeze(1) * (capped.lin.weight.detach() @ (h[src[wanted]] * h_rel[rel[wanted]]).T).T
+    index = torch.tensor([sorted(expected).index(int(dst[e])) for e in wanted])
+    assert torch.allclose(out.h, torch.relu(torch.zeros(len(expected), DIM).index_add_(0, index, messages)), atol=1e-5)
+    # a cap at least as large as every question's tails changes nothing
+    loose = EtDLayer(DIM, top_k=2, max_nodes=10)
+    loose.load_state_dict(uncapped.state_dict())
+    with torch.no_grad():
+        same = loose(*graph)
+    assert same.nodes.tolist() == full.nodes.tolist() and torch.equal(same.h, full.h)
+
+
+class _RecordingStore(ReferenceStore):
+    """A reference store that remembers the ids of every ``expand`` call."""
+
+    def __init__(self, triples) -> None:
+        super().__init__(triples)
+        self.expanded: list[list[str]] = []
+
+    def expand(self, ids, *args, **kwargs):
+        self.expanded.append(sorted(ids))
+        return super().expand(ids, *args, **kwargs)
+
+
+def _fan_graph() -> list[Triple]:
+    """topic -r0-> a0..a5; each a_i -r1-> b_i0..b_i2 (so 2-hop frontiers could reach 24 nodes)."""
+    triples = [Triple("topic", "r0", f"a{i}") for i in range(6)]
+    triples += [Triple(f"a{i}", "r1", f"b{i}{j}") for i in range(6) for j in range(3)]
+    return triples
+
+
+@pytest.mark.parametrize("max_frontier", [None, 2])
+def test_pruning_bounds_the_next_frontier_through_the_store(max_frontier):
+    store = _RecordingStore(_fan_graph())
+    explorer = Explorer(store, RelationVocab(["r0", "r1"]))
+    frontiers: list[list[str]] = []
+    expand = explorer.expand
+
+    def recording_expand(frontier):
+        frontiers.append(sorted(str(explorer.terms[n]) for n in frontier))
+        return expand(frontier)
+
+    explorer.expand = recording_expand
+    torch.manual_seed(1)
+    top_k = 3
+    model = EtDModel(EtDConfig(3, top_k, 8, None, ("r0", "r1"), max_frontier), torch.randn(2, 5))
+    with torch.no_grad():
+        exploration = model(torch.randn(1, 5), [explorer.nodes(["topic"])], explorer)
+    assert frontiers[0] == ["topic"] and store.expanded[0] == ["topic"]
+    assert len(store.expanded) <= 3  # at most one store call per layer (cached nodes are not asked again)
+    kept_so_far: set[str] = {"topic"}
+    for layer, out in enumerate(exploration.layers):
+        kept = sorted(str(explorer.terms[int(n)]) for n in out.nodes)
+        assert len(kept) <= len(frontiers[layer]) * top_k  # per-head top-K bounds the kept tails
+        if max_frontier is not None:
+            assert len(kept) <= max_frontier
+        if layer + 1 < len(frontiers):
+            assert frontiers[layer + 1] == kept  # the next layer expands the kept tails, nothing else
+        kept_so_far |= set(kept)
+    # the store is never asked about a node that pruning dropped: of the six a_i, the topic's
+    # top-3 edges (identity included) let at most 3 through, and only their b's can follow
+    asked = {i for call in store.expanded for i in call}
+    assert asked <= kept_so_far
+    layer1 = {str(explorer.terms[int(n)]) for n in exploration.layers[0].nodes}
+    assert len(layer1) <= top_k and {a for a in asked if a.startswith("a")} <= layer1
+    assert all("a" + b[1] in layer1 for b in asked if b.startswith("b"))
+
+
+def test_encoding_cache_encodes_each_text_list_once(tmp_path, monkeypatch):
+    import engine.etd.model as etd_model
+
+    calls: list[list[str]] = []
+
+    class FakeEncoder:
+        def encode(self, texts, **_):
+            calls.append(list(texts))
+            return torch.tensor([[float(len(t)), 1.0] for t in texts])
+
+    monkeypatch.setattr(etd_model, "load_encoder", lambda name: FakeEncoder())
+    first = etd_model.encode_texts(["ab", "cde"], cache_dir=tmp_path)
+    again = etd_model.encode_texts(["ab", "cde"], cache_dir=tmp_path)
+    other = etd_model.encode_texts(["ab", "cdef"], cache_dir=tmp_path)
+    assert calls == [["ab", "cde"], ["ab", "cdef"]]
+    assert torch.equal(first, again) and other[1, 0] == 4.0
+    assert len(list(tmp_path.glob("encodings-*.pt"))) == 2
+    etd_model.encode_texts(["ab", "cde"])  # no cache directory: always encodes
+    assert len(calls) == 3
 
 
 # ------------------------------------------------------------------ backtracking (Algorithm 2)
@@ -281,3 +406,20 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert summary.llm_calls == 5 and len(lm.prompts) == 5
     assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
     assert all(r["label"] == "B" and r["answer"] == r["candidates"][1]["id"] for r in records)
+
+
+def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, capsys):
+    kb, qa = _toy_kb_and_questions(tmp_path)
+    store = str(tmp_path / "store")
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    capsys.readouterr()
+    code = main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+                 "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "5", "--dim", "16", "--time-budget", "0",
+                 "--max-frontier", "2", "--encoding-cache", str(tmp_path / "enc")])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["epochs"] == 1 and summary["stopped_by"] == "time budget"
+    model, saved = load_checkpoint(tmp_path / "ckpt" / "best.pt")
+    assert model.config.max_frontier == 2 and all(layer.max_nodes == 2 for layer in model.layers)
+    assert saved["train"]["max_frontier"] == 2
+    assert len(list((tmp_path / "enc").glob("encodings-*.pt"))) == 3  # relations, training and validation questions

@@ -26,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=None, help="K (default: the paper's for the dataset)")
     p.add_argument("--encoder", default=None, help="sentence-transformers model, or causal:PATH (default all-MiniLM-L6-v2, offline)")
     p.add_argument("--max-train", type=int, default=None, help="train on at most this many questions")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="start no new epoch after this many seconds of training (default: no limit)")
+    p.add_argument("--max-frontier", type=int, default=None,
+                   help="keep at most this many nodes per question per layer, by their best in-edge attention "
+                        "(not in the paper; default: no cap)")
     p.set_defaults(handler=_run_train)
 
     p = sub.add_parser("predict", help="predict answers, write JSONL and print Hits@1 and timings")
@@ -48,6 +53,8 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="datasets directory (default $KGQA_DATA or ../shared/data)")
     p.add_argument("--seed", type=int, default=None, help="split and training seed (default 0)")
     p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default 1000)")
+    p.add_argument("--encoding-cache", default=None,
+                   help="directory keeping the frozen text encodings between runs (default: encode every run)")
     p.add_argument("--no-progress", action="store_true")
     add_store_arguments(p)
 
@@ -59,7 +66,7 @@ def _run_train(args: argparse.Namespace) -> None:
     config = TrainConfig.for_dataset(
         args.dataset, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
-            "max_train", "seed", "max_degree")}
+            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget")}
     )
     parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), config.seed,
                             config.val_fraction, config.test_fraction)
@@ -87,5 +94,5 @@ def _run_predict(args: argparse.Namespace) -> None:
     max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
     with open_from_args(args) as store:
         summary = predict(store, model, questions, args.output, top_n=args.top_n, lm=lm, max_degree=max_degree,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, encoding_cache=args.encoding_cache)
     print(json.dumps(asdict(summary), indent=2), file=sys.stdout)

@@ -5,11 +5,15 @@ For edges ``(s, r, o)`` leaving the current frontier, on question ``q``:
 
 - attention (Eq. 1): ``α = sigmoid(w_s·h_s + w_r·h_r + w_q·h_q + w_qr·(h_r ⊙ h_q))``;
 - pruning: each head ``s`` keeps its ``top_k`` edges by α (ties: the earlier edge first);
+- optional frontier cap [inf] (``max_nodes``; None = the paper): when a question's kept tails
+  number more than ``max_nodes``, only the ``max_nodes`` whose best kept in-edge has the largest α
+  stay (ties: the smaller node key), and the edges into the others are pruned as well;
 - propagation (Eq. 2): ``h_o = ReLU(Σ_{kept (s, r, o)} α · W (h_s ⊙ h_r))``, a scatter-add
   (``index_add_``) over the destination.
 
 Destinations arrive as arbitrary int64 keys (a question's node); the layer's output nodes are
-the distinct kept destinations, sorted — the next frontier.
+the distinct kept destinations, sorted — the next frontier. Only they are expanded by the next
+layer: a tail reached through pruned edges only is never expanded (the paper's C̃^ℓ).
 """
 from __future__ import annotations
 
@@ -41,15 +45,25 @@ def top_k_per_head(alpha: Tensor, src: Tensor, num_src: int, k: int) -> Tensor:
     return torch.sort(order[rank < k]).values
 
 
-class EtDLayer(nn.Module):
-    """One exploration step: sigmoid edge attention, per-head top-K pruning, gated propagation."""
+def cap_nodes_per_group(score: Tensor, group: Tensor, num_groups: int, cap: int) -> Tensor:
+    """Indices (ascending) of the nodes kept when each group keeps its ``cap`` largest scores;
+    ties keep the earlier node (nodes arrive sorted by key, so the smaller key)."""
+    return top_k_per_head(score, group, num_groups, cap)
 
-    def __init__(self, dim: int, top_k: int) -> None:
+
+class EtDLayer(nn.Module):
+    """One exploration step: sigmoid edge attention, per-head top-K pruning (and optionally a
+    per-question cap on the kept tails), gated propagation."""
+
+    def __init__(self, dim: int, top_k: int, max_nodes: int | None = None) -> None:
         super().__init__()
         if dim < 1 or top_k < 1:
             raise ValueError(f"dim and top_k must be positive, got dim={dim}, top_k={top_k}")
+        if max_nodes is not None and max_nodes < 1:
+            raise ValueError(f"max_nodes must be positive or None, got {max_nodes}")
         self.dim = dim
         self.top_k = top_k
+        self.max_nodes = max_nodes
         #: rows w_s, w_r, w_q, w_qr of Eq. 1 (each 1×d)
         self.att = nn.Parameter(torch.empty(4, dim))
         #: W of Eq. 2
@@ -86,10 +100,32 @@ class EtDLayer(nn.Module):
         index), ``rel`` (row of ``h_rel``), ``dst`` (int64 node keys)."""
         alpha = self.attention(h, h_q, h_rel, node_question, src, rel)
         kept = top_k_per_head(alpha, src, h.shape[0], self.top_k)
-        src, rel, alpha = src[kept], rel[kept], alpha[kept]
-        nodes, dst_index = torch.unique(dst[kept], return_inverse=True)
+        src, rel, alpha, dst = src[kept], rel[kept], alpha[kept], dst[kept]
+        nodes, dst_index = torch.unique(dst, return_inverse=True)
+        if self.max_nodes is not None:
+            src, rel, alpha, nodes, dst_index = self._cap(node_question, src, rel, alpha, nodes, dst_index, h_q.shape[0])
         weighted = alpha.unsqueeze(1) * self.message(h, h_rel, src, rel)
         return LayerOutput(self.aggregate(weighted, dst_index, nodes.numel()), nodes, src, rel, dst_index, alpha)
 
+    def _cap(
+        self, node_question: Tensor, src: Tensor, rel: Tensor, alpha: Tensor, nodes: Tensor, dst_index: Tensor, num_questions: int
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Keep at most ``max_nodes`` kept tails per question (by their best in-edge α) and the
+        edges into them."""
+        question = torch.zeros(nodes.numel(), dtype=torch.long, device=nodes.device)
+        question[dst_index] = node_question[src]  # an edge belongs to its head's question
+        counts = torch.bincount(question, minlength=num_questions)
+        if int(counts.max()) <= self.max_nodes:
+            return src, rel, alpha, nodes, dst_index
+        best = torch.zeros(nodes.numel(), dtype=alpha.dtype, device=alpha.device)
+        best = best.scatter_reduce(0, dst_index, alpha.detach(), reduce="amax", include_self=False)
+        kept_nodes = cap_nodes_per_group(best, question, num_questions, self.max_nodes)
+        remap = torch.full((nodes.numel(),), -1, dtype=torch.long, device=nodes.device)
+        remap[kept_nodes] = torch.arange(kept_nodes.numel(), device=nodes.device)
+        new_dst = remap[dst_index]
+        keep = new_dst >= 0
+        return src[keep], rel[keep], alpha[keep], nodes[kept_nodes], new_dst[keep]
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.dim}, top_k={self.top_k})"
+        cap = "" if self.max_nodes is None else f", max_nodes={self.max_nodes}"
+        return f"{type(self).__name__}({self.dim}, top_k={self.top_k}{cap})"

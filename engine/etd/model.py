@@ -7,7 +7,9 @@ and the training loss (Eq. 4).
   projected by one learned ``W_L``; inverse relations get ``h_{-r} = W_{-r} h_r + b_{-r}``, the
   identity relation a learned embedding.
 - ``h^0`` is ``h_q`` on each topic entity; each layer explores one hop through the store
-  (:class:`~engine.etd.exploration.Explorer`) and keeps each head's top-K edges.
+  (:class:`~engine.etd.exploration.Explorer`) and keeps each head's top-K edges; only the kept
+  tails form the next frontier. ``max_frontier`` [inf] further caps each question's kept nodes
+  per layer (None, the default, is the paper).
 - Candidates are every node kept by some layer; a candidate's representation is ``h^L`` (zero
   when the last layer did not reach it); ``p(q, e) = softmax_e MLP([h^L_e ; h_q])``.
 - Loss with several gold answers: Eq. 4's ``−log p(q, a)`` averaged over the gold answers that
@@ -16,8 +18,10 @@ and the training loss (Eq. 4).
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -38,6 +42,8 @@ class EtDConfig:
     dim: int
     encoder: str | None
     relations: tuple[str, ...]
+    #: at most this many kept nodes per question per layer [inf]; None = the paper (top-K per head only)
+    max_frontier: int | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -45,19 +51,34 @@ class EtDConfig:
         return out
 
 
-def encode_texts(texts: Sequence[str], encoder: str | None = None, batch_size: int = 256) -> Tensor:
+def encode_texts(
+    texts: Sequence[str], encoder: str | None = None, batch_size: int = 256, cache_dir: str | Path | None = None
+) -> Tensor:
     """Frozen text encodings [n, D] on the CPU.
 
     ``encoder`` is a sentence-transformers model (None: the offline all-MiniLM-L6-v2) or
     ``causal:PATH``, a local causal LM whose last-layer token states are mean-pooled (the paper's
-    choice, with Llama2-13B).
+    choice, with Llama2-13B). With ``cache_dir``, the encodings are kept in a file named by a hash
+    of the encoder and the texts, and read from it when the same texts are encoded again (the
+    encoder is frozen, so they cannot change).
     """
+    cached = None
+    if cache_dir is not None:
+        digest = hashlib.sha256("\x00".join([encoder or "", *texts]).encode()).hexdigest()[:32]
+        cached = Path(cache_dir) / f"encodings-{digest}.pt"
+        if cached.is_file():
+            return torch.load(cached, map_location="cpu")
     if encoder is not None and encoder.startswith(CAUSAL_PREFIX):
-        return _mean_pooled_causal_lm(texts, encoder[len(CAUSAL_PREFIX):], batch_size)
-    model = load_encoder(encoder)
-    with torch.no_grad():
-        out = model.encode(list(texts), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
-    return out.float().cpu().clone()  # a normal tensor (encode runs under inference_mode)
+        out = _mean_pooled_causal_lm(texts, encoder[len(CAUSAL_PREFIX):], batch_size)
+    else:
+        model = load_encoder(encoder)
+        with torch.no_grad():
+            out = model.encode(list(texts), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
+        out = out.float().cpu().clone()  # a normal tensor (encode runs under inference_mode)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(out, cached)
+    return out
 
 
 def _mean_pooled_causal_lm(texts: Sequence[str], path: str, batch_size: int) -> Tensor:
@@ -129,7 +150,7 @@ class EtDModel(nn.Module):
         self.project = nn.Linear(relation_features.shape[1], dim)  # W_L
         self.inverse = nn.Linear(dim, dim)  # W_{-r}, b_{-r}
         self.identity = nn.Parameter(torch.empty(dim))
-        self.layers = nn.ModuleList(EtDLayer(dim, config.top_k) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(EtDLayer(dim, config.top_k, config.max_frontier) for _ in range(config.num_layers))
         self.scorer = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Linear(dim, 1))
         self.reset_parameters()
 

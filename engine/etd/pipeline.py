@@ -89,12 +89,13 @@ def predict(
     batch_size: int = 50,
     max_degree: int | None = 1000,
     progress: bool = True,
+    encoding_cache: str | Path | None = None,
 ) -> PredictSummary:
     """Explore, backtrack evidence for the top-N candidates and determine each question's answer
     (by ``lm`` when given, else the GNN's top candidate); one JSONL record per question."""
     model.eval()
     explorer = Explorer(store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
-    features = encode_texts([q.question for q in questions], model.config.encoder)
+    features = encode_texts([q.question for q in questions], model.config.encoder, cache_dir=encoding_cache)
     started = time.perf_counter()
     explore_s = store_s = determine_s = 0.0
     llm_calls = 0

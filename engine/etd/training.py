@@ -54,11 +54,17 @@ class TrainConfig:
     epochs: int = 30
     patience: int = 3
     max_degree: int | None = 1000
+    #: per-question cap on each layer's kept nodes [inf]; None = the paper
+    max_frontier: int | None = None
     encoder: str | None = None
     seed: int = 0
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     max_train: int | None = None
+    #: directory keeping the frozen question/relation encodings between runs (None: no cache)
+    encoding_cache: str | None = None
+    #: start no new epoch once this many seconds have passed since training began (None: no limit)
+    time_budget: float | None = None
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
@@ -89,6 +95,8 @@ class TrainSummary:
     store_calls: int = 0
     peak_memory_mb: float = 0.0
     checkpoint: str = ""
+    #: why training ended before ``epochs``: "patience", "time budget", or "" (ran every epoch)
+    stopped_by: str = ""
 
     @property
     def store_share(self) -> float:
@@ -146,8 +154,10 @@ def evaluate_hits1(
 
 
 def build_model(config: TrainConfig, vocab: RelationVocab) -> EtDModel:
-    relation_features = encode_texts([relation_text(r) for r in vocab.names], config.encoder)
-    model_config = EtDConfig(config.num_layers, config.top_k, config.dim, config.encoder, tuple(vocab.names))
+    relation_features = encode_texts([relation_text(r) for r in vocab.names], config.encoder, cache_dir=config.encoding_cache)
+    model_config = EtDConfig(
+        config.num_layers, config.top_k, config.dim, config.encoder, tuple(vocab.names), config.max_frontier
+    )
     return EtDModel(model_config, relation_features).to(pick_device())
 
 
@@ -184,8 +194,8 @@ def train(
     explorer = Explorer(store, vocab, max_degree=config.max_degree)
     model = build_model(config, vocab)
     started = time.perf_counter()
-    features = encode_texts([q.question for q in train_questions], config.encoder)
-    val_features = encode_texts([q.question for q in val_questions], config.encoder)
+    features = encode_texts([q.question for q in train_questions], config.encoder, cache_dir=config.encoding_cache)
+    val_features = encode_texts([q.question for q in val_questions], config.encoder, cache_dir=config.encoding_cache)
     summary = TrainSummary(
         config.dataset, pick_device(), len(train_questions), len(val_questions), 0, 0, -1.0,
         encode_seconds=round(time.perf_counter() - started, 2),
@@ -193,8 +203,12 @@ def train(
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     order = list(range(len(train_questions)))
     shuffler = random.Random(config.seed)
-    stale = 0
+    stale, best = 0, -1.0  # best unrounded: a later epoch with the same Hits@1 is not better
+    training_started = time.perf_counter()
     for epoch in range(1, config.epochs + 1):
+        if config.time_budget is not None and epoch > 1 and time.perf_counter() - training_started > config.time_budget:
+            summary.stopped_by = "time budget"
+            break
         shuffler.shuffle(order)
         model.train()
         epoch_started, store_before = time.perf_counter(), explorer.store_seconds
@@ -216,19 +230,19 @@ def train(
         summary.epoch_loss.append(round(total_loss / max(steps, 1), 5))
         summary.val_hits1.append(round(hits, 5))
         summary.unreached_train = round(unreached / max(len(train_questions), 1), 5)
-        if progress:
-            print(
-                f"epoch {epoch}: loss {summary.epoch_loss[-1]:.4f}  val Hits@1 {hits:.4f}  "
-                f"{summary.epoch_seconds[-1]:.1f} s (store {summary.epoch_store_seconds[-1]:.1f} s)",
-                file=sys.stderr,
-            )
+        print(  # one line per epoch, with or without the progress bar
+            f"epoch {epoch}: loss {summary.epoch_loss[-1]:.4f}  val Hits@1 {hits:.4f}  "
+            f"{summary.epoch_seconds[-1]:.1f} s (store {summary.epoch_store_seconds[-1]:.1f} s)",
+            file=sys.stderr,
+        )
         _save(out_dir / "last.pt", model, config, epoch=epoch, val_hits1=hits)
-        if hits > summary.best_val_hits1:
-            summary.best_val_hits1, summary.best_epoch, stale = round(hits, 5), epoch, 0
+        if hits > best:
+            best, summary.best_val_hits1, summary.best_epoch, stale = hits, round(hits, 5), epoch, 0
             _save(out_dir / "best.pt", model, config, epoch=epoch, val_hits1=hits)
         else:
             stale += 1
             if stale >= config.patience:
+                summary.stopped_by = "patience"
                 break
     summary.store_calls = explorer.store_calls
     summary.peak_memory_mb = peak_memory_mb()
