@@ -182,7 +182,7 @@ class Path:
 
 
 def path_key(path: Path) -> tuple:
-    return (tuple(term_key(n) for n in path.nodes), path.relations, tuple(not f for f in path.forward))
+    return (tuple([term_key(n) for n in path.nodes]), path.relations, tuple([not f for f in path.forward]))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ from engine.timeouts import run_with_timeout
 from sparql.readonly import bind_parameters, ensure_read_only
 
 
+_DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
+
+
 class OxigraphStore(SparqlStore):
     """Oxigraph, embedded: ``OxigraphStore(path)`` on disk, ``OxigraphStore(None)`` in memory."""
 
@@ -35,6 +38,7 @@ class OxigraphStore(SparqlStore):
                 f"cannot open the Oxigraph store at {path!r}: {e}. Is another process using it? "
                 "Close it, or give another directory."
             ) from e
+        self._decoded: dict[str, Any] = {}  # IRI or literal text -> id or Literal
 
     def close(self) -> None:
         if self.path is not None and hasattr(self, "db"):
@@ -43,13 +47,26 @@ class OxigraphStore(SparqlStore):
 
     # ------------------------------------------------------------------ terms
     def _from_ox(self, term: Any) -> Any:
-        if isinstance(term, ox.NamedNode):
-            return self.terms.id_of(term.value)
-        if isinstance(term, ox.Literal):
-            return Literal.make(term.value, term.datatype.value, term.language)
-        if isinstance(term, ox.BlankNode):
+        # Results repeat the same hubs, relations and literals row after row: decode each once.
+        kind = term.__class__
+        if kind is ox.NamedNode:
+            key = term.value
+        elif kind is ox.Literal:
+            key = str(term)  # its N-Triples text: value, datatype and language in one key
+        elif kind is ox.BlankNode:
             return "_:" + term.value
-        return term
+        else:
+            return term
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            if kind is ox.NamedNode:
+                decoded = self.terms.id_of(key)
+            else:
+                decoded = Literal.make(term.value, term.datatype.value, term.language)
+            if len(self._decoded) >= _DECODED_MAX:
+                self._decoded.clear()
+            self._decoded[key] = decoded
+        return decoded
 
     # ------------------------------------------------------------------ writing
     def _add_ntriples(self, lines: Iterable[str]) -> None:

@@ -106,12 +106,14 @@ class SparqlStore(Store):
     def _walks(self, seeds, path, direction, fetch, pairs, distinct_edges=True) -> list[Path]:
         rows = self._select(self.compiler.walks(seeds, path, direction, fetch, pairs, distinct_edges))
         hops = len(path)
+        node_columns = [f"n{i}" for i in range(hops + 1)]
+        direction_columns = [f"d{i}" for i in range(hops)]
+        fixed = None if None in path else tuple(path)  # then every row has the same relations
         out = []
         for r in rows:
-            nodes: tuple[Term, ...] = tuple(r[f"n{i}"] for i in range(hops + 1))
-            rels = tuple(path[i] if path[i] is not None else r[f"r{i}"] for i in range(hops))
-            forward = tuple(_text(r[f"d{i}"]) == "out" for i in range(hops))
-            out.append(Path(nodes, rels, forward))
+            rels = fixed or tuple(path[i] if path[i] is not None else r[f"r{i}"] for i in range(hops))
+            forward = tuple([_text(r[c]) == "out" for c in direction_columns])
+            out.append(Path(tuple([r[c] for c in node_columns]), rels, forward))  # type: ignore[arg-type]
         return out
 
     def _two_hop_relations(self, ids, r1, direction, fetch) -> list[TwoHopRelation]:
