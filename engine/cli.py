@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.model import to_json
 from engine.open import FREEBASE_NS, open_store
 from engine.render import render
@@ -60,6 +60,16 @@ def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> No
 
 
 # --------------------------------------------------------------------- query operations
+def _anchors(args: argparse.Namespace) -> list:
+    """Ids, then ``--literal`` values; at least one."""
+    from engine.sexpr import parse_literal
+
+    anchors = [*args.ids, *(parse_literal(text) for text in args.literals)]
+    if not anchors:
+        raise InvalidInputError(f"{args.operation} needs at least one id or --literal VALUE")
+    return anchors
+
+
 def _add_operations(sub: argparse._SubParsersAction) -> None:
     def op(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, aliases=[name.replace("_", "-")] if "_" in name else [])
@@ -74,8 +84,15 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     def limit(p: argparse.ArgumentParser) -> None:
         p.add_argument("--limit", type=int, default=None)
 
-    p = op("relations", "distinct relations adjacent to each id, with direction and count")
-    p.add_argument("ids", nargs="+")
+    def literal_anchors(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--literal", action="append", default=[], dest="literals",
+            help="a literal anchor too, written as in an S-expression, e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear (repeatable)",
+        )
+
+    p = op("relations", "distinct relations adjacent to each id or literal, with direction and count")
+    p.add_argument("ids", nargs="*")
+    literal_anchors(p)
     direction(p)
     limit(p)
     p = op("expand", "one hop from each id")
@@ -101,7 +118,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-hops", type=int, default=3)
     limit(p)
     p = op("two_hop_relations", "relations around the nodes reached through r1")
-    p.add_argument("ids", nargs="+")
+    p.add_argument("ids", nargs="*")
+    literal_anchors(p)
     p.add_argument("--r1", required=True)
     direction(p)
     limit(p)
@@ -122,7 +140,7 @@ def _run_operation(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         name = args.operation
         if name == "relations":
-            result = store.relations(args.ids, args.direction, args.limit)
+            result = store.relations(_anchors(args), args.direction, args.limit)
         elif name == "expand":
             result = store.expand(args.ids, args.relations, args.direction, args.limit)
         elif name == "follow_paths":
@@ -135,7 +153,7 @@ def _run_operation(args: argparse.Namespace) -> None:
         elif name == "shortest_paths":
             result = store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit)
         elif name == "two_hop_relations":
-            result = store.two_hop_relations(args.ids, args.r1, args.direction, args.limit)
+            result = store.two_hop_relations(_anchors(args), args.r1, args.direction, args.limit)
         elif name == "names":
             result = store.names(args.ids)
         elif name == "types":

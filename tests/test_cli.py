@@ -86,6 +86,12 @@ def test_query_operations_print_json(demo_store, capsys):
     two = q("two_hop_relations", "m.0kq01", "--r1", "film.film.starring", "--direction", "out")["rows"]
     assert {"id": "m.0kq01", "r1": "film.film.starring", "relation": "film.performance.actor", "direction": "out",
             "count": 2} in two
+    rows = q("relations", "--literal", "1979^^http://www.w3.org/2001/XMLSchema#gYear")["rows"]
+    assert rows == [{"id": {"value": "1979", "datatype": "http://www.w3.org/2001/XMLSchema#gYear"},
+                     "relation": "film.film.initial_release_date", "direction": "in", "count": 1}]
+    two = q("two_hop_relations", "--literal", "1979^^http://www.w3.org/2001/XMLSchema#gYear",
+            "--r1", "film.film.initial_release_date")["rows"]
+    assert {(r["relation"], r["direction"]) for r in two} >= {("film.film.directed_by", "out")}
     result = q("query", "SELECT ?o WHERE { $film <http://rdf.freebase.com/ns/film.film.directed_by> ?o }",
                "--param", "film=m.0kq01")
     assert result == {"columns": ["o"], "rows": [["m.0kq10"]]}
@@ -96,6 +102,10 @@ def test_errors_name_the_input_and_exit_2(demo_store, capsys):
     assert code == 2 and "invalid relation name 'x} DROP'" in err
     code, _, err = run(capsys, "query", "query", "DROP ALL", "--store", demo_store)
     assert code == 2 and "refused" in err
+    code, _, err = run(capsys, "query", "relations", "--store", demo_store)
+    assert code == 2 and "at least one id or --literal" in err
+    code, _, err = run(capsys, "query", "relations", "--literal", "(JOIN r m.1)", "--store", demo_store)
+    assert code == 2 and "is not a literal" in err
     code, _, err = run(capsys, "load", "no/such/file.nt", "--store", demo_store, "--no-progress")
     assert code == 2 and "no/such/file.nt" in err
 

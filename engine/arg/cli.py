@@ -66,15 +66,9 @@ def _anchor_arguments(p: argparse.ArgumentParser) -> None:
 def _anchors(args: argparse.Namespace) -> list:
     """The question's anchors: entity ids, then literals parsed as S-expression values."""
     from engine.errors import InvalidInputError
-    from engine.sexpr import parse
-    from engine.sexpr.tree import Value
+    from engine.sexpr import parse_literal
 
-    literals = []
-    for text in args.literal:
-        node = parse(text)
-        if not isinstance(node, Value):
-            raise InvalidInputError(f"--literal {text!r} is not a literal: write e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear")
-        literals.append(node.literal)
+    literals = [parse_literal(text) for text in args.literal]
     if not args.entity and not literals:
         raise InvalidInputError("give the question's anchors: at least one --entity ID or --literal VALUE")
     return [*args.entity, *literals]

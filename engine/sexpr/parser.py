@@ -96,6 +96,17 @@ def parse(text: str) -> Top:
     return tree
 
 
+def parse_literal(text: str) -> Literal:
+    """A literal written as in an S-expression (``1990^^http://www.w3.org/2001/XMLSchema#gYear``,
+    ``'"Paris"@en'``), e.g. a question's literal anchor given on the command line."""
+    node = parse(text)
+    if not isinstance(node, Value):
+        raise InvalidInputError(
+            f"{text!r} is not a literal: write e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear or '\"Paris\"@en'"
+        )
+    return node.literal
+
+
 class _Parser:
     def __init__(self, text: str, tokens: list[Token]) -> None:
         self.text = text
