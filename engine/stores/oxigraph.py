@@ -21,8 +21,6 @@ _DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 class OxigraphStore(SparqlStore):
     """Oxigraph, embedded: ``OxigraphStore(path)`` on disk, ``OxigraphStore(None)`` in memory."""
 
-    load_batch_size = 200_000  # one Rust bulk_load per batch, overlapped with reading the next
-
     def __init__(self, path: str | None, namespace: str = FREEBASE_NS) -> None:
         super().__init__(namespace)
         self.path = path
