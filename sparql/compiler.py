@@ -73,10 +73,16 @@ class SparqlCompiler:
         return self.select("?i ?rel (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel", fetch)
 
     def expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> str:
-        body = self.t.values("src", ids)
-        if relations is not None:
-            body += " VALUES ?rel { " + " ".join(self.t.iri(r) for r in relations) + " }"
-        body += " " + self.one_hop("src", "?rel", "dst", direction, "dir")
+        body = self.t.values("src", ids) + " "
+        if relations is None:
+            body += self.one_hop("src", "?rel", "dst", direction, "dir")
+        else:
+            # One branch per relation with the IRI written in: Oxigraph joins a separate
+            # `VALUES ?rel` only after matching every edge of the ids (5-8x slower, measured).
+            body += " UNION ".join(
+                f"{{ {self.one_hop('src', iri, 'dst', direction, 'dir')} BIND({iri} AS ?rel) }}"
+                for iri in (self.t.iri(r) for r in relations)
+            )
         return self.select("?src ?rel ?dst ?dir", body, "", fetch)
 
     def walks(
