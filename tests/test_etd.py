@@ -423,3 +423,15 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
     assert model.config.max_frontier == 2 and all(layer.max_nodes == 2 for layer in model.layers)
     assert saved["train"]["max_frontier"] == 2
     assert len(list((tmp_path / "enc").glob("encodings-*.pt"))) == 3  # relations, training and validation questions
+    # going on from that checkpoint: with lr 0 the weights are exactly the ones it started from
+    capsys.readouterr()
+    code = main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+                 "--checkpoint-dir", str(tmp_path / "again"), "--epochs", "1", "--dim", "16", "--max-frontier", "2",
+                 "--lr", "0", "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])
+    assert code == 0
+    again, _ = load_checkpoint(tmp_path / "again" / "best.pt")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    with pytest.raises(ValueError, match="was trained with"):
+        main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+              "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
+              "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])

@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-train", type=int, default=None, help="train on at most this many questions")
     p.add_argument("--time-budget", type=float, default=None,
                    help="start no new epoch after this many seconds of training (default: no limit)")
+    p.add_argument("--init-from", default=None,
+                   help="start from this checkpoint's weights (same L, K, d, encoder and relations), e.g. to go on at a lower lr")
     p.add_argument("--max-frontier", type=int, default=None,
                    help="keep at most this many nodes per question per layer, by their best in-edge attention "
                         "(not in the paper; default: no cap)")
@@ -66,7 +68,7 @@ def _run_train(args: argparse.Namespace) -> None:
     config = TrainConfig.for_dataset(
         args.dataset, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
-            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget")}
+            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from")}
     )
     parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), config.seed,
                             config.val_fraction, config.test_fraction)

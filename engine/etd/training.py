@@ -65,6 +65,8 @@ class TrainConfig:
     encoding_cache: str | None = None
     #: start no new epoch once this many seconds have passed since training began (None: no limit)
     time_budget: float | None = None
+    #: a checkpoint whose weights the model starts from (same L, K, d, encoder, relations)
+    init_from: str | None = None
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
@@ -193,6 +195,11 @@ def train(
     vocab = RelationVocab.from_store(store)
     explorer = Explorer(store, vocab, max_degree=config.max_degree)
     model = build_model(config, vocab)
+    if config.init_from is not None:
+        start, _ = load_checkpoint(config.init_from)
+        if start.config != model.config:
+            raise ValueError(f"{config.init_from} was trained with {start.config}, not {model.config}")
+        model.load_state_dict(start.state_dict())
     started = time.perf_counter()
     features = encode_texts([q.question for q in train_questions], config.encoder, cache_dir=config.encoding_cache)
     val_features = encode_texts([q.question for q in val_questions], config.encoder, cache_dir=config.encoding_cache)
