@@ -211,3 +211,107 @@ def test_alignment_moves_on_past_a_candidate_that_times_out():
     assert aligner.entity_ids("The Prowler") == ["p1", "p2"]  # the better connected first
     got = aligner.run("(JOIN (R directed_by) [The Prowler])", "who directed [The Prowler]")
     assert (got.sexpr, got.result.answers, got.tried, got.timed_out) == ("(JOIN (R directed_by) [p2])", ["Joseph Losey"], 2, 1)
+
+
+class ByQuestionLM(ScriptedLM):
+    """A stand-in language model whose output depends on the prompt's last question."""
+
+    def __init__(self, outputs: dict[str, str]) -> None:
+        super().__init__([])
+        self.by_question = outputs
+
+    def _answer(self, prompt):
+        self.prompts.append(prompt)
+        question = prompt.rsplit("Question: ", 1)[1].split("\n", 1)[0]
+        return self.by_question.get(question, "no idea")
+
+    def generate(self, prompt, **_):
+        from engine.models.lm import Generation
+
+        return Generation(self._answer(prompt))
+
+    def beam_search(self, prompt, num_beams=3, num_return=None, **_):
+        from engine.models.lm import Generation
+
+        return [Generation(self._answer(prompt))] * (num_return or num_beams)
+
+
+def _named_store():
+    names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey", "Thriller", "David Wayne")]
+    return ReferenceStore(TRIPLES + names)
+
+
+def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
+    from engine.arg.evaluate import demo_pool, evaluate
+    from loaders.readers import Question
+
+    store = _named_store()
+    tests = [
+        (Question("t:1", "who directed [The Prowler]", ["Joseph Losey"], ["The Prowler"], ["Joseph Losey"], 1), "(JOIN (R directed_by) [The Prowler])"),
+        (Question("t:2", "what genre is [M]", ["Thriller"], ["M"], ["Thriller"], 1), "(JOIN (R has_genre) [M])"),
+    ]
+    candidates = [
+        (Question("d:1", "who was the director of [The Prowler]", [], ["The Prowler"], [], 1), "(JOIN (R directed_by)  [The Prowler])"),  # a paraphrase of t:1
+        (Question("d:2", "What genre is  [M]", [], ["M"], [], 1), "(JOIN (R has_genre) [The Prowler])"),  # t:2's text
+        (Question("d:3", "who directed [M]", [], ["M"], [], 1), "(JOIN (R directed_by) [M])"),
+        (Question("d:4", "who acted in [M]", [], ["M"], [], 1), "(JOIN (R starred_actors) [M])"),
+    ]
+    pool = demo_pool(store, candidates, tests)
+    assert [(d.question, d.sexpr) for d in pool] == [
+        ("who directed [M]", "(JOIN (R directed_by) [M])"), ("who acted in [M]", "(JOIN (R starred_actors) [M])"),
+    ]
+    lm = ByQuestionLM({"who directed [The Prowler]": "Logical Form: (JOIN (R directed_by) [The Prowler])", "what genre is [M]": "(JOIN (R"})
+    records = []
+    report = evaluate(store, tests, pool, lm, bi, Scorer(bi), n_demos=2, demo_mode="bm25", k=5, on_record=records.append)
+    assert [(r["id"], r["em"], r["f1"]) for r in records] == [("t:1", True, 1.0), ("t:2", False, 0.0)]
+    assert records[0]["answers"] == ["Joseph Losey"] and records[1]["generated"] == [] and records[1]["sexpr"] is None
+    assert [r["gold_form_f1"] for r in records] == [1.0, 1.0]
+    assert (report.questions, report.em, report.f1, report.hits, report.parsed, report.answered) == (2, 0.5, 0.5, 0.5, 0.5, 0.5)
+    assert report.by_hops == {1: {"questions": 2, "em": 0.5, "f1": 0.5}} and report.demos == 2
+    assert set(report.seconds_per_question) == {"store", "model", "generation", "execution"}
+    test_questions = {q.question for q, _ in tests}
+    for record, prompt in zip(records, lm.prompts):
+        assert record["demos"] and not set(record["demos"]) & test_questions
+        demo_part = prompt.rsplit("Question: ", 1)[0]
+        assert not any(f"Question: {t}\n" in demo_part for t in test_questions)
+
+
+def test_evaluate_command(tmp_path, capsys, monkeypatch):
+    import engine.models.lm
+    from engine.stores.oxigraph import OxigraphStore
+
+    path = str(tmp_path / "store")
+    with OxigraphStore(path) as store:
+        store.add_triples(TRIPLES)
+    qa = tmp_path / "1-hop" / "qa_dev.txt"
+    qa.parent.mkdir()
+    lines = [
+        ("who directed [The Prowler]", "Joseph Losey", "movie_to_director"),
+        ("what genre is [M]", "Thriller", "movie_to_genre"),
+        ("who acted in [M]", "David Wayne", "movie_to_actor"),
+        ("which films did [Joseph Losey] direct", "The Prowler|M", "director_to_movie"),
+        ("what language is [The Prowler] in", "English", "movie_to_language"),
+        ("who starred in [The Prowler]", "Evelyn Keyes", "movie_to_actor"),
+    ]
+    qa.write_text("".join(f"{q}\t{a}\n" for q, a, _ in lines))
+    (qa.parent / "qa_dev_qtype.txt").write_text("".join(f"{t}\n" for _, _, t in lines))
+    golds = {
+        "who directed [The Prowler]": "(JOIN (R directed_by) [The Prowler])", "what genre is [M]": "(JOIN (R has_genre) [M])",
+        "who acted in [M]": "(JOIN (R starred_actors) [M])", "which films did [Joseph Losey] direct": "(JOIN directed_by [Joseph Losey])",
+        "what language is [The Prowler] in": "(JOIN (R in_language) [The Prowler])", "who starred in [The Prowler]": "(JOIN (R starred_actors) [The Prowler])",
+    }
+    lm = ByQuestionLM({q: f for q, f in golds.items() if q != "what genre is [M]"})
+    monkeypatch.setattr(engine.models.lm, "load_lm", lambda *_: lm)
+    out = tmp_path / "eval.jsonl"
+    argv = ["arg", "evaluate", "--dataset", "metaqa", "--questions", str(qa), "--sample", "3", "--pool", "3",
+            "--n-demos", "2", "--demo-mode", "random", "--k", "5", "--store", path, "--output", str(out), "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary["questions"] == len(records) == 3 and summary["demos"] == 3 and summary["demo_mode"] == "random"
+    tested = {r["question"] for r in records}
+    for r in records:
+        assert r["gold_form"] == golds[r["question"]]
+        assert r["em"] == (r["question"] != "what genre is [M]") and r["f1"] == (1.0 if r["em"] else 0.0)
+        assert len(r["demos"]) == 2 and not set(r["demos"]) & tested
+    assert summary["em"] == pytest.approx(sum(r["em"] for r in records) / 3, abs=1e-4)

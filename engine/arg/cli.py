@@ -1,4 +1,4 @@
-"""``kgqa sexpr`` and ``kgqa arg retrieve | train-ranker | recall``."""
+"""``kgqa sexpr`` and ``kgqa arg retrieve | train-ranker | run | recall | evaluate``."""
 from __future__ import annotations
 
 import argparse
@@ -39,12 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = arg.add_parser("run", help="answer a question: retrieval, few-shot generation, alignment, execution, vote")
     p.add_argument("question")
     _anchor_arguments(p)
-    p.add_argument("--lm", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
-    p.add_argument("--n-demos", type=int, default=40)
-    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25")
-    p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds each candidate form may run before it counts as empty (default 10)")
+    _generation_arguments(p, n_demos=40)
     _model_arguments(p)
     p.set_defaults(handler=_run)
 
@@ -52,6 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     _dataset_arguments(p)
     _model_arguments(p)
     p.set_defaults(handler=_recall)
+
+    p = arg.add_parser(
+        "evaluate", help="EM / F1 of generated logical forms over a dataset sample; demonstrations from other questions of the same files",
+    )
+    _dataset_arguments(p)
+    p.add_argument("--pool", type=int, default=200, help="demonstration candidates drawn per file after the sample (default 200)")
+    _generation_arguments(p, n_demos=10)
+    p.add_argument("--output", default=None, help="JSONL file for one record per question")
+    _model_arguments(p)
+    p.set_defaults(handler=_evaluate)
 
 
 def _anchor_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,6 +78,14 @@ def _anchors(args: argparse.Namespace) -> list:
     if not args.entity and not literals:
         raise InvalidInputError("give the question's anchors: at least one --entity ID or --literal VALUE")
     return [*args.entity, *literals]
+
+
+def _generation_arguments(p: argparse.ArgumentParser, n_demos: int) -> None:
+    p.add_argument("--lm", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    p.add_argument("--n-demos", type=int, default=n_demos, help=f"demonstrations in the prompt (default {n_demos})")
+    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25")
+    p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds each candidate form may run before it counts as empty (default 10)")
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,6 +167,14 @@ def _items(args: argparse.Namespace, store: Any, first: int, count: int) -> list
     return out
 
 
+def _gold_items(args: argparse.Namespace, store: Any, first: int, count: int) -> list:
+    """(question, gold form with ids) for the questions :func:`_items` draws."""
+    from engine.arg.candidates import path_forms
+    from engine.sexpr.tree import to_text
+
+    return [(q, to_text(path_forms(q.topic_entities[0], hops)[0])) for q, hops in _items(args, store, first, count)]
+
+
 def _train(args: argparse.Namespace) -> None:
     from engine.arg.datasets import training_examples
     from engine.arg.ranker import train_scorer
@@ -185,15 +207,43 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _recall(args: argparse.Namespace) -> None:
-    from engine.arg.candidates import path_forms
     from engine.arg.datasets import recall
-    from engine.sexpr.tree import to_text
 
     bi, scorer, _ = _models(args)
     started = time.perf_counter()
     with open_from_args(args) as store:
-        items = [(q, to_text(path_forms(q.topic_entities[0], hops)[0])) for q, hops in _items(args, store, args.skip, args.sample)]
-        report = recall(store, items, bi, scorer, args.k)
+        report = recall(store, _gold_items(args, store, args.skip, args.sample), bi, scorer, args.k)
     emit(args, report)
     if not args.json:
         print(f"({time.perf_counter() - started:.1f} s)")
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    """Test questions: the ``--sample`` after ``--skip`` per file (as ``recall``);
+    demonstrations: the ``--pool`` after them, less any that repeat a test question."""
+    import json
+    from contextlib import ExitStack
+
+    from engine.arg.evaluate import demo_pool, evaluate
+    from engine.models.lm import load_lm
+
+    started = time.perf_counter()
+    bi, scorer, _ = _models(args)
+    lm = load_lm(args.lm)
+    setup = time.perf_counter() - started
+    with open_from_args(args) as store, ExitStack() as files:
+        tests = _gold_items(args, store, args.skip, args.sample)
+        pool = demo_pool(store, _gold_items(args, store, args.skip + args.sample, args.pool), tests)
+        out = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
+
+        def write(record: dict) -> None:
+            if out is not None:
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                out.flush()
+
+        report = evaluate(
+            store, tests, pool, lm, bi, scorer, n_demos=args.n_demos, demo_mode=args.demo_mode,
+            samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, on_record=write,
+        )
+    report.setup_seconds = round(setup, 2)
+    emit(args, report)

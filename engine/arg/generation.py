@@ -58,11 +58,19 @@ def first_sexpr(text: str) -> str | None:
     return None
 
 
-def generate_forms(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
-    """K candidate forms (greedy for K = 1, beam search otherwise); unparsable outputs kept out."""
+def generate_outputs(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
+    """K raw generations (greedy for K = 1, beam search otherwise)."""
     prompt = build_prompt(question, references, demos)
     if k == 1:
-        outputs = [lm.generate(prompt, max_new_tokens=128).text]
-    else:
-        outputs = [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128)]
+        return [lm.generate(prompt, max_new_tokens=128).text]
+    return [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128)]
+
+
+def forms_of(outputs: Sequence[str]) -> list[str]:
+    """The first S-expression of each output; outputs without one kept out."""
     return [form for form in (first_sexpr(o) for o in outputs) if form is not None]
+
+
+def generate_forms(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
+    """K candidate forms (greedy for K = 1, beam search otherwise); unparsable outputs kept out."""
+    return forms_of(generate_outputs(lm, question, references, demos, k))

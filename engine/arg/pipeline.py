@@ -2,12 +2,13 @@
 execution → majority vote over the answers; EM and F1 against gold."""
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.arg.alignment import Aligner
-from engine.arg.generation import DemoPicker, generate_forms
+from engine.arg.generation import DemoPicker, forms_of, generate_outputs
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.model import Literal, Term, term_key
@@ -25,6 +26,12 @@ class ArgAnswer:
     answers: list[Term] = field(default_factory=list)
     count: int | None = None
     timed_out: int = 0  # candidate executions stopped at the aligner's timeout
+    # seconds per stage: retrieval's store calls and ranker models, generation, alignment + execution
+    store_seconds: float = 0.0
+    model_seconds: float = 0.0
+    generation_seconds: float = 0.0
+    execution_seconds: float = 0.0
+    outputs: list[str] = field(default_factory=list)  # the LM's raw texts, one per sample
 
 
 def answer_question(
@@ -41,8 +48,12 @@ def answer_question(
 ) -> ArgAnswer:
     retrieval = retrieve(store, question, anchors, bi, scorer, k)
     references = [r.text for r in retrieval.references]
-    generated = generate_forms(lm, question, references, picker.pick(question), samples)
+    started = time.perf_counter()
+    outputs = generate_outputs(lm, question, references, picker.pick(question), samples)
+    generated = forms_of(outputs)
+    generated_at = time.perf_counter()
     runs = [aligner.run(form, question) for form in generated]
+    executed_at = time.perf_counter()
     votes: Counter = Counter()
     first: dict[tuple, int] = {}
     for i, run in enumerate(runs):
@@ -50,7 +61,12 @@ def answer_question(
             key = (tuple(run.result.answers), run.result.count)
             votes[key] += 1
             first.setdefault(key, i)
-    out = ArgAnswer(question, references, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs))
+    out = ArgAnswer(
+        question, references, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
+        store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
+        generation_seconds=round(generated_at - started, 4), execution_seconds=round(executed_at - generated_at, 4),
+        outputs=outputs,
+    )
     if votes:
         best = max(votes, key=lambda key: (votes[key], -first[key]))
         out.sexpr = runs[first[best]].sexpr
