@@ -197,11 +197,11 @@ def _run(args: argparse.Namespace) -> None:
 
     pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
     anchors = _anchors(args)
-    bi, scorer, _ = _models(args)
+    bi, scorer, schema = _models(args)
     with open_from_args(args) as store:
         result = answer_question(
             store, args.question, anchors, load_lm(args.lm), DemoPicker(pool, args.n_demos, args.demo_mode),
-            bi, scorer, Aligner(store, timeout=args.timeout), args.k, args.samples,
+            bi, scorer, Aligner(store, timeout=args.timeout), args.k, args.samples, schema,
         )
     emit(args, result)
 
@@ -209,10 +209,10 @@ def _run(args: argparse.Namespace) -> None:
 def _recall(args: argparse.Namespace) -> None:
     from engine.arg.datasets import recall
 
-    bi, scorer, _ = _models(args)
+    bi, scorer, schema = _models(args)
     started = time.perf_counter()
     with open_from_args(args) as store:
-        report = recall(store, _gold_items(args, store, args.skip, args.sample), bi, scorer, args.k)
+        report = recall(store, _gold_items(args, store, args.skip, args.sample), bi, scorer, args.k, schema)
     emit(args, report)
     if not args.json:
         print(f"({time.perf_counter() - started:.1f} s)")
@@ -228,7 +228,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from engine.models.lm import load_lm
 
     started = time.perf_counter()
-    bi, scorer, _ = _models(args)
+    bi, scorer, schema = _models(args)
     lm = load_lm(args.lm)
     setup = time.perf_counter() - started
     with open_from_args(args) as store, ExitStack() as files:
@@ -243,7 +243,7 @@ def _evaluate(args: argparse.Namespace) -> None:
 
         report = evaluate(
             store, tests, pool, lm, bi, scorer, n_demos=args.n_demos, demo_mode=args.demo_mode,
-            samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, on_record=write,
+            samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, schema=schema, on_record=write,
         )
     report.setup_seconds = round(setup, 2)
     emit(args, report)

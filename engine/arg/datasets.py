@@ -13,7 +13,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from engine.arg.candidates import Hop, path_forms
+from engine.arg.candidates import Hop, Schema, path_forms
 from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.sexpr.tree import to_text
@@ -51,13 +51,13 @@ class RecallReport:
 
 
 def recall(
-    store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K
+    store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K, schema: Schema | None = None
 ) -> RecallReport:
     """The share of questions whose gold form is among the top-k references."""
     hits: dict[int, list[bool]] = {}
     store_s, model_s = [], []
     for q, gold in items:
-        got = retrieve(store, q.question, q.topic_entities, bi, scorer, k)
+        got = retrieve(store, q.question, q.topic_entities, bi, scorer, k, schema)
         hits.setdefault(q.hops or 0, []).append(gold in {r.sexpr for r in got.references})
         store_s.append(got.store_seconds)
         model_s.append(got.model_seconds)

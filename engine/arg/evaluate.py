@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.arg.alignment import Aligner
-from engine.arg.candidates import with_names
+from engine.arg.candidates import Schema, with_names
 from engine.arg.generation import DemoPicker
 from engine.arg.pipeline import answer_question, exact_match, f1
 from engine.arg.prompts import Demo
@@ -89,6 +89,7 @@ def evaluate(
     k: int = K,
     timeout: float | None = 10.0,
     seed: int = 0,
+    schema: Schema | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> EvalReport:
     """EM and F1 of the generated forms for ``tests`` (question, gold form with ids); one
@@ -97,7 +98,7 @@ def evaluate(
     aligner = Aligner(store, timeout=timeout)
     records: list[dict[str, Any]] = []
     for q, gold in tests:
-        got = answer_question(store, q.question, q.topic_entities, lm, picker, bi, scorer, aligner, k, samples)
+        got = answer_question(store, q.question, q.topic_entities, lm, picker, bi, scorer, aligner, k, samples, schema)
         try:
             gold_answers = store.execute(gold, timeout=timeout).answers
         except KGQAError:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.arg.alignment import Aligner
+from engine.arg.candidates import Schema
 from engine.arg.generation import DemoPicker, forms_of, generate_outputs
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
@@ -45,8 +46,9 @@ def answer_question(
     aligner: Aligner,
     k: int = K,
     samples: int = 1,
+    schema: Schema | None = None,
 ) -> ArgAnswer:
-    retrieval = retrieve(store, question, anchors, bi, scorer, k)
+    retrieval = retrieve(store, question, anchors, bi, scorer, k, schema)
     references = [r.text for r in retrieval.references]
     started = time.perf_counter()
     outputs = generate_outputs(lm, question, references, picker.pick(question), samples)
