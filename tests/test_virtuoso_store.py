@@ -423,9 +423,9 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
         "SELECT ?src ?rel ?dst ?dir"
         ' (IF(isNumeric(?dst), bif:sprintf("%.17g", ?dst), ?dst__exact_none) AS ?dst__exact)'
         " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
-        " VALUES ?rel { <http://rdf.freebase.com/ns/r> }"
-        ' { ?src ?rel ?dst . BIND("out" AS ?dir) } UNION'
-        ' { ?dst ?rel ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) } } LIMIT 6'
+        ' { { ?src <http://rdf.freebase.com/ns/r> ?dst . BIND("out" AS ?dir) } UNION'
+        ' { ?dst <http://rdf.freebase.com/ns/r> ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) }'
+        " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } } LIMIT 6"
     )
     # a companion only for what can be a literal: a walk's last node, a name; not aggregates
     walks = virtuoso.walks(["m.1"], ["r", "r"], "both", None, None)
