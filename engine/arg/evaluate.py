@@ -109,7 +109,7 @@ def evaluate(
             "hops": q.hops,
             "gold_form": gold,
             "gold_answers": q.answers,
-            "demos": [d.question for d in picker.pick(q.question)],
+            "demos": got.demos,
             "outputs": got.outputs,
             "generated": got.generated,
             "executed": got.executed,

@@ -33,6 +33,7 @@ class ArgAnswer:
     generation_seconds: float = 0.0
     execution_seconds: float = 0.0
     outputs: list[str] = field(default_factory=list)  # the LM's raw texts, one per sample
+    demos: list[str] = field(default_factory=list)  # the demonstrations' questions, as prompted
 
 
 def answer_question(
@@ -51,7 +52,8 @@ def answer_question(
     retrieval = retrieve(store, question, anchors, bi, scorer, k, schema)
     references = [r.text for r in retrieval.references]
     started = time.perf_counter()
-    outputs = generate_outputs(lm, question, references, picker.pick(question), samples)
+    demos = picker.pick(question)
+    outputs = generate_outputs(lm, question, references, demos, samples)
     generated = forms_of(outputs)
     generated_at = time.perf_counter()
     runs = [aligner.run(form, question) for form in generated]
@@ -67,7 +69,7 @@ def answer_question(
         question, references, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
         store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
         generation_seconds=round(generated_at - started, 4), execution_seconds=round(executed_at - generated_at, 4),
-        outputs=outputs,
+        outputs=outputs, demos=[d.question for d in demos],
     )
     if votes:
         best = max(votes, key=lambda key: (votes[key], -first[key]))
