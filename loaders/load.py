@@ -89,8 +89,8 @@ def load_files(
             with Source(path) as src:
                 lines: list[str] = []
                 triples: list[Triple] = []
-                pending = seen = 0
-                for item in fmt.read(src, **options):
+                pending = 0
+                for seen, item in enumerate(fmt.read(src, **options), 1):
                     kind = item.__class__
                     if kind is str:
                         lines.append(item)  # type: ignore[arg-type]
@@ -104,7 +104,6 @@ def load_files(
                     if pending >= batch_size:
                         writer.put(lines, triples)
                         lines, triples, pending = [], [], 0
-                    seen += 1
                     if seen % _PROGRESS_EVERY == 0:
                         bar.update(done_bytes + src.tell() - bar.n)
                         bar.set_postfix(triples=writer.handed + pending, rejected=report.rejected, refresh=False)

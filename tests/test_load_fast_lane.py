@@ -3,7 +3,6 @@ store exactly as the full parse does, byte for byte (IRIs as stored, not as deco
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest

@@ -14,7 +14,6 @@ from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
 from sparql.readonly import bind_parameters, ensure_read_only
 
-
 _DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 
 

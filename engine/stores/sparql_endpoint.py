@@ -27,7 +27,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -338,9 +338,9 @@ class SparqlEndpointStore(SparqlStore):
                 f"SELECT '{_COUNT_MARK}' || cast(COUNT(*) AS VARCHAR) FROM DB.DBA.RDF_QUAD "
                 f"WHERE G = iri_to_id({_sql_string(self.graph)});"
             )
-            for line in out.splitlines():
-                if line.startswith(_COUNT_MARK):
-                    return int(line[len(_COUNT_MARK):].strip())
+            counts = _marked(out, _COUNT_MARK)
+            if counts:
+                return int(counts[0])
             raise StoreError(f"Virtuoso's SQL port gave no triple count for {self.uri}: {out[-300:]!r}")
         return super().count_triples()
 
@@ -387,7 +387,7 @@ class SparqlEndpointStore(SparqlStore):
                 )
             finally:  # the staged files go away, so their rows in the load list must too
                 self._isql(f"DELETE FROM DB.DBA.load_list WHERE ll_file LIKE {here};")
-            failures = [line[len(_LOAD_MARK):].strip() for line in report.splitlines() if line.startswith(_LOAD_MARK)]
+            failures = _marked(report, _LOAD_MARK)
             if failures:
                 raise StoreError(
                     f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
@@ -507,6 +507,11 @@ def _transient(error: BaseException) -> bool:
     if isinstance(error, SPARQLWrapperException):
         return False
     return isinstance(error, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError))
+
+
+def _marked(output: str, mark: str) -> list[str]:
+    """The values of isql's output lines that a query tagged with ``mark``."""
+    return [line[len(mark):].strip() for line in output.splitlines() if line.startswith(mark)]
 
 
 def _sql_string(text: str) -> str:
