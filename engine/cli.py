@@ -60,14 +60,19 @@ def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> No
 
 
 # --------------------------------------------------------------------- query operations
-def _anchors(args: argparse.Namespace) -> list:
-    """Ids, then ``--literal`` values; at least one."""
+def parse_anchors(ids: list[str], literal_texts: list[str], missing: str) -> list:
+    """Ids, then literals written as in an S-expression; ``missing`` is the error when there
+    are none."""
     from engine.sexpr import parse_literal
 
-    anchors = [*args.ids, *(parse_literal(text) for text in args.literals)]
-    if not anchors:
-        raise InvalidInputError(f"{args.operation} needs at least one id or --literal VALUE")
-    return anchors
+    found = [*ids, *(parse_literal(text) for text in literal_texts)]
+    if not found:
+        raise InvalidInputError(missing)
+    return found
+
+
+def _query_anchors(args: argparse.Namespace) -> list:
+    return parse_anchors(args.ids, args.literals, f"{args.operation} needs at least one id or --literal VALUE")
 
 
 def _add_operations(sub: argparse._SubParsersAction) -> None:
@@ -140,7 +145,7 @@ def _run_operation(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         name = args.operation
         if name == "relations":
-            result = store.relations(_anchors(args), args.direction, args.limit)
+            result = store.relations(_query_anchors(args), args.direction, args.limit)
         elif name == "expand":
             result = store.expand(args.ids, args.relations, args.direction, args.limit)
         elif name == "follow_paths":
@@ -153,7 +158,7 @@ def _run_operation(args: argparse.Namespace) -> None:
         elif name == "shortest_paths":
             result = store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit)
         elif name == "two_hop_relations":
-            result = store.two_hop_relations(_anchors(args), args.r1, args.direction, args.limit)
+            result = store.two_hop_relations(_query_anchors(args), args.r1, args.direction, args.limit)
         elif name == "names":
             result = store.names(args.ids)
         elif name == "types":

@@ -6,7 +6,7 @@ import random
 import time
 from typing import Any
 
-from engine.cli import add_output_arguments, add_store_arguments, emit, open_from_args
+from engine.cli import add_output_arguments, add_store_arguments, emit, open_from_args, parse_anchors
 
 DATASETS = ("metaqa", "pathquestion")
 
@@ -71,13 +71,7 @@ def _anchor_arguments(p: argparse.ArgumentParser) -> None:
 
 def _anchors(args: argparse.Namespace) -> list:
     """The question's anchors: entity ids, then literals parsed as S-expression values."""
-    from engine.errors import InvalidInputError
-    from engine.sexpr import parse_literal
-
-    literals = [parse_literal(text) for text in args.literal]
-    if not args.entity and not literals:
-        raise InvalidInputError("give the question's anchors: at least one --entity ID or --literal VALUE")
-    return [*args.entity, *literals]
+    return parse_anchors(args.entity, args.literal, "give the question's anchors: at least one --entity ID or --literal VALUE")
 
 
 def _generation_arguments(p: argparse.ArgumentParser, n_demos: int) -> None:
