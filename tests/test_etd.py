@@ -22,12 +22,12 @@ from engine.etd.model import (
 )
 from engine.etd.pipeline import predict
 from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
-from engine.etd.training import load_checkpoint
+from engine.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
 from engine.model import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore
-from loaders.readers import read_metaqa_questions
+from loaders.readers import Question, read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
 DIM = 6
@@ -151,6 +151,11 @@ def test_frontier_cap_keeps_each_questions_best_tails_and_their_edges():
     with torch.no_grad():
         same = loose(*graph)
     assert same.nodes.tolist() == full.nodes.tolist() and torch.equal(same.h, full.h)
+    # the cap is for training steps only: in eval mode the capped layer explores as the paper
+    capped.eval()
+    with torch.no_grad():
+        evaluated = capped(*graph)
+    assert evaluated.nodes.tolist() == full.nodes.tolist() and torch.equal(evaluated.h, full.h)
 
 
 class _RecordingStore(ReferenceStore):
@@ -422,6 +427,7 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
     model, saved = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     assert model.config.max_frontier == 2 and all(layer.max_nodes == 2 for layer in model.layers)
     assert saved["train"]["max_frontier"] == 2
+    assert not model.training and not model.config.mask_topic
     assert len(list((tmp_path / "enc").glob("encodings-*.pt"))) == 3  # relations, training and validation questions
     # going on from that checkpoint: with lr 0 the weights are exactly the ones it started from
     capsys.readouterr()
@@ -435,3 +441,45 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
         main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
               "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
               "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])
+
+
+def test_masked_question_texts_replace_every_topic_mention():
+    questions = [
+        Question("1", "who directed [Moving Out] and when was [moving out] released", [], ["Moving Out"], []),
+        Question("2", "which nationality is anne_of_austria 's couple ?", [], ["anne", "anne_of_austria"], []),
+        Question("3", "what does [a+b (c)] mean", [], ["a+b (c)"], []),  # regex characters are literal
+    ]
+    assert question_texts(questions) == [q.question for q in questions]
+    X = TOPIC_PLACEHOLDER
+    assert question_texts(questions, mask_topic=True) == [
+        f"who directed [{X}] and when was [{X}] released",
+        f"which nationality is {X} 's couple ?",  # the longest name first, so no "X_of_austria"
+        f"what does [{X}] mean",
+    ]
+
+
+def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path, capsys, monkeypatch):
+    import engine.etd.pipeline as etd_pipeline
+
+    kb, qa = _toy_kb_and_questions(tmp_path)
+    store = str(tmp_path / "store")
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    common = ["--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress"]
+    assert main(["etd", "train", *common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "1",
+                 "--dim", "16", "--mask-topic"]) == 0
+    model, saved = load_checkpoint(tmp_path / "ckpt" / "best.pt")
+    assert model.config.mask_topic and saved["train"]["mask_topic"]
+    encoded: list[str] = []
+    real = etd_pipeline.encode_texts
+
+    def recording(texts, *args, **kwargs):
+        encoded.extend(texts)
+        return real(texts, *args, **kwargs)
+
+    monkeypatch.setattr(etd_pipeline, "encode_texts", recording)
+    capsys.readouterr()
+    assert main(["etd", "predict", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
+                 "--gnn-only", "--limit", "2", "--output", str(tmp_path / "pred.jsonl")]) == 0
+    assert encoded == [f"who directed [{TOPIC_PLACEHOLDER}]", f"what genre is [{TOPIC_PLACEHOLDER}]"]
+    records = [json.loads(line) for line in (tmp_path / "pred.jsonl").read_text().splitlines()]
+    assert [r["question"] for r in records] == ["who directed [film0]", "what genre is [film0]"]  # as asked

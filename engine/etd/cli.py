@@ -31,8 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--init-from", default=None,
                    help="start from this checkpoint's weights (same L, K, d, encoder and relations), e.g. to go on at a lower lr")
     p.add_argument("--max-frontier", type=int, default=None,
-                   help="keep at most this many nodes per question per layer, by their best in-edge attention "
-                        "(not in the paper; default: no cap)")
+                   help="in training steps, keep at most this many nodes per question per layer, by their best "
+                        "in-edge attention (not in the paper; validation and predict explore uncapped; default: no cap)")
+    p.add_argument("--mask-topic", action="store_true", default=None,
+                   help="encode each question with its topic entity's mention replaced by a placeholder (not in the paper)")
     p.set_defaults(handler=_run_train)
 
     p = sub.add_parser("predict", help="predict answers, write JSONL and print Hits@1 and timings")
@@ -68,7 +70,8 @@ def _run_train(args: argparse.Namespace) -> None:
     config = TrainConfig.for_dataset(
         args.dataset, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
-            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from")}
+            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
+            "mask_topic")}
     )
     parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), config.seed,
                             config.val_fraction, config.test_fraction)

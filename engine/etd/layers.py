@@ -5,9 +5,11 @@ For edges ``(s, r, o)`` leaving the current frontier, on question ``q``:
 
 - attention (Eq. 1): ``α = sigmoid(w_s·h_s + w_r·h_r + w_q·h_q + w_qr·(h_r ⊙ h_q))``;
 - pruning: each head ``s`` keeps its ``top_k`` edges by α (ties: the earlier edge first);
-- optional frontier cap [inf] (``max_nodes``; None = the paper): when a question's kept tails
-  number more than ``max_nodes``, only the ``max_nodes`` whose best kept in-edge has the largest α
-  stay (ties: the smaller node key), and the edges into the others are pruned as well;
+- optional frontier cap [inf], in training mode only (``max_nodes``; None = the paper): when a
+  question's kept tails number more than ``max_nodes``, only the ``max_nodes`` whose best kept
+  in-edge has the largest α stay (ties: the smaller node key), and the edges into the others are
+  pruned as well. It makes training steps cheaper; in eval mode (validation, prediction) the layer
+  explores as the paper does;
 - propagation (Eq. 2): ``h_o = ReLU(Σ_{kept (s, r, o)} α · W (h_s ⊙ h_r))``, a scatter-add
   (``index_add_``) over the destination.
 
@@ -52,8 +54,8 @@ def cap_nodes_per_group(score: Tensor, group: Tensor, num_groups: int, cap: int)
 
 
 class EtDLayer(nn.Module):
-    """One exploration step: sigmoid edge attention, per-head top-K pruning (and optionally a
-    per-question cap on the kept tails), gated propagation."""
+    """One exploration step: sigmoid edge attention, per-head top-K pruning (and, in training mode,
+    optionally a per-question cap on the kept tails), gated propagation."""
 
     def __init__(self, dim: int, top_k: int, max_nodes: int | None = None) -> None:
         super().__init__()
@@ -102,7 +104,7 @@ class EtDLayer(nn.Module):
         kept = top_k_per_head(alpha, src, h.shape[0], self.top_k)
         src, rel, alpha, dst = src[kept], rel[kept], alpha[kept], dst[kept]
         nodes, dst_index = torch.unique(dst, return_inverse=True)
-        if self.max_nodes is not None:
+        if self.max_nodes is not None and self.training:
             src, rel, alpha, nodes, dst_index = self._cap(node_question, src, rel, alpha, nodes, dst_index, h_q.shape[0])
         weighted = alpha.unsqueeze(1) * self.message(h, h_rel, src, rel)
         return LayerOutput(self.aggregate(weighted, dst_index, nodes.numel()), nodes, src, rel, dst_index, alpha)

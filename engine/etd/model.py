@@ -9,7 +9,8 @@ and the training loss (Eq. 4).
 - ``h^0`` is ``h_q`` on each topic entity; each layer explores one hop through the store
   (:class:`~engine.etd.exploration.Explorer`) and keeps each head's top-K edges; only the kept
   tails form the next frontier. ``max_frontier`` [inf] further caps each question's kept nodes
-  per layer (None, the default, is the paper).
+  per layer in training steps only (None, the default, is the paper; validation and
+  prediction always explore uncapped).
 - Candidates are every node kept by some layer; a candidate's representation is ``h^L`` (zero
   when the last layer did not reach it); ``p(q, e) = softmax_e MLP([h^L_e ; h_q])``.
 - Loss with several gold answers: Eq. 4's ``−log p(q, a)`` averaged over the gold answers that
@@ -42,8 +43,10 @@ class EtDConfig:
     dim: int
     encoder: str | None
     relations: tuple[str, ...]
-    #: at most this many kept nodes per question per layer [inf]; None = the paper (top-K per head only)
+    #: at most this many kept nodes per question per layer in training steps [inf]; None = the paper
     max_frontier: int | None = None
+    #: encode questions with their topic entities' mentions replaced by a placeholder [inf]
+    mask_topic: bool = False
 
     def to_json(self) -> dict:
         out = asdict(self)

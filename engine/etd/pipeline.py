@@ -20,7 +20,13 @@ from engine.etd.evidence import backtrack, facts
 from engine.etd.exploration import Explorer, RelationVocab
 from engine.etd.model import EtDModel, encode_texts, ranked
 from engine.etd.prompts import LABELS, Option, render_prompt
-from engine.etd.training import batches, explore, gold_answers, peak_memory_mb
+from engine.etd.training import (
+    batches,
+    explore,
+    gold_answers,
+    peak_memory_mb,
+    question_texts,
+)
 from engine.metrics import QuestionScore, aggregate, score_question
 from engine.model import Literal
 from engine.models.device import pick_device
@@ -95,7 +101,7 @@ def predict(
     (by ``lm`` when given, else the GNN's top candidate); one JSONL record per question."""
     model.eval()
     explorer = Explorer(store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
-    features = encode_texts([q.question for q in questions], model.config.encoder, cache_dir=encoding_cache)
+    features = encode_texts(question_texts(questions, model.config.mask_topic), model.config.encoder, cache_dir=encoding_cache)
     started = time.perf_counter()
     explore_s = store_s = determine_s = 0.0
     llm_calls = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import resource
 import sys
 import time
@@ -54,7 +55,7 @@ class TrainConfig:
     epochs: int = 30
     patience: int = 3
     max_degree: int | None = 1000
-    #: per-question cap on each layer's kept nodes [inf]; None = the paper
+    #: per-question cap on each layer's kept nodes in training steps [inf]; None = the paper
     max_frontier: int | None = None
     encoder: str | None = None
     seed: int = 0
@@ -67,6 +68,8 @@ class TrainConfig:
     time_budget: float | None = None
     #: a checkpoint whose weights the model starts from (same L, K, d, encoder, relations)
     init_from: str | None = None
+    #: encode questions with their topic entities' mentions replaced by a placeholder [inf]
+    mask_topic: bool = False
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
@@ -132,6 +135,26 @@ def explore(
     return model(features[list(members)], topics, explorer)
 
 
+#: what a masked question says in place of its topic entity's mention
+TOPIC_PLACEHOLDER = "X"
+
+
+def question_texts(questions: Sequence[Question], mask_topic: bool = False) -> list[str]:
+    """The texts the frozen encoder reads: the questions as written, or with every mention of a
+    topic entity (case-insensitive, longest name first) replaced by ``TOPIC_PLACEHOLDER``, so that
+    the words of a title ("Moving Out", "What's Eating Gilbert Grape") cannot pass for the relation
+    asked about [inf]."""
+    if not mask_topic:
+        return [q.question for q in questions]
+    out = []
+    for q in questions:
+        text = q.question
+        for name in sorted(q.topic_entities, key=len, reverse=True):
+            text = re.sub(re.escape(name), TOPIC_PLACEHOLDER, text, flags=re.IGNORECASE)
+        out.append(text)
+    return out
+
+
 def gold_answers(question: Question) -> list[str]:
     """The gold answer ids and texts of a question, without repeats."""
     return list(dict.fromkeys([*question.answer_entities, *question.answers]))
@@ -158,7 +181,8 @@ def evaluate_hits1(
 def build_model(config: TrainConfig, vocab: RelationVocab) -> EtDModel:
     relation_features = encode_texts([relation_text(r) for r in vocab.names], config.encoder, cache_dir=config.encoding_cache)
     model_config = EtDConfig(
-        config.num_layers, config.top_k, config.dim, config.encoder, tuple(vocab.names), config.max_frontier
+        config.num_layers, config.top_k, config.dim, config.encoder, tuple(vocab.names), config.max_frontier,
+        config.mask_topic,
     )
     return EtDModel(model_config, relation_features).to(pick_device())
 
@@ -201,8 +225,8 @@ def train(
             raise ValueError(f"{config.init_from} was trained with {start.config}, not {model.config}")
         model.load_state_dict(start.state_dict())
     started = time.perf_counter()
-    features = encode_texts([q.question for q in train_questions], config.encoder, cache_dir=config.encoding_cache)
-    val_features = encode_texts([q.question for q in val_questions], config.encoder, cache_dir=config.encoding_cache)
+    features = encode_texts(question_texts(train_questions, config.mask_topic), config.encoder, cache_dir=config.encoding_cache)
+    val_features = encode_texts(question_texts(val_questions, config.mask_topic), config.encoder, cache_dir=config.encoding_cache)
     summary = TrainSummary(
         config.dataset, pick_device(), len(train_questions), len(val_questions), 0, 0, -1.0,
         encode_seconds=round(time.perf_counter() - started, 2),
