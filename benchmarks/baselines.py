@@ -35,7 +35,7 @@ from benchmarks.workloads import (
     paths_answer,
     subgraph_answer,
 )
-from engine.model import Edge, Literal, Path, Term, Triple
+from engine.graph import Edge, Literal, Path, Term, Triple
 from engine.store import Store
 
 RowsAnswer = tuple

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
+from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
 
 ONTOLOGY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "freebase-ontology"
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.model import Literal, LoadReport, Triple
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, Literal, Triple
+from engine.results import LoadReport
 from engine.store import Store
 from sparql.terms import Terms
 

@@ -25,19 +25,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchmarks.sources import QuestionPath
-from engine.model import (
+from engine.graph import (
     NAME_RELATION,
     Edge,
-    ExpandResult,
     Literal,
     Path,
-    RelationsResult,
     Term,
     Triple,
     edge_key,
     path_key,
     term_key,
 )
+from engine.results import ExpandResult, RelationsResult
 from engine.store import Store
 
 if TYPE_CHECKING:

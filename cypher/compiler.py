@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import InvalidInputError, ReadOnlyViolationError
+from engine.graph import NAME_RELATION, TYPE_RELATION
 from engine.identifiers import validate_relation
-from engine.model import NAME_RELATION, TYPE_RELATION
 
 Compiled = tuple[str, dict[str, Any]]
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 
 from cypher.compiler import NEO4J, Compiled, Flavour, quote_relation, where_clause
 from engine.errors import InvalidInputError
+from engine.graph import Literal, Triple
 from engine.identifiers import validate_id, validate_relation
-from engine.model import Literal, Triple
 
 # ---------------------------------------------------------------------- Neo4j 5 only
 NEO4J_SCHEMA = (

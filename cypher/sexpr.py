@@ -14,7 +14,7 @@ from typing import Any
 
 from cypher.compiler import NEO4J, Compiled, Flavour, quote_relation, where_clause
 from cypher.schema import literal_key
-from engine.model import TYPE_RELATION, XSD
+from engine.graph import TYPE_RELATION, XSD
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NUMERIC_TYPES,

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.errors import InvalidInputError, KGQAError
-from engine.model import to_json
-from engine.open import FREEBASE_NS, open_store
+from engine.graph import FREEBASE_NS
+from engine.open import open_store
 from engine.render import render
+from engine.results import to_json
 
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from engine.cli import add_output_arguments
-from engine.model import to_json
+from engine.results import to_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,9 +15,7 @@ from typing import Any
 from engine.errors import InvalidInputError
 from engine.store import Store
 
-FREEBASE_NS = "http://rdf.freebase.com/ns/"
 DEFAULT_STORE = os.path.join("kgqa-data", "store")
-BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
 
 
 def open_store(uri: str | None = None, **options: Any) -> Store:
@@ -29,7 +27,7 @@ def open_store(uri: str | None = None, **options: Any) -> Store:
     uri = uri or os.environ.get("KGQA_STORE") or DEFAULT_STORE
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidInputError(f"invalid store URI {uri!r}: give a directory, memory:, http(s)://… or bolt://…")
-    if uri.startswith(BOLT_SCHEMES):
+    if uri.startswith(("bolt", "neo4j")):  # the Bolt store checks the exact scheme
         from engine.stores.bolt import BoltStore
 
         return BoltStore(uri, **options)

@@ -11,24 +11,32 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from engine.errors import UnsupportedOperationError
-from engine.identifiers import validate_direction, validate_hops, validate_ids, validate_limit, validate_relations
-from engine.model import (
+from engine.graph import (
     NAME_RELATION,
     TYPE_RELATION,
     Edge,
     Literal,
     Path,
+    Term,
+    Triple,
+    path_key,
+    term_key,
+)
+from engine.identifiers import (
+    validate_direction,
+    validate_hops,
+    validate_ids,
+    validate_limit,
+    validate_relations,
+)
+from engine.results import (
     PathsResult,
     QueryResult,
     RelationCount,
     SearchHit,
     StoreStats,
     SubgraphResult,
-    Term,
-    Triple,
     TwoHopRelation,
-    path_key,
-    term_key,
 )
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import Top

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.model import (
+from engine.graph import Literal, Path, Term
+from engine.results import (
     ExpandResult,
-    Literal,
-    Path,
     PathsResult,
     QueryResult,
     RelationsResult,
     SearchResult,
     StoreStats,
     SubgraphResult,
-    Term,
     TwoHopResult,
 )
 

@@ -32,7 +32,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidIdentifierError, InvalidInputError, QueryTimeoutError, UnsupportedOperationError
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    QueryTimeoutError,
+    UnsupportedOperationError,
+)
+from engine.graph import Edge, Literal, Path, Term, Triple, edge_key, path_key, term_key
 from engine.identifiers import (
     SEARCH_MODES,
     validate_direction,
@@ -43,12 +49,9 @@ from engine.identifiers import (
     validate_relation,
     validate_relations,
 )
-from engine.model import (
-    Edge,
+from engine.results import (
     ExecuteResult,
     ExpandResult,
-    Literal,
-    Path,
     PathsResult,
     QueryResult,
     RelationCount,
@@ -57,13 +60,8 @@ from engine.model import (
     SearchResult,
     StoreStats,
     SubgraphResult,
-    Term,
-    Triple,
     TwoHopRelation,
     TwoHopResult,
-    edge_key,
-    path_key,
-    term_key,
 )
 from engine.sexpr.parser import parse
 from engine.sexpr.tree import Count, Top, to_text

@@ -5,7 +5,12 @@ import os
 from pathlib import Path
 
 from engine.errors import InvalidInputError
-from loaders.readers import Question, read_metaqa_questions, read_pathquestion, read_rog_questions
+from loaders.readers import (
+    Question,
+    read_metaqa_questions,
+    read_pathquestion,
+    read_rog_questions,
+)
 
 #: dataset name -> its file under the data directory
 DATASETS = {

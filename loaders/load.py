@@ -19,10 +19,17 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from engine.errors import InvalidInputError
-from engine.model import LoadReport, Triple
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, Triple
+from engine.results import LoadReport
 from engine.store import Store
-from loaders.readers import Format, Reject, Source, detect_format, format_names, get_format
+from loaders.readers import (
+    Format,
+    Reject,
+    Source,
+    detect_format,
+    format_names,
+    get_format,
+)
 
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192

@@ -28,7 +28,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cypher.schema import NEO4J_SCHEMA, canonical_triple, literal_key
-from engine.model import NAME_RELATION, Literal, Triple
+from engine.graph import NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 
 NODE_HEADER = ("id:ID(Entity)", "name", ":LABEL")

@@ -1,7 +1,7 @@
 """Streaming readers for knowledge-graph dumps and KGQA dataset files.
 
 Every triple reader is a generator over one file (plain or gzip, told apart by the magic
-bytes) that yields :class:`~engine.model.Triple` objects and, for a line that cannot become
+bytes) that yields :class:`~engine.graph.Triple` objects and, for a line that cannot become
 a triple, a :class:`Reject` carrying its 1-based line number, so one bad line never stops a
 load. Lines a reader filters out on purpose (comments, the Freebase filters) yield nothing.
 
@@ -32,10 +32,14 @@ from types import TracebackType
 from typing import IO, Union
 from urllib.parse import unquote
 
-from engine.errors import InvalidIdentifierError, InvalidInputError, KGQAError, ParseError
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    KGQAError,
+    ParseError,
+)
+from engine.graph import FREEBASE_NS, NAME_RELATION, XSD, Literal, Term, Triple
 from engine.identifiers import validate_id, validate_relation
-from engine.model import NAME_RELATION, XSD, Literal, Term, Triple
-from engine.open import FREEBASE_NS
 
 
 @dataclass(frozen=True)
@@ -225,7 +229,7 @@ _PN_CHARS_BASE = (
 _PN_CHARS = _PN_CHARS_BASE + "_\\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
 _BLANK = rf"_:([{_PN_CHARS_BASE}_0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?)"
 # "unrolled" so that a string without its closing quote fails in linear time
-_STRING = rf'"([^"\\\n\r]*(?:\\(?:[tbnrf"\'\\]|u[0-9A-Fa-f]{{4}}|U[0-9A-Fa-f]{{8}})[^"\\\n\r]*)*)"'
+_STRING = r'"([^"\\\n\r]*(?:\\(?:[tbnrf"\'\\]|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8})[^"\\\n\r]*)*)"'
 _LANGTAG = r"@([a-zA-Z]+(?:-[a-zA-Z0-9]+)*)"
 _LITERAL = rf"{_STRING}(?:\^\^{_IRIREF}|{_LANGTAG})?"
 # groups: 1 subject IRI, 2 subject blank, 3 predicate, 4 object IRI, 5 object blank,

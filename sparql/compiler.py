@@ -8,7 +8,7 @@ A flavour (Virtuoso) subclasses :class:`SparqlCompiler` and overrides only what 
 """
 from __future__ import annotations
 
-from engine.model import NAME_RELATION, TYPE_RELATION, Literal
+from engine.graph import NAME_RELATION, TYPE_RELATION, Literal
 from sparql.terms import Terms, string_literal
 
 

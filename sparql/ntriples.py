@@ -14,8 +14,8 @@ import re
 from urllib.parse import unquote
 
 from engine.errors import InvalidIdentifierError
+from engine.graph import XSD
 from engine.identifiers import validate_relation
-from engine.model import XSD
 
 # A local name as ``quote(id, safe="")`` writes it: unreserved characters, and %XX (upper-case
 # hex) only for the printable ASCII characters that quote() escapes. Left to the full parse:
@@ -28,7 +28,7 @@ _RELATION = r"((?=[^>])[A-Za-z0-9_.\-]*(?:%2F[A-Za-z0-9_.\-]*)*)"
 # A string without escapes or control characters (its text is its value).
 _STRING = r'"[^"\\\x00-\x1f\x7f]*"'
 _LANG = r"@[a-z]{1,8}(?:-[a-z0-9]{1,8})*"  # lower case: the data model lower-cases tags
-# Typed values whose canonical lexical form (engine.model.Literal.make) is their text as written:
+# Typed values whose canonical lexical form (engine.graph.Literal.make) is their text as written:
 # dates without a time zone, whole seconds, booleans. Numbers are left to the full parse
 # (canonical forms depend on the value, and stores write integers differently).
 _TYPED = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from engine.model import TYPE_RELATION, XSD, Literal
+from engine.graph import TYPE_RELATION, XSD, Literal
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NUMERIC_TYPES,

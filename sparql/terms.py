@@ -8,12 +8,11 @@ absolute IRI is used as it is.
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import quote, unquote
 
-from typing import Any
-
 from engine.errors import InvalidIdentifierError, InvalidInputError
-from engine.model import XSD, XSD_STRING, Literal, Term
+from engine.graph import XSD, XSD_STRING, Literal, Term
 
 _ABSOLUTE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>\"{}|^`\\]*")
 _SAFE_IRI = re.compile(r"[^\x00-\x20<>\"{}|^`\\]*")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from engine.model import Literal
+from engine.graph import Literal
 from sparql.compiler import SparqlCompiler
 
 #: suffix of the companion column holding a numeric value's exact text

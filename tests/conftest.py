@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.model import Triple
+from engine.graph import Triple
 from engine.store import Store
 from tests.servers.base import Server, ServerUnavailable
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
+from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
 
 AWKWARD_IDS = ["m.0abc", "The Prowler", "Évian", "x'y\"z", "a/b#c?d", "{}`$", "100%"]
 RELATIONS = ["r", "s", "people.person.spouse", "/film/film/genre", "t-x"]

@@ -13,7 +13,7 @@ import gzip
 import random
 from pathlib import Path
 
-from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
+from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
 from engine.sexpr import tree as t
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import COMPARISONS, to_text, value

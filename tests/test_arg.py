@@ -11,8 +11,9 @@ from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
 from engine.arg.retrieval import retrieve
 from engine.cli import main
 from engine.errors import KGQAError
-from engine.model import NAME_RELATION, XSD, Literal, Triple, to_json
+from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.reference import ReferenceStore
+from engine.results import to_json
 from engine.sexpr import parse
 from engine.sexpr.tree import to_text
 

@@ -13,7 +13,7 @@ from benchmarks.baselines import CsrFloor, NetworkxGlobal, NetworkxPerQuestion, 
 from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
 from benchmarks.workloads import StoreRetriever, Task, walk_seeds
-from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal
+from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
 from tests.conftest import SHARED_DATA, missing

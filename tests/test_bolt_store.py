@@ -12,8 +12,13 @@ from pathlib import Path as FilePath
 import pytest
 
 from cypher import schema
-from engine.errors import InvalidIdentifierError, InvalidInputError, ReadOnlyViolationError, StoreUnavailableError
-from engine.model import NAME_RELATION, TYPE_RELATION, XSD, Literal, Path, Triple
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    ReadOnlyViolationError,
+    StoreUnavailableError,
+)
+from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Path, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 
 from cypher import compiler, schema
-from engine.errors import InvalidIdentifierError, InvalidInputError, ReadOnlyViolationError
-from engine.model import XSD, Literal, Triple
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    ReadOnlyViolationError,
+)
+from engine.graph import XSD, Literal, Triple
 
 HOSTILE_RELATIONS = [
     "a`b",

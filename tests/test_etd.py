@@ -23,7 +23,7 @@ from engine.etd.model import (
 from engine.etd.pipeline import predict
 from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
-from engine.model import Literal, Triple
+from engine.graph import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InvalidInputError
-from engine.model import Literal, LoadReport, Triple
+from engine.graph import Literal, Triple
 from engine.reference import ReferenceStore
+from engine.results import LoadReport
 from loaders.load import load_files
 from loaders.readers import FORMATS, read_metaqa
 

@@ -7,8 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from engine.model import XSD, Triple
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, XSD, Triple
 from engine.store import Store
 from loaders.load import load_files
 from loaders.readers import read_ntriples

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InvalidInputError, ParseError
-from engine.model import XSD, Literal, Triple
+from engine.graph import XSD, Literal, Triple
 from loaders.readers import (
     FORMATS,
     Question,

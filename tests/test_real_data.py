@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.model import Triple
+from engine.graph import Triple
 from engine.reference import ReferenceStore
 from engine.store import Store
 from loaders.load import load_files

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.model import Triple
+from engine.graph import Triple
 from engine.models.lm import Generation, LanguageModel, load_lm
 from engine.rog.grounding import ground
 from engine.rog.planning import (

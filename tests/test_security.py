@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidIdentifierError, InvalidInputError, ReadOnlyViolationError
-from engine.model import NAME_RELATION, Literal, Triple
+from engine.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    ReadOnlyViolationError,
+)
+from engine.graph import NAME_RELATION, Literal, Triple
 
 HOSTILE_IDS = [
     "x' OR '1'='1",

@@ -10,8 +10,9 @@ import re
 import pytest
 
 from engine.errors import InvalidInputError, QueryTimeoutError
-from engine.model import XSD, ExecuteResult, Literal, Triple
+from engine.graph import XSD, Literal, Triple
 from engine.reference import ReferenceStore
+from engine.results import ExecuteResult
 from engine.sexpr import SExprSyntaxError, parse
 from tests.conftest import STORE_KINDS
 from tests.sexpr_graphs import TIMES, expressions, freebase_graph, read_roles

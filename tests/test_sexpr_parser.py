@@ -6,7 +6,7 @@ import json
 import pytest
 
 from engine.errors import KGQAError
-from engine.model import XSD, Literal
+from engine.graph import XSD, Literal
 from engine.sexpr import SExprSyntaxError, parse, to_text
 from engine.sexpr.tree import (
     And,

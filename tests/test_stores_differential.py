@@ -9,9 +9,16 @@ import random
 
 import pytest
 
-from engine.model import NAME_RELATION, TYPE_RELATION
+from engine.graph import NAME_RELATION, TYPE_RELATION
 from engine.reference import ReferenceStore
-from tests.random_graphs import ABSENT_LITERALS, NAMES, RELATIONS, literal_objects, node_ids, random_graph
+from tests.random_graphs import (
+    ABSENT_LITERALS,
+    NAMES,
+    RELATIONS,
+    literal_objects,
+    node_ids,
+    random_graph,
+)
 
 SEEDS = [1, 2, 3]
 DIRECTIONS = ["out", "in", "both"]
@@ -117,7 +124,7 @@ def test_loading_twice_changes_nothing(make_store, store_kind):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from engine.model import Literal, Triple  # noqa: E402
+from engine.graph import Literal, Triple  # noqa: E402
 from engine.stores.oxigraph import OxigraphStore  # noqa: E402
 
 _node = st.sampled_from(["a", "b", "c", "d", "Évian", "x'y"])

@@ -24,7 +24,7 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.model import NAME_RELATION, XSD, Literal, Triple
+from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore

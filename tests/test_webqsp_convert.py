@@ -51,7 +51,7 @@ def test_shapes():
 
 @pytest.mark.parametrize("kind", STORE_KINDS)
 def test_converted_parses_compile_on_every_store(make_module_store, converted, kind):
-    from engine.model import Triple
+    from engine.graph import Triple
 
     store = make_module_store(kind, [Triple("m.x", "a.b", "m.y")])
     sample = random.Random(0).sample([t for _, t in converted[0]], 150)

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.arg.generation import tokens
 from engine.errors import KGQAError, QueryTimeoutError
-from engine.model import ExecuteResult
+from engine.results import ExecuteResult
 from engine.sexpr import parse
 from engine.sexpr.tree import Entity, Relation, Top, Value, to_text
 from engine.store import Store

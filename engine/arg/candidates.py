@@ -13,7 +13,7 @@ import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.model import Literal
+from engine.graph import Literal
 from engine.sexpr.tree import (
     COMPARISONS,
     And,

@@ -6,7 +6,13 @@ import random
 import time
 from typing import Any
 
-from engine.cli import add_output_arguments, add_store_arguments, emit, open_from_args, parse_anchors
+from engine.cli import (
+    add_output_arguments,
+    add_store_arguments,
+    emit,
+    open_from_args,
+    parse_anchors,
+)
 
 DATASETS = ("metaqa", "pathquestion")
 

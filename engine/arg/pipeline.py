@@ -12,7 +12,7 @@ from engine.arg.candidates import Schema
 from engine.arg.generation import DemoPicker, forms_of, generate_outputs
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
-from engine.model import Literal, Term, term_key
+from engine.graph import Literal, Term, term_key
 from engine.models.lm import LanguageModel
 from engine.store import Store
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from engine.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.arg.ranker import BiEncoder, Scorer, top
-from engine.model import Literal, Term, term_key
+from engine.graph import Literal, Term, term_key
 from engine.sexpr.tree import entities as tree_entities
 from engine.sexpr.tree import to_text
 from engine.store import Store

@@ -12,7 +12,7 @@ import torch
 
 from engine.etd.exploration import KEY_STRIDE, Explorer
 from engine.etd.model import Exploration
-from engine.model import Term
+from engine.graph import Term
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.model import NAME_RELATION, Literal, Term
+from engine.graph import NAME_RELATION, Literal, Term
 from engine.store import Store
 
 if TYPE_CHECKING:

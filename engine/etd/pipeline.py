@@ -27,8 +27,8 @@ from engine.etd.training import (
     peak_memory_mb,
     question_texts,
 )
+from engine.graph import Literal
 from engine.metrics import QuestionScore, aggregate, score_question
-from engine.model import Literal
 from engine.models.device import pick_device
 from engine.store import Store
 from loaders.datasets import load_dataset

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.errors import InvalidIdentifierError
+from engine.graph import Literal, Path
 from engine.identifiers import validate_relation
-from engine.model import Literal, Path
 from engine.render import render_path, term_text
 from engine.store import MAX_PATH_HOPS, Store
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.model import NAME_RELATION, Literal
+from engine.graph import NAME_RELATION, Literal
 from engine.models.lm import LanguageModel
 from engine.models.trie import TokenTrie
 from engine.rog.prompts import (

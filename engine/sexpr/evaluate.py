@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from engine.model import TYPE_RELATION, Literal, Term, Triple
+from engine.graph import TYPE_RELATION, Literal, Term, Triple
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     And,

@@ -17,7 +17,7 @@ compare their keys as numbers). TC compares time keys only.
 """
 from __future__ import annotations
 
-from engine.model import Literal
+from engine.graph import Literal
 from engine.sexpr.tree import NOW, NOW_DATE, literal_kind
 
 XSD_LOCAL_DATE_PARTS = {"gYear": 1, "gYearMonth": 2, "date": 3, "dateTime": 4}

@@ -2,7 +2,7 @@
 
 Every error is an :class:`SExprSyntaxError` carrying the 0-based character ``position`` where
 the input went wrong. Relation and class names pass :func:`engine.identifiers.validate_relation`,
-literals :meth:`engine.model.Literal.make`, so a parsed tree is safe to compile.
+literals :meth:`engine.graph.Literal.make`, so a parsed tree is safe to compile.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 
 from engine.errors import InvalidIdentifierError, InvalidInputError, ParseError
+from engine.graph import XSD, Literal
 from engine.identifiers import validate_relation
-from engine.model import XSD, Literal
 from engine.sexpr.tree import (
     COMPARISONS,
     DATATYPES,

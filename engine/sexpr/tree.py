@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.model import XSD, Literal
+from engine.graph import XSD, Literal
 
 #: datatypes a typed literal may carry, by local name
 DATATYPES = ("integer", "int", "long", "decimal", "float", "double", "boolean", "date", "gYear", "gYearMonth", "dateTime")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
-from engine.model import XSD, Literal
+from engine.graph import XSD, Literal
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NOW,

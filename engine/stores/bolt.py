@@ -35,32 +35,39 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import neo4j
 import neo4j.graph
-from neo4j.exceptions import AuthError, ConfigurationError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
+from neo4j.exceptions import (
+    AuthError,
+    ConfigurationError,
+    DriverError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+)
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from cypher import compiler, schema
 from cypher.sexpr import compile_sexpr
-from engine.errors import InvalidInputError, QueryTimeoutError, StoreError, StoreUnavailableError
+from engine.errors import (
+    InvalidInputError,
+    QueryTimeoutError,
+    StoreError,
+    StoreUnavailableError,
+)
+from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple
 from engine.identifiers import RELATION_PATTERN
-from engine.model import (
-    NAME_RELATION,
-    Edge,
-    Literal,
-    Path,
+from engine.results import (
     QueryResult,
     RelationCount,
     SearchHit,
     StoreStats,
-    Term,
-    Triple,
     TwoHopRelation,
 )
-from engine.open import BOLT_SCHEMES
 from engine.sexpr.tree import Count, Top
 from engine.store import Store, pick_name
 from engine.timeouts import run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
+BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
 #: A Bolt handshake: the magic number, then the versions asked for (5.0-5.7, 4.4).
 BOLT_HANDSHAKE = bytes.fromhex("6060b017" "00070705" "00000404" "00000000" "00000000")
 #: FalkorDB 4.16 drops the connection on a query of exactly 4073 bytes (or 4073 + 4096 k);
@@ -82,7 +89,7 @@ def _name_matches(name: str, needle: str, mode: str) -> bool:
 
 def _value(value: Any) -> Any:
     """A value of a raw query result in the engine's terms: nodes as ids or Literals,
-    relationships as their type, paths as :class:`engine.model.Path`."""
+    relationships as their type, paths as :class:`engine.graph.Path`."""
     if isinstance(value, neo4j.graph.Node):
         return _node_value(value)
     if isinstance(value, neo4j.graph.Relationship):

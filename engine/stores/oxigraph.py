@@ -8,8 +8,8 @@ from typing import Any
 import pyoxigraph as ox
 
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
-from engine.model import Literal, QueryResult
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, Literal
+from engine.results import QueryResult
 from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
 from sparql.readonly import bind_parameters, ensure_read_only

@@ -50,8 +50,8 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.model import XSD, Literal, QueryResult, Term
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, XSD, Literal, Term
+from engine.results import QueryResult
 from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
 from sparql.compiler import SparqlCompiler

@@ -11,18 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from engine.model import (
-    Edge,
-    Literal,
-    Path,
-    RelationCount,
-    SearchHit,
-    StoreStats,
-    Term,
-    Triple,
-    TwoHopRelation,
-)
-from engine.open import FREEBASE_NS
+from engine.graph import FREEBASE_NS, Edge, Literal, Path, Term, Triple
+from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
 from engine.sexpr.tree import Count, Top
 from engine.store import Store
 from sparql.compiler import SparqlCompiler
