@@ -32,13 +32,14 @@ class Dataset:
 
     name: str
     files: tuple[Path, ...]
-    format: str | None  # a loaders.readers format name; None: detect per file
+    format: str | None  # a loaders.formats format name; None: detect per file
     description: str
     triples: int = 0  # distinct triples, once known
 
     def read(self) -> Iterator[Triple]:
         """The dataset's triples (bad lines skipped), as the engine's readers see them."""
-        from loaders.readers import Reject, read_triples
+        from loaders.formats import read_triples
+        from loaders.source import Reject
 
         for path in self.files:
             for item in read_triples(path, self.format):
@@ -160,7 +161,7 @@ class QuestionPath:
 
 def metaqa_questions(hops: int, data_dir: Path = DATA_DIR) -> list[QuestionPath]:
     """MetaQA dev questions of ``hops`` hops, each with its gold relation path."""
-    from loaders.readers import metaqa_relation_path, read_metaqa_questions
+    from loaders.questions import metaqa_relation_path, read_metaqa_questions
 
     folder = data_dir / "metaqa" / f"{hops}-hop"
     out = []
@@ -172,7 +173,7 @@ def metaqa_questions(hops: int, data_dir: Path = DATA_DIR) -> list[QuestionPath]
 
 def pathquestion_questions(data_dir: Path = DATA_DIR) -> list[QuestionPath]:
     """PathQuestion PQ-2H and PQ-3H questions with their annotated relation paths."""
-    from loaders.readers import read_pathquestion
+    from loaders.questions import read_pathquestion
 
     out = []
     for name in ("PQ-2H.txt", "PQ-3H.txt"):

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from engine.errors import InvalidInputError
-from loaders.readers import (
+from loaders.questions import (
     Question,
     read_metaqa_questions,
     read_pathquestion,

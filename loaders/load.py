@@ -22,14 +22,8 @@ from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Triple
 from engine.results import LoadReport
 from engine.store import Store
-from loaders.readers import (
-    Format,
-    Reject,
-    Source,
-    detect_format,
-    format_names,
-    get_format,
-)
+from loaders.formats import Format, detect_format, format_names, get_format
+from loaders.source import Reject, Source
 
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192
@@ -49,7 +43,7 @@ def load_files(
     """Load every triple of ``paths`` into ``store`` and report what happened.
 
     ``format`` applies to every file; None detects each file's own format
-    (:func:`loaders.readers.detect_format`). ``namespace`` goes to the RDF readers
+    (:func:`loaders.formats.detect_format`). ``namespace`` goes to the RDF readers
     (``ntriples``, ``freebase``); ``reader_options`` to every reader (e.g.
     ``{"drop_domains": ("base", "user")}`` for ``freebase``). ``batch_size`` triples go to
     the store per call (default: the store's ``load_batch_size``); reading the next batch

@@ -5,7 +5,7 @@ for byte, the text the engine itself writes for the triple the reader parses out
 under the store's namespace percent-encoded as :meth:`sparql.terms.Terms.iri_of` encodes them,
 plain or language-tagged strings, and typed values already in their canonical lexical form. Such
 a line can go to the store's bulk loader as it is, skipping the Python objects of the full parse
-(:func:`loaders.readers.read_ntriples`). :class:`CanonicalNTriples` recognises them; every other
+(:func:`loaders.ntriples.read_ntriples`). :class:`CanonicalNTriples` recognises them; every other
 line takes the full parse, so what is stored never depends on which way a line went.
 """
 from __future__ import annotations

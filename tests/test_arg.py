@@ -244,7 +244,7 @@ def _named_store():
 
 def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
     from engine.arg.evaluate import demo_pool, evaluate
-    from loaders.readers import Question
+    from loaders.questions import Question
 
     store = _named_store()
     tests = [

@@ -27,7 +27,7 @@ from engine.graph import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore
-from loaders.readers import Question, read_metaqa_questions
+from loaders.questions import Question, read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
 DIM = 6

@@ -11,8 +11,9 @@ from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
 from engine.reference import ReferenceStore
 from engine.results import LoadReport
+from loaders.formats import FORMATS
 from loaders.load import load_files
-from loaders.readers import FORMATS, read_metaqa
+from loaders.tabular import read_metaqa
 
 DATA = Path(__file__).parent / "data"
 

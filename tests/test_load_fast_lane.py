@@ -10,7 +10,7 @@ import pytest
 from engine.graph import FREEBASE_NS, XSD, Triple
 from engine.store import Store
 from loaders.load import load_files
-from loaders.readers import read_ntriples
+from loaders.ntriples import read_ntriples
 from sparql.ntriples import CanonicalNTriples
 
 NS = FREEBASE_NS

@@ -10,23 +10,22 @@ import pytest
 
 from engine.errors import InvalidInputError, ParseError
 from engine.graph import XSD, Literal, Triple
-from loaders.readers import (
-    FORMATS,
+from loaders.formats import FORMATS, detect_format, read_triples
+from loaders.freebase import read_freebase
+from loaders.ntriples import read_ntriples
+from loaders.questions import (
     Question,
-    Reject,
-    Source,
-    detect_format,
     metaqa_relation_path,
+    read_metaqa_questions,
+    read_pathquestion,
+    read_rog_questions,
+)
+from loaders.source import Reject, Source
+from loaders.tabular import (
     normalise_mid,
     read_entity_names,
-    read_freebase,
     read_metaqa,
-    read_metaqa_questions,
-    read_ntriples,
-    read_pathquestion,
     read_rog,
-    read_rog_questions,
-    read_triples,
     read_tsv,
 )
 

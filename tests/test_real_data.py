@@ -12,13 +12,13 @@ import pytest
 from engine.graph import Triple
 from engine.reference import ReferenceStore
 from engine.store import Store
+from loaders.formats import read_triples
 from loaders.load import load_files
-from loaders.readers import (
+from loaders.questions import (
     Question,
     metaqa_relation_path,
     read_metaqa_questions,
     read_pathquestion,
-    read_triples,
 )
 from tests.conftest import STORE_KINDS
 

@@ -31,7 +31,7 @@ from engine.rog.prompts import (
 )
 from engine.rog.reasoning import fit_paths
 from engine.rog.training_data import training_examples
-from loaders.readers import Question
+from loaders.questions import Question
 
 KB = [
     ("Titanic", "directed_by", "James Cameron"),

@@ -151,7 +151,7 @@ def _items(args: argparse.Namespace, store: Any, first: int, count: int) -> list
     from pathlib import Path
 
     from engine.arg.datasets import gold_hops
-    from loaders.readers import read_metaqa_questions, read_pathquestion
+    from loaders.questions import read_metaqa_questions, read_pathquestion
 
     out = []
     for path in args.questions:

@@ -3,7 +3,7 @@ stage-2 training examples from their gold paths.
 
 The gold form follows the question's relation path from its topic entity hop by hop:
 MetaQA's from the question type (``actor_to_movie_to_director`` = ``(JOIN (R directed_by)
-(JOIN starred_actors [actor]))``, via :func:`loaders.readers.metaqa_relation_path`);
+(JOIN starred_actors [actor]))``, via :func:`loaders.questions.metaqa_relation_path`);
 PathQuestion's from its annotated path, each hop's direction read from the store (the edge
 between the path's consecutive entities).
 """
@@ -18,7 +18,7 @@ from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.sexpr.tree import to_text
 from engine.store import Store
-from loaders.readers import Question, metaqa_relation_path
+from loaders.questions import Question, metaqa_relation_path
 
 
 def gold_hops(store: Store, q: Question, path_entities: list[str] | None = None) -> list[Hop]:

@@ -32,7 +32,7 @@ from engine.models.lm import LanguageModel
 from engine.sexpr import parse
 from engine.sexpr.tree import entities
 from engine.store import Store
-from loaders.readers import Question
+from loaders.questions import Question
 
 STAGES = ("store", "model", "generation", "execution")
 

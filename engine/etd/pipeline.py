@@ -32,7 +32,7 @@ from engine.metrics import QuestionScore, aggregate, score_question
 from engine.models.device import pick_device
 from engine.store import Store
 from loaders.datasets import load_dataset
-from loaders.readers import Question
+from loaders.questions import Question
 
 SPLITS = ("train", "val", "test", "all")
 

@@ -27,7 +27,7 @@ from engine.etd.model import (
 from engine.metrics import score_question
 from engine.models.device import pick_device
 from engine.store import Store
-from loaders.readers import Question
+from loaders.questions import Question
 
 #: (L, K) per dataset: the paper's Table 8; PathQuestion is not in the paper [L = hops, K as MetaQA]
 PAPER_LAYERS_TOP_K: dict[str, tuple[int, int]] = {

@@ -19,7 +19,7 @@ from engine.rog.planning import (
 )
 from engine.rog.reasoning import REASONING_MODES, reason
 from engine.store import Store
-from loaders.readers import Question
+from loaders.questions import Question
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from engine.rog.grounding import ground
 from engine.rog.prompts import format_plan, planning_prompt, reasoning_prompt
 from engine.store import Store
-from loaders.readers import Question
+from loaders.questions import Question
 
 
 @dataclass

@@ -1,0 +1,209 @@
+"""Question readers: RoG files (JSONL or parquet), MetaQA (``qa_*.txt`` with question types)
+and PathQuestion. Datasets are expected to be well formed, so a bad line raises
+:class:`~engine.errors.ParseError` instead of being skipped."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import InvalidInputError, ParseError
+from loaders.source import Reject, Source
+from loaders.tabular import ROG_COLUMNS, rog_rows
+
+
+@dataclass
+class Question:
+    """One dataset question with its gold answers.
+
+    ``answers`` are the answer strings as the dataset gives them; ``answer_entities`` the
+    answer node ids where the dataset names them. ``path`` is a gold relation path (all
+    hops forward) where the dataset has one; ``qtype`` a question type (MetaQA).
+    """
+
+    id: str
+    question: str
+    answers: list[str]
+    topic_entities: list[str]
+    answer_entities: list[str]
+    hops: int | None = None
+    qtype: str | None = None
+    path: list[str] | None = None
+
+
+def _string_list(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]  # type: ignore[union-attr]
+
+
+def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
+    """The questions of a RoG-style file (JSONL or parquet): id, question, answer,
+    q_entity (topic entities), a_entity (answer entities)."""
+    questions: list[Question] = []
+    with Source(path) as src:
+        for item in rog_rows(src, ROG_COLUMNS[:5]):
+            if isinstance(item, Reject):
+                raise ParseError(item.reason, source=str(path), line=item.line_no)
+            n, _, row = item
+            if not isinstance(row.get("question"), str):
+                raise ParseError("row has no 'question' string", source=str(path), line=n)
+            questions.append(
+                Question(
+                    id=str(row.get("id", n)),
+                    question=row["question"],
+                    answers=_string_list(row.get("answer")),
+                    topic_entities=_string_list(row.get("q_entity")),
+                    answer_entities=_string_list(row.get("a_entity")),
+                )
+            )
+    return questions
+
+
+# ---------------------------------------------------------------------------- MetaQA questions
+
+#: MetaQA entity type -> the KB relation linking a movie to it (stored movie -> value)
+METAQA_RELATIONS = {
+    "actor": "starred_actors",
+    "director": "directed_by",
+    "writer": "written_by",
+    "genre": "has_genre",
+    "language": "in_language",
+    "year": "release_year",
+    "tag": "has_tags",
+    "tags": "has_tags",
+    "imdbrating": "has_imdb_rating",
+    "imdbvotes": "has_imdb_votes",
+}
+
+
+def metaqa_relation_path(qtype: str) -> list[tuple[str, str]]:
+    """(relation, direction) per hop of a MetaQA question type, walking from the topic entity.
+
+    ``actor_to_movie_to_director`` → ``[("starred_actors", "in"), ("directed_by", "out")]``:
+    every KB edge is stored movie → value, so a hop into a movie goes ``in`` and a hop out
+    of one goes ``out``.
+    """
+    kinds = qtype.split("_to_")
+    hops: list[tuple[str, str]] = []
+    for here, there in zip(kinds, kinds[1:]):
+        if here == "movie" and there in METAQA_RELATIONS:
+            hops.append((METAQA_RELATIONS[there], "out"))
+        elif there == "movie" and here in METAQA_RELATIONS:
+            hops.append((METAQA_RELATIONS[here], "in"))
+        else:
+            raise InvalidInputError(
+                f"unknown MetaQA question type {qtype!r}: expected kinds joined by '_to_' with every "
+                f"hop to or from 'movie', kinds being movie, {', '.join(METAQA_RELATIONS)}"
+            )
+    if not hops:
+        raise InvalidInputError(f"unknown MetaQA question type {qtype!r}: no hop")
+    return hops
+
+
+_HOP_DIR = re.compile(r"(\d+)-hop")
+
+
+def read_metaqa_questions(qa_path: str | os.PathLike[str], qtype_path: str | os.PathLike[str] | None = None) -> list[Question]:
+    """MetaQA questions: ``question<TAB>answer1|answer2…`` with the topic entity in [brackets].
+
+    The question text is kept as given (brackets included). ``qtype_path`` gives one type
+    per line in the same order; by default ``<stem>_qtype.txt`` beside ``qa_path`` is used
+    when it exists. ``hops`` comes from the qtype, else from a ``N-hop`` directory name.
+    """
+    qa = Path(qa_path)
+    if qtype_path is None:
+        beside = qa.with_name(qa.name.split(".")[0] + "_qtype.txt")
+        qtype_path = beside if beside.is_file() else None
+    qtypes = text_lines(Path(qtype_path)) if qtype_path is not None else None
+    dir_hops = _HOP_DIR.fullmatch(qa.parent.name)
+    questions: list[Question] = []
+    lines = text_lines(qa)
+    if qtypes is not None and len(qtypes) != len(lines):
+        raise ParseError(
+            f"{len(lines)} questions but {len(qtypes)} question types in {str(qtype_path)!r}; the files must align",
+            source=str(qa_path),
+        )
+    prefix = f"{qa.parent.name}/{qa.name.split('.')[0]}"
+    for n, line in enumerate(lines, 1):
+        text, tab, answer_field = line.partition("\t")
+        start, end = text.find("["), text.find("]")
+        if not tab or start < 0 or end <= start + 1:
+            raise ParseError("expected question<TAB>answers with the topic entity in [brackets]", source=str(qa_path), line=n)
+        answers = [a for a in answer_field.split("|") if a]
+        qtype = qtypes[n - 1] if qtypes is not None else None
+        if qtype is not None:
+            try:
+                hops: int | None = len(metaqa_relation_path(qtype))
+            except InvalidInputError as e:
+                raise ParseError(str(e), source=str(qtype_path), line=n) from e
+        else:
+            hops = int(dir_hops.group(1)) if dir_hops else None
+        questions.append(
+            Question(
+                id=f"{prefix}:{n}",
+                question=text,
+                answers=answers,
+                topic_entities=[text[start + 1:end]],
+                answer_entities=list(answers),
+                hops=hops,
+                qtype=qtype,
+            )
+        )
+    return questions
+
+
+def text_lines(path: Path) -> list[str]:
+    """The lines of a small UTF-8 text file (gzip allowed), without line endings or a final empty line."""
+    try:
+        with Source(path) as src:
+            data = src.binary().read().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ParseError(f"not UTF-8 text: {e}", source=str(path)) from e
+    lines = data.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+# ---------------------------------------------------------------------------- PathQuestion
+
+def read_pathquestion(path: str | os.PathLike[str]) -> list[Question]:
+    """PathQuestion (PQ-2H / PQ-3H, PQL): ``question<TAB>answer(alt1/alt2/…/)<TAB>path``.
+
+    The answer field names the answer reached by the annotated path, then in parentheses
+    every gold answer, each followed by ``/``. The path is
+    ``topic#r1#e1#r2#…#answer#<end>#answer``. ``answers`` (and ``answer_entities``) are the
+    parenthesised gold answers; ``path`` the relations r1, r2, ….
+    """
+    questions: list[Question] = []
+    stem = Path(path).name.split(".")[0]
+    for n, line in enumerate(text_lines(Path(path)), 1):
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ParseError(f"expected question<TAB>answers<TAB>path, found {len(fields)} field(s)", source=str(path), line=n)
+        text, answer_field, path_field = fields
+        head, paren, rest = answer_field.partition("(")
+        if not paren or not rest.endswith(")"):
+            raise ParseError(f"answer field {answer_field!r} is not answer(alt1/alt2/…/)", source=str(path), line=n)
+        answers = list(dict.fromkeys(a for a in rest[:-1].split("/") if a)) or [head]
+        steps = path_field.split("#")
+        # topic, then (relation, entity) pairs, then "<end>", answer
+        if len(steps) < 5 or len(steps) % 2 == 0 or steps[-2] != "<end>":
+            raise ParseError(f"path {path_field!r} is not topic#r1#e1#…#answer#<end>#answer", source=str(path), line=n)
+        relations = steps[1:-2:2]
+        questions.append(
+            Question(
+                id=f"{stem}:{n}",
+                question=text,
+                answers=answers,
+                topic_entities=[steps[0]],
+                answer_entities=list(answers),
+                hops=len(relations),
+                path=relations,
+            )
+        )
+    return questions

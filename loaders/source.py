@@ -1,0 +1,172 @@
+"""Input files for the readers: plain or gzip (told apart by the magic bytes), read line by
+line with 1-based line numbers, and the pieces every line reader shares: :class:`Reject` for a
+line that cannot become a triple, and the checks of ids and relation names.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Union
+
+from engine.errors import InvalidInputError, KGQAError
+from engine.graph import Triple
+from engine.identifiers import validate_id, validate_relation
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A line that could not become a triple: where, what, and why."""
+
+    line_no: int
+    text: str
+    reason: str
+
+
+Item = Union[Triple, Reject]
+
+
+class BadLine(Exception):
+    """A line that cannot become a triple; the message is the reason."""
+
+
+# ---------------------------------------------------------------------------- files
+
+class Source:
+    """A file opened for streaming: its raw lines (gzip undone) and the bytes consumed so far.
+
+    ``tell()`` counts bytes of the file on disk (compressed bytes for gzip), so that
+    progress can be measured against ``size``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self._raw: IO[bytes] = open(self.path, "rb")
+        except FileNotFoundError as e:
+            raise InvalidInputError(f"input file {str(self.path)!r} does not exist") from e
+        except IsADirectoryError as e:
+            raise InvalidInputError(f"input {str(self.path)!r} is a directory; name the files in it") from e
+        except OSError as e:
+            raise InvalidInputError(f"cannot open input file {str(self.path)!r}: {e.strerror}") from e
+        self.size = os.fstat(self._raw.fileno()).st_size
+        self.compressed = is_gzip(self._raw)
+        if self.path.suffix == ".gz" and self.size and not self.compressed:
+            self._raw.close()
+            raise InvalidInputError(f"input file {str(self.path)!r} ends in .gz but is not gzip data")
+        self._lines: IO[bytes] = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.compressed else self._raw
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._lines)
+
+    def binary(self) -> IO[bytes]:
+        """The decompressed byte stream."""
+        return self._lines
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._lines.close()
+        self._raw.close()
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+PathOrSource = Union[str, os.PathLike, Source]
+
+
+def is_gzip(stream: IO[bytes]) -> bool:
+    """Whether a seekable binary stream starts with the gzip magic bytes (position kept)."""
+    where = stream.tell()
+    magic = stream.read(2)
+    stream.seek(where)
+    return magic == b"\x1f\x8b"
+
+
+class Opened:
+    """Use a Source handed in as is (its owner closes it), or open and close a path."""
+
+    def __init__(self, source: PathOrSource) -> None:
+        self._owned = not isinstance(source, Source)
+        self.source = Source(source) if self._owned else source  # type: ignore[arg-type]
+
+    def __enter__(self) -> Source:
+        return self.source
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owned:
+            self.source.close()
+
+
+def numbered_lines(src: Source) -> Iterator[tuple[int, str] | Reject]:
+    """(line number, text without its line ending) per line; a Reject for undecodable bytes
+    and, as the last item, for a file that cannot be read to its end (truncated gzip)."""
+    n = 0
+    try:
+        for n, raw in enumerate(src, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                yield Reject(n, text, f"not UTF-8 text ({e.reason} at byte {e.start})")
+                continue
+            line = line.rstrip("\r\n")
+            if n == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            yield n, line
+    except (OSError, EOFError, zlib.error) as e:
+        # a truncated or corrupt gzip stream: keep what came before, say where it stopped
+        yield Reject(n + 1, "", f"the file cannot be read past this point: {e}")
+
+
+def parse_lines(source: PathOrSource, parse: Callable[[str], Triple | str | None]) -> Iterator[Item]:
+    """Drive a one-line parser over a file: ``parse`` returns a Triple, None to skip the
+    line, or raises BadLine / an identifier or literal error to reject it."""
+    with Opened(source) as src:
+        for item in numbered_lines(src):
+            if item.__class__ is Reject:
+                yield item  # type: ignore[misc]
+                continue
+            n, line = item  # type: ignore[misc]
+            try:
+                triple = parse(line)
+            except (BadLine, KGQAError) as e:
+                yield Reject(n, line, str(e))
+                continue
+            if triple is not None:
+                yield triple
+
+
+class RelationNames:
+    """validate_relation with memory: datasets use few relations over many lines."""
+
+    def __init__(self) -> None:
+        self._ok: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        if name not in self._ok:
+            validate_relation(name)
+            self._ok.add(name)
+        return name
+
+
+def check_id(node_id: str) -> str:
+    # isprintable() is a fast test that passes almost every id; the exact rule is validate_id's
+    if not node_id:
+        raise BadLine("empty id")
+    if not node_id.isprintable():
+        validate_id(node_id)
+        try:
+            node_id.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate, e.g. from a JSON \ud800 escape
+            raise BadLine(f"id {node_id!r} is not valid Unicode") from e
+    return node_id
