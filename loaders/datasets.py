@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.errors import InvalidInputError
@@ -47,3 +49,25 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
         return read_pathquestion(path)
     qtype = path.with_name(path.stem + "_qtype.txt")
     return read_metaqa_questions(path, qtype if qtype.is_file() else None)
+
+
+#: the parts of :func:`split_questions`
+SPLITS = ("train", "val", "test", "all")
+
+
+def split_questions(
+    questions: Sequence[Question], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
+) -> dict[str, list[Question]]:
+    """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``)."""
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise InvalidInputError(f"invalid split fractions val={val_fraction}, test={test_fraction}")
+    order = list(range(len(questions)))
+    random.Random(seed).shuffle(order)
+    n_test, n_val = round(len(order) * test_fraction), round(len(order) * val_fraction)
+    pick = lambda part: [questions[i] for i in part]
+    return {
+        "test": pick(order[:n_test]),
+        "val": pick(order[n_test : n_test + n_val]),
+        "train": pick(order[n_test + n_val :]),
+        "all": list(questions),
+    }

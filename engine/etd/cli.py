@@ -64,8 +64,9 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> None:
-    from engine.etd.pipeline import load_questions, split_questions
+    from engine.etd.pipeline import load_questions
     from engine.etd.training import TrainConfig, train
+    from loaders.datasets import split_questions
 
     config = TrainConfig.for_dataset(
         args.dataset, **{k: getattr(args, k) for k in (
@@ -82,8 +83,9 @@ def _run_train(args: argparse.Namespace) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> None:
-    from engine.etd.pipeline import load_questions, predict, split_questions
+    from engine.etd.pipeline import load_questions, predict
     from engine.etd.training import load_checkpoint
+    from loaders.datasets import split_questions
 
     model, saved = load_checkpoint(args.checkpoint)
     settings = saved["train"]

@@ -3,7 +3,6 @@ written as JSONL with a summary."""
 from __future__ import annotations
 
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -14,7 +13,6 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from engine.errors import InvalidInputError
 from engine.etd.determination import determine
 from engine.etd.evidence import backtrack, facts
 from engine.etd.exploration import Explorer, RelationVocab
@@ -34,30 +32,10 @@ from engine.store import Store
 from loaders.datasets import load_dataset
 from loaders.questions import Question
 
-SPLITS = ("train", "val", "test", "all")
-
 
 def load_questions(dataset: str, path: str | Path | None = None, data_dir: str | Path | None = None) -> list[Question]:
     """A dataset's questions, from ``path`` or its usual file under the data directory."""
     return load_dataset(path if path is not None else dataset, data_dir)
-
-
-def split_questions(
-    questions: Sequence[Question], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
-) -> dict[str, list[Question]]:
-    """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``)."""
-    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise InvalidInputError(f"invalid split fractions val={val_fraction}, test={test_fraction}")
-    order = list(range(len(questions)))
-    random.Random(seed).shuffle(order)
-    n_test, n_val = round(len(order) * test_fraction), round(len(order) * val_fraction)
-    pick = lambda part: [questions[i] for i in part]
-    return {
-        "test": pick(order[:n_test]),
-        "val": pick(order[n_test : n_test + n_val]),
-        "train": pick(order[n_test + n_val :]),
-        "all": list(questions),
-    }
 
 
 @dataclass
