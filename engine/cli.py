@@ -38,6 +38,56 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+DATASET_HELP = (
+    "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
+    "RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt"
+)
+
+
+def add_run_arguments(p: argparse.ArgumentParser, method: str, model_help: str | None = None) -> None:
+    """The options every method's ``run`` shares (the method-run protocol of :mod:`engine.run`)."""
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
+    p.add_argument("--split", choices=["train", "val", "test", "all"], default="test",
+                   help="which part of the dataset's seeded split to answer (default: the held-out test part)")
+    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
+    p.add_argument("--limit", type=int, default=None, help="answer only the first N questions (after --sample)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
+    p.add_argument("--model", default=None, help=model_help or "language model: HF id, local directory, .gguf, or "
+                   "openai:MODEL[@URL] (default: the offline SmolLM2-135M-Instruct)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    p.add_argument("--out", default=f"{method}-predictions.jsonl", help=f"predictions JSONL (default {method}-predictions.jsonl)")
+    p.add_argument("--no-progress", action="store_true")
+    add_store_arguments(p)
+    add_output_arguments(p)
+
+
+def run_questions(args: argparse.Namespace) -> list:
+    """The questions ``--dataset --split --sample --limit --seed`` select."""
+    from loaders.datasets import select_questions
+
+    return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed)
+
+
+def run_from_args(args: argparse.Namespace, build: Any, questions: list | None = None) -> dict:
+    """Open the store, build the method with ``build(store, meter)`` (store metered), run it over
+    the selected questions, print the summary and return it."""
+    from engine.run import Meter, format_summary, run_method
+
+    questions = run_questions(args) if questions is None else questions
+    if not questions:
+        raise InvalidInputError(
+            f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
+            "nothing to answer; a small question file may need --split all"
+        )
+    meter = Meter()
+    with open_from_args(args) as store:
+        method = build(meter.store(store), meter)
+        summary = run_method(method, questions, meter, args.out, progress=not args.no_progress)
+    summary = {"dataset": args.dataset, "split": args.split, **summary}
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
+    return summary
+
+
 def open_from_args(args: argparse.Namespace):
     options: dict[str, Any] = {}
     if args.store is None or not args.store.startswith(("bolt", "neo4j")):

@@ -7,13 +7,20 @@ Definitions (LDR, Appendix C, which the field should use):
   gold answers), averaged over questions; ``f1`` is the harmonic mean of the averaged
   precision and recall; ``f1_mean`` the mean of per-question F1 (what RoG's evaluator prints).
 
-Answers are compared after RoG's normalisation (lowercase; punctuation, articles and extra
-spaces removed). ``match="exact"`` wants equal normalised strings; ``match="contains"`` is
-RoG's evaluator: a gold answer matches a prediction that contains it.
+Answers are compared by id where the record has both gold ids (``answer_ids``) and predicted
+ids (``prediction_ids``): Freebase names are not unique, ids are. Otherwise by name, after
+RoG's normalisation (lowercase; punctuation, articles and extra spaces removed):
+``match="exact"`` wants equal normalised strings; ``match="contains"`` lets a gold answer match
+a prediction that contains it. ``by`` forces one of the two (``"id"`` or ``"name"``).
+
+:func:`evaluate_rog` is RoG's own evaluator (``evaluate_results.py``) for comparison with the
+paper: Hits over the predictions joined into one text, and F1 whose precision divides the
+gold answers found by the number of predictions.
 
 A predictions file is JSONL, one question per line: ``answers`` (gold, a list) and
-``prediction`` (a list, best first; a string counts as one answer), optionally ``hops`` and
-``qtype`` for the breakdowns. Questions without gold answers are counted, not scored.
+``prediction`` (a list, best first; a string counts as one answer), optionally
+``answer_ids``/``prediction_ids``, and ``hops`` and ``qtype`` for the breakdowns. Questions
+without gold answers are counted, not scored.
 """
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ from typing import Any
 from engine.errors import InvalidInputError, ParseError
 
 MATCH_MODES = ("exact", "contains")
+#: what answers are compared by: ids where both sides have them (auto), ids, or names
+BY_MODES = ("auto", "id", "name")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
@@ -94,15 +103,28 @@ def _distinct(answers: Iterable[str]) -> list[str]:
 
 
 def score_question(prediction: Sequence[str] | str, answers: Sequence[str], match: str = "exact") -> QuestionScore:
-    """One question's Hits@1 (first answer and any answer), precision and recall."""
+    """One question's Hits@1 (first answer and any answer), precision and recall, by names."""
     if match not in MATCH_MODES:
         raise InvalidInputError(f"invalid match mode {match!r}: use {' or '.join(MATCH_MODES)}")
     predicted = _distinct([prediction] if isinstance(prediction, str) else prediction)
     gold = _distinct(answers)
     if not gold:
         raise InvalidInputError("a question without gold answers cannot be scored")
-    correct = [any(matches(p, g, match) for g in gold) for p in predicted]
-    found = sum(any(matches(p, g, match) for p in predicted) for g in gold)
+    return _score(predicted, gold, lambda p, g: matches(p, g, match))
+
+
+def score_ids(prediction_ids: Sequence[str], answer_ids: Sequence[str]) -> QuestionScore:
+    """One question's scores with answers compared by id (equal strings)."""
+    predicted = list(dict.fromkeys(str(p) for p in prediction_ids if str(p)))
+    gold = list(dict.fromkeys(str(g) for g in answer_ids if str(g)))
+    if not gold:
+        raise InvalidInputError("a question without gold answer ids cannot be scored by id")
+    return _score(predicted, gold, lambda p, g: p == g)
+
+
+def _score(predicted: Sequence[str], gold: Sequence[str], same: Any) -> QuestionScore:
+    correct = [any(same(p, g) for g in gold) for p in predicted]
+    found = sum(any(same(p, g) for p in predicted) for g in gold)
     return QuestionScore(
         hits1=float(bool(correct) and correct[0]),
         hits1_any=float(any(correct)),
@@ -131,18 +153,33 @@ def aggregate(scores: Sequence[QuestionScore]) -> Metrics:
     )
 
 
-def evaluate(records: Iterable[dict[str, Any]], match: str = "exact") -> Report:
+def _by_ids(record: dict[str, Any], by: str) -> bool:
+    has_ids = bool(record.get("answer_ids")) and record.get("prediction_ids") is not None
+    if by == "id" and not has_ids:
+        raise InvalidInputError(f"record {record.get('id', '?')!r} has no 'answer_ids' and 'prediction_ids' to compare by id")
+    return by == "id" or (by == "auto" and has_ids)
+
+
+def evaluate(records: Iterable[dict[str, Any]], match: str = "exact", by: str = "auto") -> Report:
     """Metrics over prediction records, overall and per ``hops`` and ``qtype``."""
+    if by not in BY_MODES:
+        raise InvalidInputError(f"invalid comparison {by!r}: use {', '.join(BY_MODES)}")
     scored: list[QuestionScore] = []
     by_hops: dict[str, list[QuestionScore]] = defaultdict(list)
     by_qtype: dict[str, list[QuestionScore]] = defaultdict(list)
     no_gold = 0
     for record in records:
         answers = record.get("answers") or []
-        if not _distinct(answers):
+        if not _distinct(answers) and not record.get("answer_ids"):
             no_gold += 1
             continue
-        s = score_question(record.get("prediction") or [], answers, match)
+        if _by_ids(record, by):
+            s = score_ids(record["prediction_ids"], record["answer_ids"])
+        else:
+            if not _distinct(answers):
+                no_gold += 1
+                continue
+            s = score_question(record.get("prediction") or [], answers, match)
         scored.append(s)
         if record.get("hops") is not None:
             by_hops[str(record["hops"])].append(s)
@@ -155,6 +192,39 @@ def evaluate(records: Iterable[dict[str, Any]], match: str = "exact") -> Report:
         by_qtype={k: aggregate(v) for k, v in sorted(by_qtype.items())},
         no_gold=no_gold,
     )
+
+
+@dataclass(frozen=True)
+class RogMetrics:
+    """RoG's evaluator: ``hit`` and ``accuracy`` (gold answers found / gold answers) and F1
+    with precision = gold answers found / predictions."""
+
+    questions: int
+    hit: float
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+
+
+def evaluate_rog(records: Iterable[dict[str, Any]]) -> RogMetrics:
+    """RoG's ``evaluate_results.py`` over prediction records: a gold answer is found when its
+    normalised text is a substring of the normalised predictions joined by spaces."""
+    rows: list[tuple[float, float, float, float, float]] = []
+    for record in records:
+        gold = [a for a in record.get("answers") or [] if normalize(a)]
+        if not gold:
+            continue
+        prediction = record.get("prediction") or []
+        predicted = [prediction] if isinstance(prediction, str) else [str(p) for p in prediction]
+        joined = normalize(" ".join(predicted))
+        found = sum(normalize(a) in joined for a in gold)
+        precision = found / len(predicted) if predicted else 0.0
+        recall = found / len(gold)
+        rows.append((float(found > 0), recall, precision, recall, _harmonic(precision, recall)))
+    n = len(rows)
+    mean = [sum(col) / n if n else 0.0 for col in zip(*rows)] if rows else [0.0] * 5
+    return RogMetrics(n, *mean)
 
 
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:

@@ -15,14 +15,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--match",
         choices=["exact", "contains"],
         default="exact",
-        help="exact: equal after RoG's normalisation (default); contains: RoG's evaluator (prediction contains the gold answer)",
+        help="exact: equal after RoG's normalisation (default); contains: a prediction containing the gold answer matches",
+    )
+    p.add_argument(
+        "--by",
+        choices=["auto", "id", "name"],
+        default="auto",
+        help="compare answers by id where a record has gold and predicted ids (auto, default), always by id, or by name",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["engine", "rog"],
+        default="engine",
+        help="engine: the metrics above (default); rog: RoG's own evaluator (hit over the joined predictions, "
+        "precision = gold answers found / predictions), to compare with the RoG paper",
     )
     add_output_arguments(p)
     p.set_defaults(handler=_run_eval)
 
 
 def _run_eval(args: argparse.Namespace) -> None:
-    from engine.metrics import evaluate, format_report, read_predictions
+    from engine.metrics import evaluate, evaluate_rog, format_report, read_predictions
 
-    report = evaluate(read_predictions(args.predictions), args.match)
+    records = read_predictions(args.predictions)
+    if args.protocol == "rog":
+        m = evaluate_rog(records)
+        print(json.dumps(to_json(m), indent=2) if args.json else
+              f"RoG evaluator, {m.questions} questions: Hit {m.hit:.4f}  Accuracy {m.accuracy:.4f}  "
+              f"F1 {m.f1:.4f}  Precision {m.precision:.4f}  Recall {m.recall:.4f}")
+        return
+    report = evaluate(records, args.match, args.by)
     print(json.dumps(to_json(report), indent=2) if args.json else format_report(report))

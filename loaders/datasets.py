@@ -71,3 +71,25 @@ def split_questions(
         "train": pick(order[n_test + n_val :]),
         "all": list(questions),
     }
+
+
+def select_questions(
+    dataset: str | os.PathLike[str],
+    split: str = "test",
+    *,
+    sample: int | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    data_directory: str | os.PathLike[str] | None = None,
+) -> list[Question]:
+    """The questions a method run answers: the ``split`` part of the dataset's seeded split,
+    then a seeded sample of ``sample`` of them, then the first ``limit``."""
+    if split not in SPLITS:
+        raise InvalidInputError(f"unknown split {split!r}: use {', '.join(SPLITS)}")
+    for name, value in (("sample", sample), ("limit", limit)):
+        if value is not None and value < 0:
+            raise InvalidInputError(f"--{name} must be 0 or more, not {value}")
+    questions = split_questions(load_dataset(dataset, data_directory), seed)[split]
+    if sample is not None:
+        questions = random.Random(seed).sample(questions, min(sample, len(questions)))
+    return questions[:limit] if limit is not None else questions

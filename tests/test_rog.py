@@ -31,6 +31,7 @@ from engine.rog.prompts import (
 )
 from engine.rog.reasoning import fit_paths
 from engine.rog.training_data import training_examples
+from engine.run import Meter
 from loaders.questions import Question
 
 KB = [
@@ -142,7 +143,8 @@ def test_vocabulary_constraint_names_only_store_relations():
 def test_grounded_constraint_plans_all_ground(make_store):
     store = make_store("oxigraph", TRIPLES)
     vocabulary = relation_vocabulary(store)
-    frontiers = Frontiers(store, ["Titanic"])
+    meter = Meter()
+    frontiers = Frontiers(meter.store(store), ["Titanic"])
     constraint = PlanConstraint(CharLM(), 2, vocabulary, frontiers)
     plans = [parse_plan(t) for t in _random_plans(constraint, 150, seed=1)]
     assert all(p is not None and _walk_ends(TRIPLES, ["Titanic"], p) for p in plans)
@@ -151,7 +153,9 @@ def test_grounded_constraint_plans_all_ground(make_store):
     groundable |= {(r, s) for (r,) in groundable for s in vocabulary if _walk_ends(TRIPLES, ["Titanic"], [r, s])}
     assert {tuple(p) for p in plans} <= groundable
     assert {tuple(p) for p in plans if len(p) == 1} == {p for p in groundable if len(p) == 1}
-    assert frontiers.seconds > 0
+    assert meter.seconds["store"] > 0
+    # one batched call per prefix, cached: the root's relations, then per one-hop prefix an expansion and its relations
+    assert meter.calls["store"] <= 1 + 2 * len({p for p in groundable if len(p) == 1})
 
 
 # ----------------------------------------------------------------------------- constrained planning, SmolLM2
@@ -250,18 +254,22 @@ def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
     (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\ndirector_to_movie\n")
     store, out = str(tmp_path / "store"), str(tmp_path / "predictions.jsonl")
     assert main(["rog", "run", "--dataset", str(qa), "--store", str(tmp_path / "empty"), "--out", out, "--no-progress"]) == 2
+    assert "--split all" in capsys.readouterr().err  # two questions leave the held-out test part empty
+    assert main(["rog", "run", "--dataset", str(qa), "--split", "all", "--store", str(tmp_path / "empty"), "--out", out, "--no-progress"]) == 2
     assert "load the KB first" in capsys.readouterr().err
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
     capsys.readouterr()
-    args = ["rog", "run", "--dataset", str(qa), "--store", store, "--mode", "paths", "--max-hops", "1", "-k", "2"]
+    args = ["rog", "run", "--dataset", str(qa), "--split", "all", "--store", store, "--mode", "paths", "--max-hops", "1", "-k", "2"]
     assert main(args + ["--out", out, "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["questions"], summary["plans_exist"], summary["plans_ground"]) == (2, 1.0, 1.0)
+    assert (summary["questions"], summary["rog"]["plans_exist"], summary["rog"]["plans_ground"]) == (2, 1.0, 1.0)
     records = [json.loads(line) for line in Path(out).read_text().splitlines()]
     assert [r["id"].split(":")[-1] for r in records] == ["1", "2"]
     for r in records:
-        assert len(r["plans"]) == 2 and all(p["exists"] and p["grounds"] for p in r["plans"])
-        assert r["paths"] and r["prediction"] == r["path_ends"] and set(r["timings"]) == {"planning", "store", "reasoning"}
+        assert len(r["rog"]["plans"]) == 2 and all(p["exists"] and p["grounds"] for p in r["rog"]["plans"])
+        assert r["rog"]["paths"] and r["prediction"] == r["rog"]["path_ends"]
+        assert set(r["seconds"]) == {"store", "model", "other", "total"} and r["seconds"]["store"] > 0
+        assert r["calls"]["store"] >= 3 and r["calls"]["llm"] >= 1  # frontier relations, expansion, grounding; planning
     assert main(["eval", out, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["overall"]["questions"] == 2

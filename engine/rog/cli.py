@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 
-from engine.cli import add_output_arguments, add_store_arguments, open_from_args
-
-DATASET_HELP = (
-    "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
-    "RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt"
+from engine.cli import (
+    DATASET_HELP,
+    add_output_arguments,
+    add_run_arguments,
+    add_store_arguments,
+    open_from_args,
+    run_from_args,
+    run_questions,
 )
 
 
@@ -20,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     commands = rog.add_subparsers(dest="rog_command", required=True, metavar="COMMAND")
 
     p = commands.add_parser("run", help="answer a question set and write predictions JSONL")
-    p.add_argument("--dataset", required=True, help=DATASET_HELP)
-    p.add_argument("--model", default=None, help="planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    add_run_arguments(p, "rog", "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--reasoner", default=None, help="reasoning model if not the planning model (plug-and-play)")
     p.add_argument("--prompt-template", default=None, help="chat (tokenizer's), raw, llama2 (rmanluo/RoG) or a string with {prompt}")
     p.add_argument("--plan-mode", choices=["free", "vocabulary", "grounded"], default="grounded",
@@ -35,40 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answer-tokens", type=int, default=128, help="new tokens for an answer (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=4096, help="paths kept in the reasoning prompt fit this many tokens (default 4096, as RoG)")
     p.add_argument("--path-limit", type=int, default=None, help="most paths per plan (default: all)")
-    p.add_argument("--limit", type=int, default=None, help="answer only this many questions")
-    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
-    p.add_argument("--out", default="rog-predictions.jsonl", help="predictions JSONL (default rog-predictions.jsonl)")
-    p.add_argument("--no-progress", action="store_true")
-    add_store_arguments(p)
-    add_output_arguments(p)
     p.set_defaults(handler=_run)
 
     p = commands.add_parser("export-training", help="planning and reasoning instruction data from shortest paths")
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--out", required=True, help="directory for planning.jsonl and reasoning.jsonl")
     p.add_argument("--max-hops", type=int, default=3)
+    p.add_argument("--split", choices=["train", "val", "test", "all"], default="train",
+                   help="which part of the dataset's seeded split to export (default train: never train on the questions you report on)")
+    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_export)
 
 
-def _questions(args: argparse.Namespace) -> list:
-    from loaders.datasets import load_dataset
-
-    questions = load_dataset(args.dataset)
-    if getattr(args, "sample", None):
-        questions = random.Random(args.seed).sample(questions, min(args.sample, len(questions)))
-    if args.limit is not None:
-        questions = questions[: args.limit]
-    return questions
-
-
 def _run(args: argparse.Namespace) -> None:
     from engine.models.lm import load_lm
-    from engine.rog.pipeline import RogConfig, RogPipeline
+    from engine.rog.pipeline import RogConfig, RogMethod
 
     config = RogConfig(
         plan_mode=args.plan_mode,
@@ -81,26 +67,13 @@ def _run(args: argparse.Namespace) -> None:
         prompt_tokens=args.prompt_tokens,
         path_limit=args.path_limit,
     )
-    questions = _questions(args)
-    with open_from_args(args) as store:
-        planner = load_lm(args.model, args.device, args.prompt_template)
-        reasoner = load_lm(args.reasoner, args.device, args.prompt_template) if args.reasoner else None
-        pipeline = RogPipeline(store, planner, reasoner, config)
-        with open(args.out, "w", encoding="utf-8") as out:
-            summary = pipeline.run(questions, out, progress=not args.no_progress)
-    summary["predictions"] = args.out
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(
-            f"{summary['questions']} questions, plan mode {config.plan_mode}, answer mode {config.answer_mode}\n"
-            f"plans parsed {summary['plans_parsed']:.1%}  relations exist {summary['plans_exist']:.1%}  "
-            f"plans ground {summary['plans_ground']:.1%}  mean paths {summary['mean_paths']:.1f}\n"
-            f"Hits@1 {summary['hits1']:.3f}  Hits@1-any {summary['hits1_any']:.3f}  F1 {summary['f1']:.3f}\n"
-            "mean seconds per question: "
-            + "  ".join(f"{k} {v:.3f}" for k, v in summary["mean_seconds"].items())
-            + f"\npredictions written to {args.out} (score them with `kgqa eval {args.out}`)"
-        )
+
+    def build(store, meter):
+        planner = meter.lm(load_lm(args.model, args.device, args.prompt_template))
+        reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)) if args.reasoner else None
+        return RogMethod(store, planner, reasoner, config)
+
+    run_from_args(args, build)
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -108,7 +81,7 @@ def _export(args: argparse.Namespace) -> None:
 
     from engine.rog.training_data import training_examples
 
-    questions = _questions(args)
+    questions = run_questions(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     counts = {"questions": len(questions), "with_paths": 0, "planning": 0, "reasoning": 0}

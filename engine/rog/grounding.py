@@ -6,7 +6,6 @@ relation in either direction by default; no cap on paths unless ``limit`` is giv
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,14 +19,13 @@ from engine.store import MAX_PATH_HOPS, Store
 
 @dataclass
 class Grounding:
-    """The paths found, which plan each came from, node names, and the store time spent."""
+    """The paths found, which plan each came from, and node names."""
 
     paths: list[Path] = field(default_factory=list)
     plan_of: list[int] = field(default_factory=list)
     paths_per_plan: list[int] = field(default_factory=list)
     names: dict[str, str | None] = field(default_factory=dict)
     truncated: bool = False
-    seconds: float = 0.0
 
     def rendered(self) -> list[str]:
         """Each path as ``e0 → r1 → e1 → …`` with names (a hop against the stored direction reads ←)."""
@@ -62,7 +60,6 @@ def ground(
     name no relation may have) grounds to nothing. Repeated plans are queried once."""
     result = Grounding()
     done: dict[tuple[str, ...], list[Path]] = {}
-    start = time.perf_counter()
     for i, plan in enumerate(plans):
         key = tuple(plan) if plan and _groundable(plan) and topics else None
         if key is None:
@@ -77,5 +74,4 @@ def ground(
         result.paths_per_plan.append(len(done[key]))
     ids = sorted({n for p in result.paths for n in p.nodes if not isinstance(n, Literal)})  # type: ignore[type-var]
     result.names = store.names(ids) if ids else {}
-    result.seconds = time.perf_counter() - start
     return result

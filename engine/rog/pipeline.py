@@ -1,12 +1,9 @@
-"""RoG end to end: plan, ground, reason, per question, with timings and plan validity."""
+"""RoG end to end on the method-run protocol: plan, ground, reason, per question, and plan validity."""
 from __future__ import annotations
 
-import json
-import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.models.lm import LanguageModel
@@ -18,6 +15,7 @@ from engine.rog.planning import (
     relation_vocabulary,
 )
 from engine.rog.reasoning import REASONING_MODES, reason
+from engine.run import Prediction
 from engine.store import Store
 from loaders.questions import Question
 
@@ -41,25 +39,29 @@ class RogConfig:
             raise InvalidInputError(f"unknown answer mode {self.answer_mode!r}: use {', '.join(REASONING_MODES)}")
 
 
-class RogPipeline:
-    """One store, a planning model and (unless answering with path ends) a reasoning model."""
+class RogMethod:
+    """RoG on the method-run protocol (:mod:`engine.run`): one store, a planning model and
+    (unless answering with path ends) a reasoning model."""
+
+    name = "rog"
+    batch_size = 1
 
     def __init__(self, store: Store, planner: LanguageModel, reasoner: LanguageModel | None, config: RogConfig) -> None:
         self.store = store
         self.planner = planner
         self.reasoner = reasoner or planner
         self.config = config
-        start = time.perf_counter()
         self.vocabulary = relation_vocabulary(store)  # once per run
-        self.vocabulary_seconds = time.perf_counter() - start
         if not self.vocabulary:
             raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
 
-    def answer(self, q: Question) -> dict[str, Any]:
-        """One question's prediction record (the input of ``kgqa eval``)."""
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+        return [self.answer_one(q) for q in questions]
+
+    def answer_one(self, q: Question) -> Prediction:
+        """One question: plans, their groundings and the answer (RoG's reasoning or the path ends)."""
         c = self.config
         frontiers = Frontiers(self.store, q.topic_entities, c.direction)
-        start = time.perf_counter()
         plans = generate_plans(
             self.planner,
             q.question,
@@ -70,11 +72,9 @@ class RogPipeline:
             max_hops=c.max_hops,
             max_new_tokens=c.plan_tokens,
         )
-        planning = time.perf_counter() - start - frontiers.seconds
         grounding = ground(self.store, q.topic_entities, [p.relations for p in plans], direction=c.direction, limit=c.path_limit)
         rendered = grounding.rendered()
         path_ends = grounding.answers()
-        start = time.perf_counter()
         output = None
         if c.answer_mode == "paths":
             prediction = path_ends
@@ -87,14 +87,7 @@ class RogPipeline:
                 max_new_tokens=c.answer_tokens,
                 max_prompt_tokens=c.prompt_tokens,
             )
-        reasoning = time.perf_counter() - start
-        return {
-            "id": q.id,
-            "question": q.question,
-            "answers": q.answers,
-            "hops": q.hops,
-            "qtype": q.qtype,
-            "topic_entities": q.topic_entities,
+        extras = {
             "plans": [
                 {
                     "text": p.text,
@@ -109,47 +102,26 @@ class RogPipeline:
             "paths": rendered,
             "paths_truncated": grounding.truncated,
             "path_ends": path_ends,
-            "prediction": prediction,
             "output": output,
-            "timings": {
-                "planning": round(planning, 4),
-                "store": round(frontiers.seconds + grounding.seconds, 4),
-                "reasoning": round(reasoning, 4),
-            },
         }
+        return Prediction(list(prediction), extras=extras)
 
-    def run(self, questions: Sequence[Question], out: IO[str], progress: bool = True) -> dict[str, Any]:
-        """Answer every question, one JSON line each, and return the run's summary."""
-        from tqdm import tqdm
-
-        records = []
-        for q in tqdm(questions, desc="rog", unit="q", disable=not progress, file=sys.stderr):
-            record = self.answer(q)
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            out.flush()
-            records.append(record)
-        return summarize(records, self.config)
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Plan validity (parsed; relations exist; the plan grounds) and the mean number of paths."""
+        return summarize_plans([r["rog"] for r in records], self.config)
 
 
-def summarize(records: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:
-    """Plan validity (relations exist; plan grounds), answer metrics and mean timings."""
-    from engine.metrics import evaluate
-
-    records = list(records)
-    plans = [p for r in records for p in r["plans"]]
-    n = max(len(records), 1)
-    report = evaluate(records)
+def summarize_plans(extras: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:
+    """Plan validity over RoG's per-question extras."""
+    extras = list(extras)
+    plans = [p for e in extras for p in e["plans"]]
+    n_plans = max(len(plans), 1)
     summary: dict[str, Any] = {
-        "questions": len(records),
         "plans": len(plans),
-        "plans_parsed": sum(p["relations"] is not None for p in plans) / max(len(plans), 1),
-        "plans_exist": sum(p["exists"] for p in plans) / max(len(plans), 1),
-        "plans_ground": sum(p["grounds"] for p in plans) / max(len(plans), 1),
-        "hits1": report.overall.hits1,
-        "hits1_any": report.overall.hits1_any,
-        "f1": report.overall.f1,
-        "mean_seconds": {k: sum(r["timings"][k] for r in records) / n for k in ("planning", "store", "reasoning")},
-        "mean_paths": sum(len(r["paths"]) for r in records) / n,
+        "plans_parsed": sum(p["relations"] is not None for p in plans) / n_plans,
+        "plans_exist": sum(p["exists"] for p in plans) / n_plans,
+        "plans_ground": sum(p["grounds"] for p in plans) / n_plans,
+        "mean_paths": sum(len(e["paths"]) for e in extras) / max(len(extras), 1),
     }
     if config is not None:
         summary = {"plan_mode": config.plan_mode, "answer_mode": config.answer_mode, **summary}

@@ -11,7 +11,6 @@ tokens when it has them (``rmanluo/RoG``).
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -46,21 +45,18 @@ def relation_vocabulary(store: Store) -> frozenset[str]:
 
 class Frontiers:
     """The nodes reached from the topic entities by each relation prefix, and the relations
-    leaving them: one batched store call per prefix, cached. Store time is accumulated."""
+    leaving them: one batched store call per prefix, cached."""
 
     def __init__(self, store: Store, topics: Sequence[str], direction: str = "both") -> None:
         self.store = store
         self.direction = direction
-        self.seconds = 0.0
         self._nodes: dict[tuple[str, ...], list[str]] = {(): sorted(set(topics))}
         self._relations: dict[tuple[str, ...], frozenset[str]] = {}
 
     def nodes(self, prefix: tuple[str, ...]) -> list[str]:
         if prefix not in self._nodes:
             parent = self.nodes(prefix[:-1])
-            start = time.perf_counter()
             edges = self.store.expand(parent, [prefix[-1]], self.direction).edges if parent else []
-            self.seconds += time.perf_counter() - start
             # literals end walks: they are reached but never left
             self._nodes[prefix] = sorted({e.dst for e in edges if not isinstance(e.dst, Literal)})  # type: ignore[type-var]
         return self._nodes[prefix]
@@ -69,9 +65,7 @@ class Frontiers:
         """Relations of edges leaving the frontier of ``prefix``."""
         if prefix not in self._relations:
             nodes = self.nodes(prefix)
-            start = time.perf_counter()
             rows = self.store.relations(nodes, self.direction).rows if nodes else []
-            self.seconds += time.perf_counter() - start
             self._relations[prefix] = frozenset(r.relation for r in rows if r.relation != NAME_RELATION)
         return self._relations[prefix]
 
