@@ -20,13 +20,14 @@ from engine.etd.model import (
     answer_loss,
     segment_log_softmax,
 )
-from engine.etd.pipeline import predict
+from engine.etd.pipeline import EtdMethod
 from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
 from engine.graph import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore
+from engine.run import Meter, run_method
 from loaders.questions import Question, read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
@@ -322,11 +323,12 @@ def test_batch_expansion_matches_the_reference_on_every_store(make_store, store_
     vocab = RelationVocab.from_store(reference)
     assert vocab.names == ["directed_by", "has_rating", "knows", "release_year", "starred_actors"]
     assert RelationVocab.from_store(store).names == vocab.names
-    ours, theirs = Explorer(store, vocab), Explorer(reference, vocab)
+    meter = Meter()
+    ours, theirs = Explorer(meter.store(store), vocab), Explorer(reference, vocab)
     frontier = ["a1", "m2", "a1", "d1"]  # a1 twice: a node per question
     got = _edges(ours, ours.nodes(frontier))
     assert got == _edges(theirs, theirs.nodes(frontier))
-    assert ours.store_calls == 1
+    assert meter.calls["store"] == 1
     r = vocab.index
     assert ("a1", str(r["starred_actors"] + vocab.size), "m1") in got  # in-edge as inverse id
     assert ("a1", str(r["knows"]), "a1") in got  # stored self-loop met once, forward
@@ -334,11 +336,11 @@ def test_batch_expansion_matches_the_reference_on_every_store(make_store, store_
     assert ("m2", str(r["has_rating"]), "7.5") in got
     literal = ours.node(Literal.make("7.5"))
     again = _edges(ours, ours.nodes(["m1"]) + [literal])
-    assert ours.store_calls == 2  # m1 was new; a literal is never expanded
+    assert meter.calls["store"] == 2  # m1 was new; a literal is never expanded
     assert ("7.5", str(vocab.identity), "7.5") in again
     assert [e for e in again if e[0] == "7.5"] == [("7.5", str(vocab.identity), "7.5")]
     _edges(ours, ours.nodes(["m1", "a1"]))
-    assert ours.store_calls == 2  # served from the cache
+    assert meter.calls["store"] == 2  # served from the cache
 
 
 def test_hub_degree_cap_samples_the_same_edges_every_time():
@@ -369,9 +371,9 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
-    common = ["--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress"]
+    common = ["--dataset", str(qa), "--store", store, "--no-progress"]
     capsys.readouterr()
-    code = main(["etd", "train", *common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "12",
+    code = main(["etd", "train", *common, "--paper-config", "metaqa-1hop", "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "12",
                  "--patience", "12", "--lr", "0.01", "--dim", "32", "--batch-size", "8"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
@@ -380,19 +382,24 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert summary["store_calls"] >= 1 and 0 <= summary["store_share"] <= 1
     assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "summary.json").is_file()
     out = tmp_path / "pred.jsonl"
-    code = main(["etd", "predict", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
-                 "--gnn-only", "--output", str(out)])
+    code = main(["etd", "run", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
+                 "--gnn-only", "--out", str(out), "--json"])
     assert code == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["questions"] == 48 and result["hits1"] >= 0.8 and result["llm_calls"] == 0
+    assert result["questions"] == 48 and result["hits1"] >= 0.8 and result["calls_per_question"]["llm"] == 0
+    assert result["etd"]["hits1_gnn"] == result["hits1"]  # without an LLM the answer is the GNN's
     records = [json.loads(line) for line in out.read_text().splitlines()]
     first = records[0]
-    assert set(first) >= {"id", "question", "answers", "candidates", "answer", "prediction", "timings"}
-    assert len(first["candidates"]) == 3
-    assert first["candidates"][0]["probability"] >= first["candidates"][1]["probability"]
-    top = first["candidates"][0]
-    assert top["id"] == first["answer"] and first["prediction"] == [first["answer"]]
+    assert set(first) >= {"id", "question", "answers", "prediction", "prediction_ids", "seconds", "calls", "etd"}
+    candidates = first["etd"]["candidates"]
+    assert len(candidates) == 3
+    assert candidates[0]["probability"] >= candidates[1]["probability"]
+    top = candidates[0]
+    assert top["id"] == first["etd"]["gnn_answer"] and first["prediction_ids"] == [top["id"]]
+    assert first["prediction"] == [top["name"]]
     assert all(len(fact) == 3 for fact in top["evidence"])
+    assert main(["eval", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == result["hits1"]
 
     class SecondChoice:  # a language model that always picks option B
         def __init__(self) -> None:
@@ -405,12 +412,12 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     questions = read_metaqa_questions(qa)[:5]
     with open_store(store) as opened:
-        lm = SecondChoice()
-        summary = predict(opened, model, questions, tmp_path / "llm.jsonl", lm=lm)
+        lm, meter = SecondChoice(), Meter()
+        summary = run_method(EtdMethod(meter.store(opened), model, meter, meter.lm(lm)), questions, meter, tmp_path / "llm.jsonl")
     records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
-    assert summary.llm_calls == 5 and len(lm.prompts) == 5
+    assert summary["calls_per_question"]["llm"] == 1 and len(lm.prompts) == 5
     assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
-    assert all(r["label"] == "B" and r["answer"] == r["candidates"][1]["id"] for r in records)
+    assert all(r["etd"]["label"] == "B" and r["prediction_ids"] == [r["etd"]["candidates"][1]["id"]] for r in records)
 
 
 def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, capsys):
@@ -418,7 +425,7 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
     store = str(tmp_path / "store")
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
     capsys.readouterr()
-    code = main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+    code = main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
                  "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "5", "--dim", "16", "--time-budget", "0",
                  "--max-frontier", "2", "--encoding-cache", str(tmp_path / "enc")])
     assert code == 0
@@ -431,14 +438,14 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
     assert len(list((tmp_path / "enc").glob("encodings-*.pt"))) == 3  # relations, training and validation questions
     # going on from that checkpoint: with lr 0 the weights are exactly the ones it started from
     capsys.readouterr()
-    code = main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+    code = main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
                  "--checkpoint-dir", str(tmp_path / "again"), "--epochs", "1", "--dim", "16", "--max-frontier", "2",
                  "--lr", "0", "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])
     assert code == 0
     again, _ = load_checkpoint(tmp_path / "again" / "best.pt")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     with pytest.raises(ValueError, match="was trained with"):
-        main(["etd", "train", "--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress",
+        main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
               "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
               "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])
 
@@ -464,8 +471,8 @@ def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path,
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
-    common = ["--dataset", "metaqa-1hop", "--questions", str(qa), "--store", store, "--no-progress"]
-    assert main(["etd", "train", *common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "1",
+    common = ["--dataset", str(qa), "--store", store, "--no-progress"]
+    assert main(["etd", "train", *common, "--paper-config", "metaqa-1hop", "--checkpoint-dir", str(tmp_path / "ckpt"), "--epochs", "1",
                  "--dim", "16", "--mask-topic"]) == 0
     model, saved = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     assert model.config.mask_topic and saved["train"]["mask_topic"]
@@ -478,8 +485,8 @@ def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path,
 
     monkeypatch.setattr(etd_pipeline, "encode_texts", recording)
     capsys.readouterr()
-    assert main(["etd", "predict", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
-                 "--gnn-only", "--limit", "2", "--output", str(tmp_path / "pred.jsonl")]) == 0
+    assert main(["etd", "run", *common, "--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--split", "all",
+                 "--gnn-only", "--limit", "2", "--out", str(tmp_path / "pred.jsonl")]) == 0
     assert encoded == [f"who directed [{TOPIC_PLACEHOLDER}]", f"what genre is [{TOPIC_PLACEHOLDER}]"]
     records = [json.loads(line) for line in (tmp_path / "pred.jsonl").read_text().splitlines()]
     assert [r["question"] for r in records] == ["who directed [film0]", "what genre is [film0]"]  # as asked

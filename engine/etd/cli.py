@@ -1,12 +1,17 @@
-"""``kgqa etd train`` and ``kgqa etd predict``; torch and the models load inside the handlers."""
+"""``kgqa etd train`` and ``kgqa etd run``; torch and the models load inside the handlers."""
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from dataclasses import asdict
 
-from engine.cli import add_store_arguments, open_from_args
+from engine.cli import (
+    DATASET_HELP,
+    add_run_arguments,
+    add_store_arguments,
+    open_from_args,
+    run_from_args,
+)
+from engine.errors import InvalidInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,24 +42,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="encode each question with its topic entity's mention replaced by a placeholder (not in the paper)")
     p.set_defaults(handler=_run_train)
 
-    p = sub.add_parser("predict", help="predict answers, write JSONL and print Hits@1 and timings")
-    _add_data_arguments(p)
+    p = sub.add_parser("run", help="answer a question set with a trained GNN (and an LLM), write predictions JSONL")
+    add_run_arguments(p, "etd", "language model for determination (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--checkpoint", required=True, help="a best.pt written by `kgqa etd train`")
-    p.add_argument("--split", choices=["train", "val", "test", "all"], default="test",
-                   help="which part of the training run's split to answer (default: the held-out test slice)")
-    p.add_argument("--output", required=True, help="predictions JSONL")
+    p.add_argument("--gnn-only", action="store_true", help="answer with the GNN's top candidate (no LLM)")
     p.add_argument("--top-n", type=int, default=3, help="reference answers in the prompt (default 3)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--gnn-only", action="store_true", help="answer with the GNN's top candidate (no LLM)")
-    mode.add_argument("--lm", default=None, help="language model for determination (default: the LM layer's offline default)")
-    p.add_argument("--limit", type=int, default=None, help="answer only the first N questions of the split")
+    p.add_argument("--batch-size", type=int, default=50, help="questions explored together (default 50)")
+    p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default: the training run's)")
+    p.add_argument("--encoding-cache", default=None, help="directory keeping the frozen text encodings between runs")
     p.set_defaults(handler=_run_predict)
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="metaqa-1hop, metaqa-2hop, metaqa-3hop, pathquestion-2h, pathquestion-3h (sets L and K)")
-    p.add_argument("--questions", default=None, help="question file (default: the dataset's file under --data-dir)")
-    p.add_argument("--data-dir", default=None, help="datasets directory (default $KGQA_DATA or ../shared/data)")
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
+    p.add_argument("--paper-config", default=None,
+                   help="metaqa-1hop|2hop|3hop or pathquestion-2h|3h: the paper's hyperparameters (L, K) to train with (default: --dataset when it names one)")
     p.add_argument("--seed", type=int, default=None, help="split and training seed (default 0)")
     p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default 1000)")
     p.add_argument("--encoding-cache", default=None,
@@ -64,18 +66,20 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> None:
-    from engine.etd.pipeline import load_questions
-    from engine.etd.training import TrainConfig, train
-    from loaders.datasets import split_questions
+    from engine.etd.training import PAPER_LAYERS_TOP_K, TrainConfig, train
+    from loaders.datasets import load_dataset, split_questions
 
+    paper = args.paper_config or args.dataset
+    if paper not in PAPER_LAYERS_TOP_K:
+        raise InvalidInputError(f"no paper hyperparameters for {paper!r}: name them with --paper-config "
+                                f"({', '.join(PAPER_LAYERS_TOP_K)})")
     config = TrainConfig.for_dataset(
-        args.dataset, **{k: getattr(args, k) for k in (
+        paper, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
             "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
             "mask_topic")}
     )
-    parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), config.seed,
-                            config.val_fraction, config.test_fraction)
+    parts = split_questions(load_dataset(args.dataset), config.seed, config.val_fraction, config.test_fraction)
     train_questions = parts["train"][: config.max_train]
     with open_from_args(args) as store:
         summary = train(store, train_questions, parts["val"], config, args.checkpoint_dir, progress=not args.no_progress)
@@ -83,23 +87,24 @@ def _run_train(args: argparse.Namespace) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> None:
-    from engine.etd.pipeline import load_questions, predict
+    from engine.etd.pipeline import EtdMethod
     from engine.etd.training import load_checkpoint
-    from loaders.datasets import split_questions
 
     model, saved = load_checkpoint(args.checkpoint)
     settings = saved["train"]
-    seed = settings["seed"] if args.seed is None else args.seed
-    parts = split_questions(load_questions(args.dataset, args.questions, args.data_dir), seed,
-                            settings["val_fraction"], settings["test_fraction"])
-    questions = parts[args.split][: args.limit]
-    lm = None
-    if not args.gnn_only:
+    if args.split != "all" and (settings["seed"], settings["val_fraction"], settings["test_fraction"]) != (args.seed, 0.1, 0.1):
+        raise InvalidInputError(
+            f"{args.checkpoint} was trained on a split with seed {settings['seed']} and val/test fractions "
+            f"{settings['val_fraction']}/{settings['test_fraction']}: run with --seed {settings['seed']} (and the default "
+            "fractions) so that --split picks questions it was not trained on"
+        )
+    max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
+
+    def build(store, meter):
         from engine.models.lm import load_lm
 
-        lm = load_lm(args.lm)
-    max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
-    with open_from_args(args) as store:
-        summary = predict(store, model, questions, args.output, top_n=args.top_n, lm=lm, max_degree=max_degree,
-                          progress=not args.no_progress, encoding_cache=args.encoding_cache)
-    print(json.dumps(asdict(summary), indent=2), file=sys.stdout)
+        lm = None if args.gnn_only else meter.lm(load_lm(args.model, args.device))
+        return EtdMethod(store, model, meter, lm, top_n=args.top_n, batch_size=args.batch_size, max_degree=max_degree,
+                         encoding_cache=args.encoding_cache)
+
+    run_from_args(args, build)

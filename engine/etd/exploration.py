@@ -16,12 +16,11 @@ frontier node also gets an identity self-loop with id ``2R``.
   ``max_degree`` edges keeps a deterministic sample of ``max_degree`` of them (seeded by the
   node id), the same sample every time it is met.
 - An LRU cache of per-node neighbourhoods (``cache_size`` nodes) serves later epochs; the first
-  fetch of a node is always a real store call. ``store_seconds`` / ``store_calls`` count them.
+  fetch of a node is always a real store call (a metered store, :mod:`engine.run`, counts them).
 """
 from __future__ import annotations
 
 import random
-import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -106,8 +105,6 @@ class Explorer:
         self.terms: list[Term] = []
         self._ids: dict[Term, int] = {}
         self._cache: OrderedDict[int, tuple[list[int], list[int]]] = OrderedDict()
-        self.store_seconds = 0.0
-        self.store_calls = 0
         self.capped_nodes = 0
 
     # ----------------------------------------------------------------- nodes
@@ -129,10 +126,7 @@ class Explorer:
         if not missing:
             return {}
         ids = [self.terms[n] for n in missing]
-        started = time.perf_counter()
         edges = self.store.expand(ids, direction="both").edges  # type: ignore[arg-type]
-        self.store_seconds += time.perf_counter() - started
-        self.store_calls += 1
         found: dict[int, tuple[list[int], list[int]]] = {n: ([], []) for n in missing}
         size = self.vocab.size
         for edge in edges:

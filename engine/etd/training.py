@@ -26,6 +26,7 @@ from engine.etd.model import (
 )
 from engine.metrics import score_question
 from engine.models.device import pick_device
+from engine.run import Meter
 from engine.store import Store
 from loaders.questions import Question
 
@@ -217,7 +218,8 @@ def train(
     out_dir = Path(checkpoint_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     vocab = RelationVocab.from_store(store)
-    explorer = Explorer(store, vocab, max_degree=config.max_degree)
+    meter = Meter()
+    explorer = Explorer(meter.store(store), vocab, max_degree=config.max_degree)
     model = build_model(config, vocab)
     if config.init_from is not None:
         start, _ = load_checkpoint(config.init_from)
@@ -242,7 +244,7 @@ def train(
             break
         shuffler.shuffle(order)
         model.train()
-        epoch_started, store_before = time.perf_counter(), explorer.store_seconds
+        epoch_started, store_before = time.perf_counter(), meter.seconds["store"]
         total_loss, unreached, steps = 0.0, 0, 0
         bar = tqdm(list(batches(order, config.batch_size)), desc=f"epoch {epoch}", file=sys.stderr, disable=not progress)
         for members in bar:
@@ -255,7 +257,7 @@ def train(
             total_loss, unreached, steps = total_loss + float(loss.detach()), unreached + missed, steps + 1
             bar.set_postfix(loss=f"{total_loss / steps:.4f}")
         summary.epoch_seconds.append(round(time.perf_counter() - epoch_started, 2))
-        summary.epoch_store_seconds.append(round(explorer.store_seconds - store_before, 2))
+        summary.epoch_store_seconds.append(round(meter.seconds["store"] - store_before, 2))
         hits = evaluate_hits1(model, explorer, val_questions, val_features)
         summary.epochs = epoch
         summary.epoch_loss.append(round(total_loss / max(steps, 1), 5))
@@ -275,7 +277,7 @@ def train(
             if stale >= config.patience:
                 summary.stopped_by = "patience"
                 break
-    summary.store_calls = explorer.store_calls
+    summary.store_calls = meter.calls["store"]
     summary.peak_memory_mb = peak_memory_mb()
     summary.checkpoint = str(out_dir / "best.pt")
     (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
