@@ -30,6 +30,8 @@ class Question:
     hops: int | None = None
     qtype: str | None = None
     path: list[str] | None = None
+    path_entities: list[str] | None = None  # the entities along ``path`` (PathQuestion), topic first
+    sexpr: str | None = None  # the gold logical form (S-expression with ids) where the dataset gives one
 
 
 def _string_list(value: object) -> list[str]:
@@ -166,7 +168,7 @@ def text_lines(path: Path) -> list[str]:
     lines = data.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [line.removesuffix("\r") for line in lines]
 
 
 # ---------------------------------------------------------------------------- PathQuestion
@@ -177,7 +179,7 @@ def read_pathquestion(path: str | os.PathLike[str]) -> list[Question]:
     The answer field names the answer reached by the annotated path, then in parentheses
     every gold answer, each followed by ``/``. The path is
     ``topic#r1#e1#r2#…#answer#<end>#answer``. ``answers`` (and ``answer_entities``) are the
-    parenthesised gold answers; ``path`` the relations r1, r2, ….
+    parenthesised gold answers; ``path`` the relations r1, r2, …; ``path_entities`` topic, e1, e2, ….
     """
     questions: list[Question] = []
     stem = Path(path).name.split(".")[0]
@@ -204,6 +206,7 @@ def read_pathquestion(path: str | os.PathLike[str]) -> list[Question]:
                 answer_entities=list(answers),
                 hops=len(relations),
                 path=relations,
+                path_entities=steps[0:-2:2],
             )
         )
     return questions

@@ -172,8 +172,9 @@ class ScriptedLM:
 def test_generation_alignment_and_vote(bi):
     from engine.arg.alignment import Aligner
     from engine.arg.generation import DemoPicker, first_sexpr
-    from engine.arg.pipeline import answer_question, exact_match, f1
+    from engine.arg.pipeline import answer_question, exact_match
     from engine.arg.prompts import Demo
+    from engine.metrics import score_question
 
     names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey")]
     store = ReferenceStore(TRIPLES + names)
@@ -185,7 +186,7 @@ def test_generation_alignment_and_vote(bi):
     got = answer_question(store, "who directed [The Prowler]", ["The Prowler"], lm, picker, bi, Scorer(bi), Aligner(store), k=5, samples=3)
     assert "References:" in lm.prompts[0] and "who directed [Y]" in lm.prompts[0]
     assert got.answers == ["Joseph Losey"] and got.sexpr == "(JOIN (R directed_by) [The Prowler])"  # 'directed' aligned by BM25
-    assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and f1(got.answers, ["Joseph Losey", "x"]) == pytest.approx(2 / 3)
+    assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and score_question(got.answers, ["Joseph Losey", "x"]).f1 == pytest.approx(2 / 3)
 
 
 def test_alignment_moves_on_past_a_candidate_that_times_out():
@@ -243,7 +244,9 @@ def _named_store():
 
 
 def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
-    from engine.arg.evaluate import demo_pool, evaluate
+    from engine.arg.generation import demo_pool
+    from engine.arg.pipeline import ArgMethod
+    from engine.run import Meter, run_method
     from loaders.questions import Question
 
     store = _named_store()
@@ -258,28 +261,36 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
         (Question("d:4", "who acted in [M]", [], ["M"], [], 1), "(JOIN (R starred_actors) [M])"),
     ]
     pool = demo_pool(store, candidates, tests)
+    for q, form in tests:
+        q.sexpr = form
     assert [(d.question, d.sexpr) for d in pool] == [
         ("who directed [M]", "(JOIN (R directed_by) [M])"), ("who acted in [M]", "(JOIN (R starred_actors) [M])"),
     ]
     lm = ByQuestionLM({"who directed [The Prowler]": "Logical Form: (JOIN (R directed_by) [The Prowler])", "what genre is [M]": "(JOIN (R"})
     records = []
-    report = evaluate(store, tests, pool, lm, bi, Scorer(bi), n_demos=2, demo_mode="bm25", k=5, on_record=records.append)
-    assert [(r["id"], r["em"], r["f1"]) for r in records] == [("t:1", True, 1.0), ("t:2", False, 0.0)]
-    assert records[0]["answers"] == ["Joseph Losey"] and records[1]["generated"] == [] and records[1]["sexpr"] is None
-    assert [r["gold_form_f1"] for r in records] == [1.0, 1.0]
-    assert (report.questions, report.em, report.f1, report.hits, report.parsed, report.answered) == (2, 0.5, 0.5, 0.5, 0.5, 0.5)
-    assert report.by_hops == {1: {"questions": 2, "em": 0.5, "f1": 0.5}} and report.demos == 2
-    assert set(report.seconds_per_question) == {"store", "model", "generation", "execution"}
+    meter = Meter()
+    method = ArgMethod(meter.store(store), meter.lm(lm), bi, Scorer(bi), pool, n_demos=2, demo_mode="bm25", k=5)
+    report = run_method(method, [q for q, _ in tests], meter, on_record=records.append, progress=False)
+    assert [(r["id"], r["arg"]["em"], r["arg"]["gold_form"]) for r in records] == [
+        ("t:1", True, "(JOIN (R directed_by) [The Prowler])"), ("t:2", False, "(JOIN (R has_genre) [M])"),
+    ]
+    assert records[0]["prediction"] == ["Joseph Losey"] and records[1]["arg"]["generated"] == [] and records[1]["arg"]["sexpr"] is None
+    assert records[1]["prediction"] == []
+    assert [r["arg"]["gold_form_f1"] for r in records] == [1.0, 1.0]
+    assert (report["questions"], report["f1"], report["hits1"], report["by_hops"]) == (2, 0.5, 0.5, {"1": 0.5})
+    assert report["arg"] == {"em": 0.5, "parsed": 0.5, "answered": 0.5, "gold_form_f1": 1.0, "demos": 2}
+    assert report["calls_per_question"]["llm"] == 1 and report["seconds_per_question"]["model"] > 0
     test_questions = {q.question for q, _ in tests}
     for record, prompt in zip(records, lm.prompts):
-        assert record["demos"] and not set(record["demos"]) & test_questions
+        assert record["arg"]["demos"] and not set(record["arg"]["demos"]) & test_questions
         demo_part = prompt.rsplit("Question: ", 1)[0]
         assert not any(f"Question: {t}\n" in demo_part for t in test_questions)
 
 
-def test_evaluate_command(tmp_path, capsys, monkeypatch):
+def test_run_command(tmp_path, capsys, monkeypatch):
     import engine.models.lm
     from engine.stores.oxigraph import OxigraphStore
+    from loaders.datasets import select_questions
 
     path = str(tmp_path / "store")
     with OxigraphStore(path) as store:
@@ -303,16 +314,22 @@ def test_evaluate_command(tmp_path, capsys, monkeypatch):
     }
     lm = ByQuestionLM({q: f for q, f in golds.items() if q != "what genre is [M]"})
     monkeypatch.setattr(engine.models.lm, "load_lm", lambda *_: lm)
-    out = tmp_path / "eval.jsonl"
-    argv = ["arg", "evaluate", "--dataset", "metaqa", "--questions", str(qa), "--sample", "3", "--pool", "3",
-            "--n-demos", "2", "--demo-mode", "random", "--k", "5", "--store", path, "--output", str(out), "--json"]
+    out = tmp_path / "run.jsonl"
+    argv = ["arg", "run", "--dataset", str(qa), "--split", "all", "--sample", "3", "--pool", "3",
+            "--n-demos", "2", "--demo-mode", "random", "--k", "5", "--store", path, "--out", str(out), "--json", "--no-progress"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert summary["questions"] == len(records) == 3 and summary["demos"] == 3 and summary["demo_mode"] == "random"
     tested = {r["question"] for r in records}
+    # the demonstrations: the train split's sample of 3, less any test question
+    train = {q.question for q in select_questions(str(qa), "train", sample=3, seed=0)}
+    assert summary["questions"] == len(records) == 3 and summary["arg"]["demos"] == len(train - tested)
     for r in records:
-        assert r["gold_form"] == golds[r["question"]]
-        assert r["em"] == (r["question"] != "what genre is [M]") and r["f1"] == (1.0 if r["em"] else 0.0)
-        assert len(r["demos"]) == 2 and not set(r["demos"]) & tested
-    assert summary["em"] == pytest.approx(sum(r["em"] for r in records) / 3, abs=1e-4)
+        assert r["arg"]["gold_form"] == golds[r["question"]]
+        assert r["arg"]["em"] == (r["question"] != "what genre is [M]")
+        assert (set(r["prediction"]) == set(r["answers"])) == r["arg"]["em"]  # MetaQA's answers here are the gold forms' answers
+        assert 1 <= len(r["arg"]["demos"]) <= 2 and not set(r["arg"]["demos"]) & tested
+    assert summary["arg"]["em"] == pytest.approx(sum(r["arg"]["em"] for r in records) / 3, abs=1e-4)
+    assert main(["eval", str(out), "--json"]) == 0  # ARG's output is scored by `kgqa eval` like every method's
+    assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == summary["hits1"]
+

@@ -16,27 +16,32 @@ from dataclasses import dataclass
 from engine.arg.candidates import Hop, Schema, path_forms
 from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
+from engine.errors import InvalidInputError
 from engine.sexpr.tree import to_text
 from engine.store import Store
 from loaders.questions import Question, metaqa_relation_path
 
 
-def gold_hops(store: Store, q: Question, path_entities: list[str] | None = None) -> list[Hop]:
+def gold_hops(store: Store, q: Question) -> list[Hop]:
     """(relation, direction) per hop of the question's gold path."""
     if q.qtype is not None:
         return metaqa_relation_path(q.qtype)
-    assert q.path is not None and path_entities is not None
+    if q.path is None or q.path_entities is None:
+        raise InvalidInputError(f"question {q.id!r} has no gold path (a MetaQA question type or a PathQuestion path)")
     hops: list[Hop] = []
     for i, relation in enumerate(q.path):
-        here, there = path_entities[i], path_entities[i + 1]
+        here, there = q.path_entities[i], q.path_entities[i + 1]
         edges = store.expand([here], [relation], "both").edges
         forward = any(e.dst == there and e.forward for e in edges) or not any(e.dst == there for e in edges)
         hops.append((relation, "out" if forward else "in"))
     return hops
 
 
-def gold_form(store: Store, q: Question, path_entities: list[str] | None = None) -> str:
-    return to_text(path_forms(q.topic_entities[0], gold_hops(store, q, path_entities))[0])
+def gold_form(store: Store, q: Question) -> str:
+    """The question's gold logical form (with ids): the dataset's, else built from its gold path."""
+    if q.sexpr is not None:
+        return q.sexpr
+    return to_text(path_forms(q.topic_entities[0], gold_hops(store, q))[0])
 
 
 @dataclass

@@ -8,8 +8,13 @@ import random
 import re
 from collections.abc import Sequence
 
+from engine.arg.candidates import with_names
 from engine.arg.prompts import Demo, build_prompt
 from engine.models.lm import LanguageModel
+from engine.sexpr import parse
+from engine.sexpr.tree import entities
+from engine.store import Store
+from loaders.questions import Question
 
 _WORD = re.compile(r"\w+")
 
@@ -36,6 +41,23 @@ class DemoPicker:
         scores = self.bm25.get_scores(tokens(question))
         best = sorted(range(len(self.pool)), key=lambda i: (-scores[i], i))[: self.n]
         return [self.pool[i] for i in reversed(best)]  # nearest last, closest to the question
+
+
+def demo_pool(store: Store, candidates: Sequence[tuple[Question, str]], tests: Sequence[tuple[Question, str]]) -> list[Demo]:
+    """Demonstrations from ``candidates`` (question, gold form with ids), none sharing its
+    question text or its gold form with a test question (PathQuestion words each path three
+    ways, so a paraphrase of a test question would otherwise hand the model its answer). Entity
+    ids are replaced by names, as in the references."""
+    test_texts = {_key(q.question) for q, _ in tests}
+    test_forms = {parse(form) for _, form in tests}
+    kept = [(q, form) for q, form in candidates if _key(q.question) not in test_texts and parse(form) not in test_forms]
+    ids = sorted({i for _, form in kept for i in entities(parse(form))})
+    names = store.names(ids) if ids else {}
+    return [Demo(q.question, with_names(parse(form), names)) for q, form in kept]
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def first_sexpr(text: str) -> str | None:
@@ -69,8 +91,3 @@ def generate_outputs(lm: LanguageModel, question: str, references: Sequence[str]
 def forms_of(outputs: Sequence[str]) -> list[str]:
     """The first S-expression of each output; outputs without one kept out."""
     return [form for form in (first_sexpr(o) for o in outputs) if form is not None]
-
-
-def generate_forms(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
-    """K candidate forms (greedy for K = 1, beam search otherwise); unparsable outputs kept out."""
-    return forms_of(generate_outputs(lm, question, references, demos, k))

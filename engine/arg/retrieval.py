@@ -13,25 +13,24 @@
    replaced by names. A literal anchor gives ``(JOIN r literal)`` and, for numbers and dates,
    the comparisons ``(lt r literal)`` … ``(ge r literal)`` as well.
 
-Every store call and model call is timed apart (``store_seconds``, ``model_seconds``).
+Every store call and model call is timed apart (``store_seconds``, ``model_seconds``) by a :class:`~engine.run.Meter`.
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from engine.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.arg.ranker import BiEncoder, Scorer, top
 from engine.graph import Literal, Term, term_key
+from engine.run import Meter
 from engine.sexpr.tree import entities as tree_entities
 from engine.sexpr.tree import to_text
 from engine.store import Store
 
 K = 20
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,32 +57,13 @@ class Retrieval:
     store_calls: int = 0
 
 
-class _Clock:
-    def __init__(self, result: Retrieval) -> None:
-        self.result = result
-
-    def store(self, call: Callable[[], T]) -> T:
-        started = time.perf_counter()
-        try:
-            return call()
-        finally:
-            self.result.store_seconds += time.perf_counter() - started
-            self.result.store_calls += 1
-
-    def model(self, call: Callable[[], T]) -> T:
-        started = time.perf_counter()
-        try:
-            return call()
-        finally:
-            self.result.model_seconds += time.perf_counter() - started
-
-
 def _two_stage(
-    clock: _Clock, bi: BiEncoder, scorer: Scorer, question: str, stage1: list[str], stage2: list[str], k: int
+    meter: Meter, bi: BiEncoder, scorer: Scorer, question: str, stage1: list[str], stage2: list[str], k: int
 ) -> list[tuple[int, float]]:
     """Indexes (and stage-2 scores) of the k items kept after 2k by stage 1."""
-    first = clock.model(lambda: top(bi.scores(question, stage1), 2 * k))
-    second = clock.model(lambda: scorer.scores(question, [stage2[i] for i in first]))
+    with meter.stage("model"):
+        first = top(bi.scores(question, stage1), 2 * k)
+        second = scorer.scores(question, [stage2[i] for i in first])
     return [(first[j], second[j]) for j in top(second, k)]
 
 
@@ -100,11 +80,12 @@ def retrieve(
     """The kept paths and the top-k references for a question with its gold entities and
     literals (``anchors``: ids and :class:`Literal` values)."""
     result = Retrieval(question)
-    clock = _Clock(result)
+    meter = Meter()
+    store = meter.store(store)
     seeds = list(dict.fromkeys(anchors))
-    rows = clock.store(lambda: store.relations(seeds, "both", limit)).rows
+    rows = store.relations(seeds, "both", limit).rows
     hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
-    kept1 = _two_stage(clock, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
+    kept1 = _two_stage(meter, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
     paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
 
     by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
@@ -113,18 +94,20 @@ def retrieve(
         by_r1[(r1, d1)].append(path.anchor)
     hop2: set[tuple[Term, str, str, str, str]] = set()
     for (r1, d1), starts in by_r1.items():
-        found = clock.store(lambda starts=starts, r1=r1, d1=d1: store.two_hop_relations(starts, r1, d1, limit)).rows
+        found = store.two_hop_relations(starts, r1, d1, limit).rows
         hop2.update((row.id, r1, d1, row.relation, row.direction) for row in found)
     pairs = sorted(hop2, key=_hop_key)
     kept2 = _two_stage(
-        clock, bi, scorer, question,
+        meter, bi, scorer, question,
         [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
         [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
         k,
     )
     paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
     result.paths = paths
-    result.references = rank_forms(clock, store, scorer, question, paths, k, schema)
+    result.references = rank_forms(meter, store, scorer, question, paths, k, schema)
+    result.store_seconds, result.model_seconds = meter.seconds["store"], meter.seconds["model"]
+    result.store_calls = meter.calls["store"]
     return result
 
 
@@ -134,12 +117,13 @@ def _hop_key(row: tuple) -> tuple:
 
 
 def rank_forms(
-    clock: _Clock, store: Store, scorer: Scorer, question: str, paths: list[KeptPath], k: int, schema: Schema | None
+    meter: Meter, store: Store, scorer: Scorer, question: str, paths: list[KeptPath], k: int, schema: Schema | None
 ) -> list[Reference]:
     forms = list(dict.fromkeys(f for p in paths for f in path_forms(p.anchor, list(p.hops), schema)))
     texts = [to_text(f) for f in forms]
     ids = sorted({i for f in forms for i in tree_entities(f)})
-    names: dict[str, Any] = clock.store(lambda: store.names(ids)) if ids else {}
+    names: dict[str, Any] = store.names(ids) if ids else {}
     named = [with_names(f, names) for f in forms]
-    scores = clock.model(lambda: scorer.scores(question, [f"Logical form: {t}" for t in named]))
+    with meter.stage("model"):
+        scores = scorer.scores(question, [f"Logical form: {t}" for t in named])
     return [Reference(texts[i], named[i], round(scores[i], 6)) for i in top(scores, k)]

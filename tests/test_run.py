@@ -1,0 +1,127 @@
+"""The method-run protocol (engine/run.py) and the evaluators of engine/metrics.py it relies on."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from engine.graph import Triple
+from engine.metrics import evaluate, evaluate_rog
+from engine.reference import ReferenceStore
+from engine.run import Meter, Prediction, run_method, unwrap
+from loaders.questions import Question
+
+
+def test_nested_stages_are_exclusive():
+    meter = Meter()
+    with meter.stage("model"):
+        time.sleep(0.05)
+        with meter.stage("store"):
+            time.sleep(0.1)
+    assert meter.seconds["store"] == pytest.approx(0.1, abs=0.03)
+    assert meter.seconds["model"] == pytest.approx(0.05, abs=0.03)  # the store's 0.1 s is not model time
+
+
+def test_metered_store_counts_every_public_call_once_and_meters_compose():
+    store = ReferenceStore([Triple("a", "r", "b"), Triple("b", "s", "c")])
+    outer, inner = Meter(), Meter()
+    metered = inner.store(outer.store(store))
+    assert [e.dst for e in metered.expand(["a"]).edges] == ["b"]
+    metered.names(["a"])
+    assert inner.calls["store"] == outer.calls["store"] == 2
+    assert dict(outer.operations) == {"store.expand": 1, "store.names": 1}
+    assert unwrap(metered) is not store and unwrap(unwrap(metered)) is store
+    assert metered.uri == store.uri  # attributes pass through uncounted
+    assert outer.calls["store"] == 2
+
+
+class _LM:
+    name = "stub"
+
+    def generate(self, prompt, **_):
+        time.sleep(0.01)
+        return prompt.upper()
+
+    def encode(self, text):
+        return [1, 2]
+
+
+def test_metered_lm_counts_generation_not_tokenizer_calls():
+    meter = Meter()
+    lm = meter.lm(_LM())
+    assert lm.generate("x") == "X" and lm.encode("x") == [1, 2] and lm.name == "stub"
+    assert meter.calls["llm"] == 1 and meter.seconds["model"] >= 0.01
+
+
+class _Echo:
+    """Answers each question with its topic entity, in batches of two, one store call per batch."""
+
+    name = "echo"
+    batch_size = 2
+
+    def __init__(self, store, lm):
+        self.store, self.lm = store, lm
+
+    def answer(self, questions):
+        self.store.names([q.topic_entities[0] for q in questions])
+        out = []
+        for q in questions:
+            self.lm.generate(q.question)
+            out.append(Prediction([q.topic_entities[0]], [q.topic_entities[0]], {"seen": q.id}))
+        return out
+
+    def summary(self, records):
+        return {"seen": len(records)}
+
+
+def test_run_method_writes_one_record_shape_and_splits_batch_costs(tmp_path):
+    gold = ["e0", "e1", "e0", "e1", "other"]
+    questions = [Question(f"q{i}", f"question {i}", [gold[i]], [f"e{i % 2}"], [gold[i]], hops=1 + i % 2) for i in range(5)]
+    meter = Meter()
+    store = meter.store(ReferenceStore([Triple("e0", "r", "e1")]))
+    out = tmp_path / "p.jsonl"
+    summary = run_method(_Echo(store, meter.lm(_LM())), questions, meter, out, progress=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["q0", "q1", "q2", "q3", "q4"]
+    assert set(records[0]) == {
+        "id", "question", "topic", "answers", "answer_ids", "prediction", "prediction_ids", "hops", "qtype", "seconds", "calls", "echo",
+    }
+    assert records[0]["echo"] == {"seen": "q0"}
+    # batches of 2, 2 and 1: one store call per batch shared evenly, one LLM call per question
+    assert [r["calls"]["store"] for r in records] == [0.5, 0.5, 0.5, 0.5, 1.0]
+    assert all(r["calls"]["llm"] == 1.0 for r in records)
+    assert all(r["seconds"]["model"] >= 0.01 and r["seconds"]["total"] >= r["seconds"]["model"] for r in records)
+    # each answers its topic, e0 or e1: right but for q4
+    assert summary["hits1"] == 0.8 and summary["questions"] == 5 and summary["echo"] == {"seen": 5}
+    assert summary["by_hops"] == {"1": pytest.approx(2 / 3, abs=1e-4), "2": 1.0}
+    assert summary["calls_per_question"] == {"store": 0.6, "llm": 1.0}
+    assert summary["predictions"] == str(out)
+
+
+def test_evaluate_compares_by_id_where_both_sides_have_ids():
+    # two films named alike: by name the prediction looks right, by id it is not
+    record = {"answers": ["Titanic"], "answer_ids": ["m.1997"], "prediction": ["Titanic"], "prediction_ids": ["m.1953"]}
+    assert evaluate([record]).overall.hits1 == 0.0
+    assert evaluate([record], by="name").overall.hits1 == 1.0
+    no_ids = {"answers": ["Titanic"], "prediction": ["titanic"]}
+    assert evaluate([no_ids]).overall.hits1 == 1.0
+    from engine.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="by id"):
+        evaluate([no_ids], by="id")
+
+
+def test_rog_evaluator_reproduces_its_definitions():
+    records = [
+        # joined text "the jim cameron film" contains "jim cameron": hit; 1 of 2 gold found; 2 predictions
+        {"answers": ["Jim Cameron", "Kathryn Bigelow"], "prediction": ["The Jim Cameron", "film"]},
+        {"answers": ["Paris"], "prediction": []},
+    ]
+    m = evaluate_rog(records)
+    assert m.questions == 2
+    assert m.hit == pytest.approx(0.5)
+    assert m.accuracy == pytest.approx(0.25)
+    assert m.precision == pytest.approx(0.25)  # (1/2 + 0) / 2
+    assert m.recall == pytest.approx(0.25)
+    assert m.f1 == pytest.approx((2 * 0.5 * 0.5 / 1.0) / 2)
