@@ -65,13 +65,13 @@ class Scorer:
         self.path = None if path is None else Path(path)
         self.model: Any = None
         if self.path is not None:
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+            from engine.models.encoders import load_sequence_classifier
 
             if not (self.path / SCORER_FILE).is_file():
                 raise KGQAError(f"{self.path} holds no trained ARG scorer ({SCORER_FILE}); train one with kgqa arg train-ranker")
             self.device = device or pick_device()
-            self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-            self.model = AutoModelForSequenceClassification.from_pretrained(str(self.path)).to(self.device).eval()
+            self.tokenizer, self.model = load_sequence_classifier(str(self.path), self.device)
+            self.model.eval()
 
     @property
     def trained(self) -> bool:
@@ -125,10 +125,8 @@ def train_scorer(
     """Fine-tune a cross-encoder (from ``base``, default the offline MiniLM's transformer) on
     ``examples`` with binary cross-entropy, and save it to ``out_dir``."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    from engine.models.encoders import default_encoder_path
+    from engine.models.encoders import default_encoder_path, load_sequence_classifier
 
     if not examples:
         raise KGQAError("no training examples: the dataset gave no gold paths")
@@ -136,9 +134,8 @@ def train_scorer(
     torch.manual_seed(seed)
     device = device or pick_device()
     source = base or default_encoder_path()
-    hf_logging.set_verbosity_error()  # the new head's "newly initialized" warning is expected
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1).to(device).train()
+    tokenizer, model = load_sequence_classifier(source, device, num_labels=1)
+    model.train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     order = list(examples)

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from engine.errors import KGQAError
 from engine.etd.exploration import KEY_STRIDE, Explorer
 from engine.etd.layers import EtDLayer, LayerOutput
 from engine.models.encoders import load_encoder
@@ -85,14 +86,13 @@ def encode_texts(
 
 
 def _mean_pooled_causal_lm(texts: Sequence[str], path: str, batch_size: int) -> Tensor:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from engine.models.lm import TransformersLM, load_lm
 
-    from engine.models.device import pick_device
-
-    device = pick_device()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    loaded = load_lm(path)
+    if not isinstance(loaded, TransformersLM):
+        raise KGQAError(f"causal:{path} is not a local causal LM: encoding needs its hidden states")
+    tokenizer, lm, device = loaded.tokenizer, loaded.model, loaded.device
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-    lm = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
     chunks = []
     with torch.no_grad():
         for i in range(0, len(texts), batch_size):

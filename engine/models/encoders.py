@@ -32,7 +32,7 @@ def default_encoder_path() -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def load_encoder(name_or_path: str | None = None, device: str | None = None) -> "SentenceTransformer":
+def load_encoder(name_or_path: str | None = None, device: str | None = None) -> SentenceTransformer:
     """A sentence encoder, cached per (model, device) so a process loads each once.
 
     ``None`` or ``all-MiniLM-L6-v2`` gives the packaged offline model; anything else is a local
@@ -47,3 +47,22 @@ def load_encoder(name_or_path: str | None = None, device: str | None = None) -> 
         return SentenceTransformer(str(path), device=device or pick_device())
     except OSError as e:
         raise KGQAError(f"cannot load the sentence encoder {name_or_path or path!r}: {e}") from e
+
+
+def load_sequence_classifier(name_or_path: str, device: str | None = None, num_labels: int | None = None) -> tuple:
+    """(tokenizer, model) of a transformers sequence classifier (ARG's cross-encoder) on ``device``;
+    ``num_labels`` gives a new head (to fine-tune a plain encoder), None keeps the saved one."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    options = {} if num_labels is None else {"num_labels": num_labels}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # a new head's "newly initialized" warning is expected
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        model = AutoModelForSequenceClassification.from_pretrained(str(name_or_path), **options)
+    except (OSError, ValueError) as e:
+        raise KGQAError(f"cannot load the sequence classifier {str(name_or_path)!r}: {e}") from e
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return tokenizer, model.to(device or pick_device())
