@@ -490,3 +490,15 @@ def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path,
     assert encoded == [f"who directed [{TOPIC_PLACEHOLDER}]", f"what genre is [{TOPIC_PLACEHOLDER}]"]
     records = [json.loads(line) for line in (tmp_path / "pred.jsonl").read_text().splitlines()]
     assert [r["question"] for r in records] == ["who directed [film0]", "what genre is [film0]"]  # as asked
+
+
+def test_causal_encoder_mean_pools_the_offline_lm_through_the_lm_layer():
+    from engine.etd.model import encode_texts
+    from engine.models.lm import default_lm_path, load_lm
+
+    texts = ["who directed [Titanic]", "what genre is [M]", "who directed [Titanic]"]
+    got = encode_texts(texts, "causal:" + default_lm_path(), batch_size=2)
+    hidden = load_lm(default_lm_path()).model.config.hidden_size
+    assert got.shape == (3, hidden) and got.dtype == torch.float32
+    assert torch.allclose(got[0], got[2], atol=1e-4)  # the same text, batched with different neighbours
+    assert not torch.allclose(got[0], got[1])
