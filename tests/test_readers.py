@@ -408,6 +408,7 @@ def test_pathquestion_fixture(tmp_path):
         answer_entities=["politician", "lawyer"],
         hops=2,
         path=["spouse", "profession"],
+        path_entities=["x", "y", "politician"],
     )
     bad = write(tmp_path / "bad.txt", "q\tanswer\tx#r#y#<end>#y\n")
     with pytest.raises(ParseError, match="bad.txt:1"):
