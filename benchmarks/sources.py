@@ -1,7 +1,7 @@
 """Where the benchmark's graphs, questions and stores come from.
 
 Everything the benchmarks take from the rest of the project — the dataset readers and the
-load driver (``loaders``), the test-server launchers (``tests/servers``) — is reached through
+load driver (``loaders``), the server launchers (``engine.servers``) — is reached through
 this module only.
 """
 from __future__ import annotations
@@ -194,8 +194,8 @@ def virtuoso_sql(store: Store, sql: str) -> str:
     return output
 
 
-#: store kinds a run can start itself: kind → the test-server module that starts it
-SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb"}
+#: store kinds a run can start itself: kind → the module that starts it
+SERVER_MODULES = {"virtuoso": "engine.servers.virtuoso", "bolt": "engine.servers.falkordb"}
 
 
 def start_server(kind: str, workdir: Path):
@@ -204,7 +204,7 @@ def start_server(kind: str, workdir: Path):
         module = importlib.import_module(SERVER_MODULES[kind])
     except ImportError as e:
         raise RuntimeError(f"no launcher for {kind}: {e} (run from the repository root)") from e
-    from tests.servers.base import ServerUnavailable
+    from engine.servers.base import ServerUnavailable
 
     shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
     workdir.mkdir(parents=True)

@@ -15,7 +15,7 @@ import pytest
 
 from engine.graph import Triple
 from engine.store import Store
-from tests.servers.base import Server, ServerUnavailable
+from engine.servers.base import Server, ServerUnavailable
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
@@ -23,7 +23,7 @@ SHARED_DATA = SHARED / "data"
 
 #: store kinds every differential test runs on; "neo4j" joins when NEO4J_URI is set
 STORE_KINDS = ["oxigraph", "virtuoso", "bolt"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
-_SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb", "neo4j": "tests.servers.neo4j"}
+_SERVER_MODULES = {"virtuoso": "engine.servers.virtuoso", "bolt": "engine.servers.falkordb", "neo4j": "tests.neo4j_server"}
 _counter = itertools.count()
 
 

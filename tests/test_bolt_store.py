@@ -23,8 +23,8 @@ from engine.open import open_store
 from engine.reference import ReferenceStore
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
 from loaders.neo4j_import import export_neo4j_import
-from tests.servers.base import free_port
-from tests.servers.falkordb import _bolt_answers
+from engine.servers.base import free_port
+from engine.servers.falkordb import _bolt_answers
 
 pytestmark = pytest.mark.server
 

@@ -33,7 +33,7 @@ from sparql.compiler import SparqlCompiler
 from sparql.terms import Terms
 from sparql.virtuoso import VirtuosoCompiler
 from tests.random_graphs import random_graph
-from tests.servers.base import free_port
+from engine.servers.base import free_port
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from engine.stores.sparql_endpoint import SparqlEndpointStore
-from tests.servers.base import Server, ServerUnavailable, free_port
+from engine.servers.base import Server, ServerUnavailable, free_port
 
 BINARY = "virtuoso-t"
 ISQL = "isql-vt"

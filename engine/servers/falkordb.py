@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
-from tests.servers.base import Server, ServerUnavailable, free_port
+from engine.servers.base import Server, ServerUnavailable, free_port
 
 START_TIMEOUT = 20.0
 # FalkorDB ignores a BOLT_PORT above 32767 (and then serves no Bolt at all), while the kernel
