@@ -194,18 +194,15 @@ def virtuoso_sql(store: Store, sql: str) -> str:
     return output
 
 
-#: store kinds a run can start itself: kind → the module that starts it
+#: store kinds a run can start itself: kind → the module of engine.servers that starts it
 SERVER_MODULES = {"virtuoso": "engine.servers.virtuoso", "bolt": "engine.servers.falkordb"}
 
 
 def start_server(kind: str, workdir: Path):
     """Start a throw-away server of ``kind``; raise RuntimeError saying why it cannot start."""
-    try:
-        module = importlib.import_module(SERVER_MODULES[kind])
-    except ImportError as e:
-        raise RuntimeError(f"no launcher for {kind}: {e} (run from the repository root)") from e
     from engine.servers.base import ServerUnavailable
 
+    module = importlib.import_module(SERVER_MODULES[kind])
     shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
     workdir.mkdir(parents=True)
     try:

@@ -8,14 +8,15 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 from engine.graph import Triple
-from engine.store import Store
 from engine.servers.base import Server, ServerUnavailable
+from engine.store import Store
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
@@ -100,3 +101,11 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         missing(f"the shared datasets are not at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def kgqa_script() -> Path:
+    """The installed ``kgqa`` console script of the Python running the tests."""
+    script = Path(sysconfig.get_path("scripts")) / "kgqa"
+    assert script.is_file(), f"no kgqa console script at {script}: install the project (make setup)"
+    return script
