@@ -7,18 +7,19 @@ this module only.
 from __future__ import annotations
 
 import gzip
-import importlib
 import os
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.results import LoadReport
+from engine.servers import falkordb, virtuoso
+from engine.servers.base import Server, ServerUnavailable
 from engine.store import Store
 from sparql.terms import Terms
 
@@ -194,19 +195,16 @@ def virtuoso_sql(store: Store, sql: str) -> str:
     return output
 
 
-#: store kinds a run can start itself: kind → the module of engine.servers that starts it
-SERVER_MODULES = {"virtuoso": "engine.servers.virtuoso", "bolt": "engine.servers.falkordb"}
+#: store kinds a run can start itself: kind → what starts its server
+SERVERS: dict[str, Callable[[Path], Server]] = {"virtuoso": virtuoso.start, "bolt": falkordb.start}
 
 
-def start_server(kind: str, workdir: Path):
+def start_server(kind: str, workdir: Path) -> Server:
     """Start a throw-away server of ``kind``; raise RuntimeError saying why it cannot start."""
-    from engine.servers.base import ServerUnavailable
-
-    module = importlib.import_module(SERVER_MODULES[kind])
     shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
     workdir.mkdir(parents=True)
     try:
-        return module.start(workdir)
+        return SERVERS[kind](workdir)
     except ServerUnavailable as e:
         raise RuntimeError(str(e)) from e
 

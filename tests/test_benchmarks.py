@@ -9,10 +9,13 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from benchmarks.baselines import CsrFloor, NetworkxGlobal, NetworkxPerQuestion, TogLoop
+from benchmarks.baselines.csr_floor import CsrFloor
+from benchmarks.baselines.rog_networkx import NetworkxGlobal, NetworkxPerQuestion
+from benchmarks.baselines.tog_loop import TogLoop
 from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
-from benchmarks.workloads import StoreRetriever, Task, walk_seeds
+from benchmarks.tasks import Task
+from benchmarks.workloads import StoreRetriever, walk_seeds
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
