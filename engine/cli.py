@@ -307,10 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv[:1] == ["bench"]:
-        return _run_bench(parser.parse_args(["bench"]), argv[1:]) or 0
-    args = parser.parse_args(argv)
+    args = parser.parse_args(["bench"] if argv[:1] == ["bench"] else argv)
     try:
+        if argv[:1] == ["bench"]:
+            return _run_bench(args, argv[1:]) or 0
         args.handler(args)
     except KGQAError as e:
         print(f"kgqa: error: {e}", file=sys.stderr)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.errors import InvalidInputError
 from engine.graph import Triple
 from engine.servers.base import Server, ServerUnavailable
 from engine.store import Store
+from loaders.datasets import data_dir
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-SHARED_DATA = SHARED / "data"
 
 #: store kinds every differential test runs on; "neo4j" joins when NEO4J_URI is set
 STORE_KINDS = ["oxigraph", "virtuoso", "bolt"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
@@ -98,9 +98,11 @@ def store_kind(request) -> str:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        missing(f"the shared datasets are not at {SHARED_DATA}")
-    return SHARED_DATA
+    """The datasets directory, found as the engine finds it ($KGQA_DATA or ../shared/data)."""
+    try:
+        return data_dir()
+    except InvalidInputError as e:
+        missing(str(e))
 
 
 @pytest.fixture(scope="session")

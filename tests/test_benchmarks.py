@@ -19,7 +19,7 @@ from benchmarks.workloads import StoreRetriever, walk_seeds
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
-from tests.conftest import SHARED_DATA, missing
+from tests.conftest import missing
 from tests.random_graphs import RELATIONS, node_ids, random_graph
 
 DATATYPES = {
@@ -33,10 +33,10 @@ DATATYPES = {
 # ---------------------------------------------------------------------------- the generator
 
 @pytest.fixture(scope="module")
-def generated():
+def generated(shared_data):
     """A small generated graph, its schema, and each node's types."""
-    if not (SHARED_DATA / "freebase-ontology").is_dir():
-        missing(f"the Freebase ontology is not at {SHARED_DATA / 'freebase-ontology'}")
+    if not (shared_data / "freebase-ontology").is_dir():
+        missing(f"the Freebase ontology is not at {shared_data / 'freebase-ontology'}")
     generator = FreebaseGenerator(20_000, seed=7)
     triples = list(generator)
     types: dict[str, set[str]] = defaultdict(set)
