@@ -12,7 +12,10 @@ from pathlib import Path
 
 from benchmarks import report, runner, sources
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+_HERE = Path(__file__).resolve().parent
+#: where a run's results go by default: beside the code in a checkout (benchmarks/results/<mode>);
+#: an installed copy writes under its --workdir instead of into site-packages
+RESULTS_DIR = _HERE / "results" if (_HERE.parent / "pyproject.toml").is_file() else None
 DEFAULT_STORES = "oxigraph,virtuoso,bolt"
 
 
@@ -40,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench",
                        help="stores, servers and generated graphs (default kgqa-data/bench)")
-        p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/<mode>)")
+        p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/<mode> in a checkout, "
+                       "else <workdir>/results/<mode>)")
         p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
         p.set_defaults(bench_handler=_run)
     p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
@@ -78,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config(args)
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     results = runner.run_retrieval(cfg) if args.bench_command == "retrieval" else runner.run_load(cfg)
-    out = args.out or RESULTS_DIR / cfg.mode
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / cfg.mode
     for path in report.write(results, out):
         print(path)
     return 0

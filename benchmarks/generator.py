@@ -1,6 +1,6 @@
 """Freebase-shaped graphs of a chosen size, drawn from the real Freebase schema.
 
-The schema comes from GrailQA's ontology files in ``../shared/data/freebase-ontology``:
+The schema comes from GrailQA's ontology files in ``freebase-ontology/`` of the datasets directory:
 ``fb_roles`` (``domain relation range``), ``fb_types`` (``class meta.subclassOf parent``) and
 ``reverse_properties`` (pairs of properties Freebase stores in both directions). From them:
 
@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Triple
-
-ONTOLOGY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "freebase-ontology"
+from loaders.datasets import data_dir
 
 #: Freebase's value types and the literal each becomes; ``None`` is a plain string
 LITERAL_RANGES: dict[str, str | None] = {
@@ -117,10 +116,12 @@ def _kept(cls: str) -> bool:
 
 
 @cache
-def load_schema(directory: Path = ONTOLOGY_DIR) -> Schema:
-    """Parse the ontology files (commons domains only)."""
+def load_schema(directory: Path | None = None) -> Schema:
+    """Parse the ontology files (commons domains only); by default those of the datasets directory."""
+    folder = directory or data_dir() / "freebase-ontology"
+
     def lines(name: str) -> Iterator[list[str]]:
-        with gzip.open(directory / name, "rt", encoding="utf-8") as f:
+        with gzip.open(folder / name, "rt", encoding="utf-8") as f:
             for line in f:
                 yield line.split()
 

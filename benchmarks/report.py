@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runner import BATCHED, percentile
-from benchmarks.workloads import OPS
+from benchmarks.tasks import OPS
 
 FLOOR = "csr-floor"
 NX_GLOBAL = "networkx-global"

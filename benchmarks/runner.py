@@ -22,21 +22,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks import sources
-from benchmarks.baselines import (
-    CsrFloor,
-    NetworkxGlobal,
-    NetworkxPerQuestion,
-    Retriever,
-    TogLoop,
-)
+from benchmarks.baselines.csr_floor import CsrFloor
+from benchmarks.baselines.rog_networkx import NetworkxGlobal, NetworkxPerQuestion
+from benchmarks.baselines.tog_loop import TogLoop
+from benchmarks.tasks import OPS, Retriever, Task, Workload, edges_touched
 from benchmarks.workloads import (
-    OPS,
     Seed,
     StoreRetriever,
-    Task,
-    Workload,
     build_workloads,
-    edges_touched,
     question_seeds,
     sample,
     walk_seeds,
@@ -45,7 +38,7 @@ from engine.open import open_store
 from engine.store import Store
 
 BATCHED = "follow_paths_batched"
-SERVER_KINDS = tuple(sources.SERVER_MODULES)
+SERVER_KINDS = tuple(sources.SERVERS)
 SPARQL_TIMEOUT = 600.0  # seconds per request to Virtuoso
 
 

@@ -1,28 +1,29 @@
 """Where the benchmark's graphs, questions and stores come from.
 
 Everything the benchmarks take from the rest of the project — the dataset readers and the
-load driver (``loaders``), the test-server launchers (``tests/servers``) — is reached through
+load driver (``loaders``), the server launchers (``engine.servers``) — is reached through
 this module only.
 """
 from __future__ import annotations
 
 import gzip
-import importlib
 import os
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.results import LoadReport
+from engine.servers import falkordb, virtuoso
+from engine.servers.base import Server, ServerUnavailable
 from engine.store import Store
+from loaders import datasets
 from sparql.terms import Terms
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 SIZE_SUFFIXES = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000, "g": 1_000_000_000, "G": 1_000_000_000}
 
 
@@ -62,8 +63,9 @@ def size_label(n: int) -> str:
     return str(n)
 
 
-def real_dataset(name: str, data_dir: Path = DATA_DIR) -> Dataset:
-    """One of the real graphs in ``../shared/data``."""
+def real_dataset(name: str, data_dir: Path | None = None) -> Dataset:
+    """One of the real graphs in the datasets directory (:func:`loaders.datasets.data_dir`)."""
+    data_dir = datasets.data_dir(data_dir)
     if name == "metaqa":
         return Dataset(name, (data_dir / "metaqa" / "kb.txt.gz",), "metaqa", "MetaQA WikiMovies KB (Zhang et al. 2018)")
     if name == "fb15k237":
@@ -95,7 +97,7 @@ def generated_dataset(size: int, seed: int, workdir: Path) -> Dataset:
     return Dataset(name, (path,), "ntriples", f"Freebase-shaped graph from the real schema, seed {seed}")
 
 
-def dataset(spec: str, workdir: Path, seed: int, data_dir: Path = DATA_DIR) -> Dataset:
+def dataset(spec: str, workdir: Path, seed: int, data_dir: Path | None = None) -> Dataset:
     """``metaqa``, ``fb15k237``, ``pathquestion`` or ``gen:SIZE``."""
     if spec.startswith("gen:"):
         return generated_dataset(parse_size(spec[4:]), seed, workdir)
@@ -159,11 +161,11 @@ class QuestionPath:
     answers: list[str] = field(default_factory=list)
 
 
-def metaqa_questions(hops: int, data_dir: Path = DATA_DIR) -> list[QuestionPath]:
+def metaqa_questions(hops: int, data_dir: Path | None = None) -> list[QuestionPath]:
     """MetaQA dev questions of ``hops`` hops, each with its gold relation path."""
     from loaders.questions import metaqa_relation_path, read_metaqa_questions
 
-    folder = data_dir / "metaqa" / f"{hops}-hop"
+    folder = datasets.data_dir(data_dir) / "metaqa" / f"{hops}-hop"
     out = []
     for q in read_metaqa_questions(folder / "qa_dev.txt", folder / "qa_dev_qtype.txt"):
         path = [relation for relation, _ in metaqa_relation_path(q.qtype or "")]
@@ -171,13 +173,13 @@ def metaqa_questions(hops: int, data_dir: Path = DATA_DIR) -> list[QuestionPath]
     return out
 
 
-def pathquestion_questions(data_dir: Path = DATA_DIR) -> list[QuestionPath]:
+def pathquestion_questions(data_dir: Path | None = None) -> list[QuestionPath]:
     """PathQuestion PQ-2H and PQ-3H questions with their annotated relation paths."""
     from loaders.questions import read_pathquestion
 
     out = []
     for name in ("PQ-2H.txt", "PQ-3H.txt"):
-        for q in read_pathquestion(data_dir / "pathquestion" / name):
+        for q in read_pathquestion(datasets.data_dir(data_dir) / "pathquestion" / name):
             out.append(QuestionPath(q.id, q.topic_entities[0], list(q.path or []), list(q.answer_entities)))
     return out
 
@@ -194,22 +196,16 @@ def virtuoso_sql(store: Store, sql: str) -> str:
     return output
 
 
-#: store kinds a run can start itself: kind → the test-server module that starts it
-SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb"}
+#: store kinds a run can start itself: kind → what starts its server
+SERVERS: dict[str, Callable[[Path], Server]] = {"virtuoso": virtuoso.start, "bolt": falkordb.start}
 
 
-def start_server(kind: str, workdir: Path):
+def start_server(kind: str, workdir: Path) -> Server:
     """Start a throw-away server of ``kind``; raise RuntimeError saying why it cannot start."""
-    try:
-        module = importlib.import_module(SERVER_MODULES[kind])
-    except ImportError as e:
-        raise RuntimeError(f"no launcher for {kind}: {e} (run from the repository root)") from e
-    from tests.servers.base import ServerUnavailable
-
     shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
     workdir.mkdir(parents=True)
     try:
-        return module.start(workdir)
+        return SERVERS[kind](workdir)
     except ServerUnavailable as e:
         raise RuntimeError(str(e)) from e
 

@@ -13,70 +13,28 @@ MetaQA tasks come from the dev questions and their gold relation paths (from the
 PathQuestion tasks from the annotated paths; FB15k-237 and the generated graphs get random walks
 (seeded) from random entities, over relations other than Freebase's ``type.*`` bookkeeping.
 Every implementation — a store, a baseline — answers a task with an answer in one canonical
-form (:func:`canonical`), so they can be checked against each other.
+form (:func:`benchmarks.tasks.canonical`), so they can be checked against each other.
 """
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from benchmarks.baselines.csr_floor import CsrFloor
 from benchmarks.sources import QuestionPath
-from engine.graph import (
-    NAME_RELATION,
-    Edge,
-    Literal,
-    Path,
-    Term,
-    Triple,
-    edge_key,
-    path_key,
-    term_key,
-)
+from benchmarks.tasks import OPS, Answer, Retriever, Task, Workload, canonical
+from engine.graph import NAME_RELATION, Literal
 from engine.results import ExpandResult, RelationsResult
 from engine.store import Store
 
-if TYPE_CHECKING:
-    from benchmarks.baselines import CsrFloor
-
-#: op → (method, what the op stands for)
-OPS: dict[str, tuple[str, str]] = {
-    "follow_paths": ("RoG", "path grounding: every instance of a relation path"),
-    "relations": ("LDR", "option pool: relations of an entity set"),
-    "two_hop_relations": ("ARG-KBQA", "two-hop expansion: relations behind (entity, r1)"),
-    "subgraph": ("EtD", "layer-wise subgraph expansion"),
-    "fanout": ("FiDeLiS", "neighbours, then one-hop lookahead on each"),
-    "shortest_paths": ("RoG", "shortest paths topic → answers (training targets)"),
-}
 MAX_GROUP = 100  # ids in an LDR group
 MAX_WALK_PATHS = 10_000  # random walks whose relation path grounds to more are redrawn
 MAX_TARGETS = 5  # answers per shortest-path task
 SUBGRAPH_HOPS = 2
-
-Answer = tuple
-
-
-@dataclass(frozen=True)
-class Task:
-    """One retrieval call: ``ids`` are seeds, ids or sources depending on ``op``."""
-
-    op: str
-    ids: tuple[str, ...]
-    path: tuple[str, ...] = ()  # follow_paths: the relations; two_hop_relations: (r1,)
-    hops: int = 0  # subgraph: layers; shortest_paths: max_hops
-    targets: tuple[str, ...] = ()
-    origin: str = ""  # the question or walk it came from
-
-
-@dataclass
-class Workload:
-    dataset: str
-    op: str
-    source: str
-    tasks: list[Task] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- building tasks
@@ -163,7 +121,7 @@ def fanout(store: Store, seeds: list[str]) -> tuple[ExpandResult, RelationsResul
     return hop, (store.relations(neighbours, "both") if neighbours else RelationsResult([]))
 
 
-class StoreRetriever:
+class StoreRetriever(Retriever):
     """A store answering tasks with the engine's batched operations."""
 
     ops = frozenset(OPS)
@@ -171,9 +129,6 @@ class StoreRetriever:
     def __init__(self, store: Store, label: str) -> None:
         self.store = store
         self.name = f"store:{label}"
-
-    def prepare(self, task: Task) -> None:
-        return None
 
     def run(self, task: Task, prepared: None) -> Any:
         return run_on_store(self.store, task)
@@ -200,47 +155,3 @@ def run_on_store(store: Store, task: Task) -> Any:
     raise ValueError(f"unknown op {task.op!r}")
 
 
-# ---------------------------------------------------------------------------- canonical answers
-
-
-def paths_answer(paths: list[Path]) -> Answer:
-    return tuple(sorted(paths, key=path_key))
-
-
-def edges_answer(edges: list[Edge]) -> Answer:
-    return tuple(sorted(edges, key=edge_key))
-
-
-def subgraph_answer(triples: list[Triple], depth: dict[Term, int]) -> Answer:
-    edges = tuple(sorted(triples, key=lambda t: (t.subject, t.relation, term_key(t.object))))
-    return edges, tuple(sorted(depth.items(), key=lambda kv: term_key(kv[0])))
-
-
-def canonical(op: str, result: Any) -> Answer:
-    """An engine result as a canonical, comparable answer: sorted tuples of model objects
-    (paths, edges, triples) or of plain rows ``(id, [r1,] relation, direction, count)``."""
-    if op in ("follow_paths", "shortest_paths"):
-        return paths_answer(result.paths)
-    if op == "relations":
-        return tuple(sorted((r.id, r.relation, r.direction, r.count) for r in result.rows))
-    if op == "two_hop_relations":
-        return tuple(sorted((r.id, r.r1, r.relation, r.direction, r.count) for r in result.rows))
-    if op == "subgraph":
-        return subgraph_answer(result.edges, result.depth)
-    if op == "fanout":
-        hop, look = result
-        return edges_answer(hop.edges), tuple(sorted((r.id, r.relation, r.direction, r.count) for r in look.rows))
-    raise ValueError(f"unknown op {op!r}")
-
-
-def edges_touched(op: str, answer: Answer) -> int:
-    """How many edges an answer carries (path hops, counted edges, subgraph edges)."""
-    if op in ("follow_paths", "shortest_paths"):
-        return sum(len(p.relations) for p in answer)
-    if op in ("relations", "two_hop_relations"):
-        return sum(r[-1] for r in answer)
-    if op == "subgraph":
-        return len(answer[0])
-    if op == "fanout":
-        return len(answer[0]) + sum(r[-1] for r in answer[1])
-    raise ValueError(f"unknown op {op!r}")

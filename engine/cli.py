@@ -1,4 +1,4 @@
-"""The ``kgqa`` command line: load, stats, query <operation>, demo, bench."""
+"""The ``kgqa`` command line: load, stats, query <operation>, demo, bench, server."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,9 @@ from engine.results import to_json
 
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
-COMMAND_MODULES: tuple[str, ...] = ("engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.metrics_cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.metrics_cli", "engine.servers.cli",
+)
 
 STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
 
@@ -305,10 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv[:1] == ["bench"]:
-        return _run_bench(parser.parse_args(["bench"]), argv[1:]) or 0
-    args = parser.parse_args(argv)
+    args = parser.parse_args(["bench"] if argv[:1] == ["bench"] else argv)
     try:
+        if argv[:1] == ["bench"]:
+            return _run_bench(args, argv[1:]) or 0
         args.handler(args)
     except KGQAError as e:
         print(f"kgqa: error: {e}", file=sys.stderr)

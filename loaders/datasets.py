@@ -1,4 +1,5 @@
-"""Question sets by name or by file: MetaQA and PathQuestion from ``../shared/data``, or any file."""
+"""Question sets by name or by file: MetaQA and PathQuestion from the datasets directory
+(``$KGQA_DATA``, or ``shared/data`` beside a kgqa-engine checkout), or any file."""
 from __future__ import annotations
 
 import os
@@ -24,9 +25,42 @@ DATASETS = {
 }
 
 
+#: the environment variable that names the datasets directory
+DATA_ENV = "KGQA_DATA"
+#: where this code runs from: a checkout's loaders/, or an installed copy's
+SOURCE = Path(__file__).resolve().parent
+
+
+def _checkout(start: Path) -> Path | None:
+    """The kgqa-engine checkout that holds ``start`` (the folder of this project's pyproject.toml)."""
+    for folder in (start, *start.parents):
+        project = folder / "pyproject.toml"
+        if project.is_file() and 'name = "kgqa-engine"' in project.read_text(encoding="utf-8", errors="replace"):
+            return folder
+    return None
+
+
 def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """``override``, else ``$KGQA_DATA``, else ``../shared/data`` beside the repository."""
-    return Path(override or os.environ.get("KGQA_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    """The datasets directory: ``override``, else ``$KGQA_DATA``, else ``shared/data`` beside the
+    kgqa-engine checkout the working directory is in, else beside the checkout this code runs from
+    (an installed copy has none unless its environment sits inside one). Raises InvalidInputError
+    naming ``$KGQA_DATA`` when there is none."""
+    given = override or os.environ.get(DATA_ENV)
+    if given:
+        if not Path(given).is_dir():
+            origin = "the datasets directory given" if override else f"${DATA_ENV}"
+            raise InvalidInputError(f"{origin} ({given}) is not a directory: name the folder that holds metaqa/, pathquestion/ …")
+        return Path(given)
+    looked: dict[str, None] = {}
+    for start in (Path.cwd(), SOURCE):
+        root = _checkout(start)
+        if root is not None:
+            candidate = root.parent / "shared" / "data"
+            if candidate.is_dir():
+                return candidate
+            looked[str(candidate)] = None
+    where = f"it is not at {' or '.join(looked)}" if looked else "this is not run from a kgqa-engine checkout"
+    raise InvalidInputError(f"no datasets directory ({where}): set ${DATA_ENV} to the folder that holds metaqa/, pathquestion/ …")
 
 
 def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> list[Question]:
@@ -35,7 +69,7 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
     if str(name_or_path) in DATASETS:
         path = data_dir(data_directory) / DATASETS[str(name_or_path)]
         if not path.is_file():
-            raise InvalidInputError(f"dataset {name_or_path!r} is not at {path}: set $KGQA_DATA or give the file path")
+            raise InvalidInputError(f"dataset {name_or_path!r} is not at {path}: set ${DATA_ENV} or give the file path")
     else:
         path = Path(name_or_path)
         if not path.is_file():

@@ -8,22 +8,23 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
+from engine.errors import InvalidInputError
 from engine.graph import Triple
+from engine.servers.base import Server, ServerUnavailable
 from engine.store import Store
-from tests.servers.base import Server, ServerUnavailable
+from loaders.datasets import data_dir
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-SHARED_DATA = SHARED / "data"
 
 #: store kinds every differential test runs on; "neo4j" joins when NEO4J_URI is set
 STORE_KINDS = ["oxigraph", "virtuoso", "bolt"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
-_SERVER_MODULES = {"virtuoso": "tests.servers.virtuoso", "bolt": "tests.servers.falkordb", "neo4j": "tests.servers.neo4j"}
+_SERVER_MODULES = {"virtuoso": "engine.servers.virtuoso", "bolt": "engine.servers.falkordb", "neo4j": "tests.neo4j_server"}
 _counter = itertools.count()
 
 
@@ -97,6 +98,16 @@ def store_kind(request) -> str:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        missing(f"the shared datasets are not at {SHARED_DATA}")
-    return SHARED_DATA
+    """The datasets directory, found as the engine finds it ($KGQA_DATA or ../shared/data)."""
+    try:
+        return data_dir()
+    except InvalidInputError as e:
+        missing(str(e))
+
+
+@pytest.fixture(scope="session")
+def kgqa_script() -> Path:
+    """The installed ``kgqa`` console script of the Python running the tests."""
+    script = Path(sysconfig.get_path("scripts")) / "kgqa"
+    assert script.is_file(), f"no kgqa console script at {script}: install the project (make setup)"
+    return script

@@ -9,14 +9,17 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from benchmarks.baselines import CsrFloor, NetworkxGlobal, NetworkxPerQuestion, TogLoop
+from benchmarks.baselines.csr_floor import CsrFloor
+from benchmarks.baselines.rog_networkx import NetworkxGlobal, NetworkxPerQuestion
+from benchmarks.baselines.tog_loop import TogLoop
 from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
-from benchmarks.workloads import StoreRetriever, Task, walk_seeds
+from benchmarks.tasks import Task
+from benchmarks.workloads import StoreRetriever, walk_seeds
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
-from tests.conftest import SHARED_DATA, missing
+from tests.conftest import missing
 from tests.random_graphs import RELATIONS, node_ids, random_graph
 
 DATATYPES = {
@@ -30,10 +33,10 @@ DATATYPES = {
 # ---------------------------------------------------------------------------- the generator
 
 @pytest.fixture(scope="module")
-def generated():
+def generated(shared_data):
     """A small generated graph, its schema, and each node's types."""
-    if not (SHARED_DATA / "freebase-ontology").is_dir():
-        missing(f"the Freebase ontology is not at {SHARED_DATA / 'freebase-ontology'}")
+    if not (shared_data / "freebase-ontology").is_dir():
+        missing(f"the Freebase ontology is not at {shared_data / 'freebase-ontology'}")
     generator = FreebaseGenerator(20_000, seed=7)
     triples = list(generator)
     types: dict[str, set[str]] = defaultdict(set)

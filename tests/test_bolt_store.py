@@ -21,10 +21,10 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Path, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
+from engine.servers.base import free_port
+from engine.servers.falkordb import bolt_answers
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
 from loaders.neo4j_import import export_neo4j_import
-from tests.servers.base import free_port
-from tests.servers.falkordb import _bolt_answers
 
 pytestmark = pytest.mark.server
 
@@ -398,7 +398,7 @@ class TestConnection:
         for _ in range(3):
             other = BoltStore(f"bolt://127.0.0.1:{port}", timeout=5)
             other.close()
-            assert _bolt_answers(port)
+            assert bolt_answers(port)
         assert store.count_triples() == len(GRAPH)
 
     def test_connecting_gets_past_a_socket_left_stuck_by_another_client(self, bolt):
@@ -493,7 +493,7 @@ class TestNeo4jImport:
 def test_bolt_port_is_really_bolt(bolt):
     """The test server's own readiness probe speaks Bolt, not just TCP."""
     port = int(bolt().uri.split(":")[2].split("?")[0])
-    assert _bolt_answers(port)
+    assert bolt_answers(port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        assert not _bolt_answers(s.getsockname()[1])
+        assert not bolt_answers(s.getsockname()[1])

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +18,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def demo_store(tmp_path, capsys) -> str:
     store = str(tmp_path / "demo")
-    code, out, _ = run(capsys, "demo", "--store", store)
+    code, _, _ = run(capsys, "demo", "--store", store)
     assert code == 0
     return store
 
@@ -110,6 +109,18 @@ def test_errors_name_the_input_and_exit_2(demo_store, capsys):
     assert code == 2 and "no/such/file.nt" in err
 
 
-def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "engine.cli", "--help"], capture_output=True, text=True, check=True)
-    assert "load" in out.stdout and "query" in out.stdout and "demo" in out.stdout
+def test_console_script_is_installed(kgqa_script, tmp_path):
+    out = subprocess.run([str(kgqa_script), "--help"], capture_output=True, text=True, check=True)
+    for command in ("load", "stats", "query", "demo", "bench", "server", "eval"):
+        assert f"    {command} " in out.stdout, command
+    # the script runs the engine end to end: a load and a query through it
+    kb = tmp_path / "kb.tsv"
+    kb.write_text("m.a\tr.x\tm.b\n", encoding="utf-8")
+    store = str(tmp_path / "store")
+    run = lambda *argv: subprocess.run([str(kgqa_script), *argv, "--store", store], capture_output=True, text=True, check=False)
+    assert run("load", str(kb), "--no-progress").returncode == 0
+    done = run("query", "expand", "m.a", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["edges"] == [{"src": "m.a", "relation": "r.x", "dst": "m.b", "forward": True}]
+    done = run("query", "expand", "m.a", "--relation", "x} DROP")
+    assert done.returncode == 2 and "invalid relation name 'x} DROP'" in done.stderr

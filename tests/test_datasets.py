@@ -1,10 +1,13 @@
 """Question sets by name and by file."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.errors import InvalidInputError
-from loaders.datasets import load_dataset
+from loaders import datasets
+from loaders.datasets import data_dir, load_dataset
 
 
 def test_named_sets_come_from_the_shared_data(shared_data):
@@ -19,3 +22,48 @@ def test_unknown_names_and_missing_files_say_what_to_give(tmp_path):
         load_dataset("metaqa-1")
     with pytest.raises(InvalidInputError, match="is not at"):
         load_dataset("metaqa-2hop", tmp_path)
+
+
+def _checkout(root: Path, data: bool) -> Path:
+    """A folder laid out like a kgqa-engine checkout, with ``../shared/data`` beside it when ``data``."""
+    (root / "repo" / "sub").mkdir(parents=True)
+    (root / "repo" / "pyproject.toml").write_text('[project]\nname = "kgqa-engine"\n')
+    if data:
+        (root / "shared" / "data").mkdir(parents=True)
+    return root / "repo"
+
+
+def test_data_dir_is_kgqa_data_when_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("KGQA_DATA", str(tmp_path))
+    assert data_dir() == tmp_path
+    (tmp_path / "other").mkdir()
+    assert data_dir(tmp_path / "other") == tmp_path / "other"  # an explicit folder wins
+    monkeypatch.setenv("KGQA_DATA", str(tmp_path / "missing"))
+    with pytest.raises(InvalidInputError, match=r"\$KGQA_DATA \(.*missing\) is not a directory"):
+        data_dir()
+
+
+def test_data_dir_beside_the_working_checkout_then_the_source_checkout(tmp_path, monkeypatch):
+    monkeypatch.delenv("KGQA_DATA", raising=False)
+    working = _checkout(tmp_path / "a", data=True)
+    source = _checkout(tmp_path / "b", data=True)
+    monkeypatch.setattr(datasets, "SOURCE", source / "sub")
+    monkeypatch.chdir(working / "sub")
+    assert data_dir() == tmp_path / "a" / "shared" / "data"
+    monkeypatch.chdir(tmp_path)  # outside any checkout: the one the code runs from
+    assert data_dir() == tmp_path / "b" / "shared" / "data"
+
+
+def test_no_data_dir_names_kgqa_data(tmp_path, monkeypatch):
+    monkeypatch.delenv("KGQA_DATA", raising=False)
+    monkeypatch.setattr(datasets, "SOURCE", tmp_path / "site-packages" / "loaders")  # an installed copy
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match=r"not run from a kgqa-engine checkout\): set \$KGQA_DATA"):
+        data_dir()
+    working = _checkout(tmp_path / "a", data=False)
+    monkeypatch.chdir(working)
+    expected = tmp_path / "a" / "shared" / "data"
+    with pytest.raises(InvalidInputError, match=rf"it is not at {expected}\): set \$KGQA_DATA"):
+        data_dir()
+    with pytest.raises(InvalidInputError, match=r"set \$KGQA_DATA or give the file path"):
+        load_dataset("metaqa-1hop", tmp_path)

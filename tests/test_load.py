@@ -10,7 +10,7 @@ import pytest
 from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
 from engine.reference import ReferenceStore
-from engine.results import LoadReport
+from engine.results import LoadReport, to_json
 from loaders.formats import FORMATS
 from loaders.load import load_files
 from loaders.tabular import read_metaqa
@@ -186,9 +186,17 @@ def test_progress_and_summary_go_to_stderr(tmp_path, capsys):
     assert "loaded 4 triples from 1 file" in err and "2 rejected" in err
 
 
-def test_report_is_a_load_report(tmp_path):
-    report = load_files(ReferenceStore(), write(tmp_path / "kb.tsv", "a\tr\tb\n"), progress=False)
-    assert isinstance(report, LoadReport) and report.triples_per_second > 0
+def test_report_is_a_load_report_of_what_was_loaded(tmp_path):
+    store = ReferenceStore()
+    report = load_files(store, write(tmp_path / "kb.tsv", "a\tr\tb\nb\tr\tc\na\tr\tb\n"), progress=False)
+    assert isinstance(report, LoadReport)
+    assert (report.read, report.loaded, report.duplicates, report.rejected, report.rejects_file) == (3, 2, 1, 0, None)
+    assert store.triples == {Triple("a", "r", "b"), Triple("b", "r", "c")}
+    assert report.seconds > 0 and report.triples_per_second == pytest.approx(3 / report.seconds)
+    assert to_json(report) == {
+        "read": 3, "loaded": 2, "duplicates": 1, "rejected": 0, "seconds": report.seconds, "rejects_file": None,
+        "triples_per_second": round(3 / report.seconds, 1),
+    }
 
 
 @pytest.mark.shared_data

@@ -27,13 +27,13 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
+from engine.servers.base import free_port
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql.compiler import SparqlCompiler
 from sparql.terms import Terms
 from sparql.virtuoso import VirtuosoCompiler
 from tests.random_graphs import random_graph
-from tests.servers.base import free_port
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from engine.graph import XSD, Literal, Triple
+from engine.reference import ReferenceStore
 from engine.sexpr import parse, to_text
 from engine.sexpr.webqsp import Uncovered, convert, convert_all, read_questions
 from tests.conftest import STORE_KINDS
@@ -49,11 +51,43 @@ def test_shapes():
         convert(dict(base, InferentialChain=[]))
 
 
-@pytest.mark.parametrize("kind", STORE_KINDS)
-def test_converted_parses_compile_on_every_store(make_module_store, converted, kind):
-    from engine.graph import Triple
+def _witness(parse: dict, n: int) -> list[Triple]:
+    """Triples under which the parse has an answer: its chain from the topic through fresh
+    nodes, each node carrying its constraints' values and its order value, beside a decoy
+    sibling without them (so that the constraints must filter)."""
+    triples, node = [], parse["TopicEntityMid"]
+    for i, relation in enumerate(parse["InferentialChain"]):
+        keep, decoy = f"m.w{n}x{i}", f"m.w{n}d{i}"
+        triples += [Triple(node, relation, keep), Triple(node, relation, decoy)]
+        for c in parse["Constraints"] or []:
+            if c["SourceNodeIndex"] != i:
+                continue
+            if c["ArgumentType"] == "Entity":
+                triples.append(Triple(keep, c["NodePredicate"], c["Argument"]))
+            elif c["ValueType"] == "String":
+                triples.append(Triple(keep, c["NodePredicate"], Literal.make(c["Argument"], lang="en")))
+            elif c["ValueType"] == "DateTime":
+                triples.append(Triple(keep, c["NodePredicate"], Literal.make(c["Argument"], XSD + "date")))
+        order = parse.get("Order")
+        if order and order["SourceNodeIndex"] == i:
+            best, worse = ("2", "1") if order["SortOrder"] == "Descending" else ("1", "2")
+            triples += [Triple(keep, order["NodePredicate"], Literal.make(best, XSD + "integer")),
+                        Triple(decoy, order["NodePredicate"], Literal.make(worse, XSD + "integer"))]
+        node = keep
+    return triples
 
-    store = make_module_store(kind, [Triple("m.x", "a.b", "m.y")])
-    sample = random.Random(0).sample([t for _, t in converted[0]], 150)
-    for text in sample + [t for _, t in converted[0] if "TC" in t or "ARG" in t][:40]:
-        store.execute(text)
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_converted_parses_run_on_every_store_as_on_the_reference(make_module_store, shared_data, converted, kind):
+    parses = {p["ParseId"]: p for q in read_questions(shared_data / "webqsp" / "WebQSP.train.json.gz") for p in q["Parses"]}
+    pairs = converted[0]
+    sample = random.Random(0).sample(pairs, 150) + [(pid, t) for pid, t in pairs if "TC" in t or "ARG" in t][:40]
+    triples = sorted({t for n, (pid, _) in enumerate(sample) for t in _witness(parses[pid], n)}, key=str)
+    reference = ReferenceStore(triples)
+    store = make_module_store(kind, triples)
+    answered = 0
+    for _, text in sample:
+        expected = reference.execute(text)
+        assert store.execute(text) == expected, text
+        answered += bool(expected.answers)
+    assert answered == len(sample)  # every expression answers on its witness, so the comparison is not vacuous

@@ -1,5 +1,5 @@
-"""A throw-away Virtuoso 7 server for the tests: its own virtuoso.ini, database and staging
-directory in ``workdir``, SQL (isql) and HTTP (/sparql) on free loopback ports."""
+"""A throw-away Virtuoso 7 server: its own virtuoso.ini, database and staging directory in
+``workdir``, SQL (isql) and HTTP (/sparql) on loopback ports (free ones unless named)."""
 from __future__ import annotations
 
 import shutil
@@ -9,8 +9,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from engine.servers.base import (
+    Server,
+    ServerUnavailable,
+    check_port,
+    free_port,
+    spawn,
+    stop_process,
+)
 from engine.stores.sparql_endpoint import SparqlEndpointStore
-from tests.servers.base import Server, ServerUnavailable, free_port
 
 BINARY = "virtuoso-t"
 ISQL = "isql-vt"
@@ -87,13 +94,7 @@ class VirtuosoServer(Server):
         return SparqlEndpointStore(self.endpoint, **options)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=30)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -105,8 +106,9 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def start(workdir: Path) -> VirtuosoServer:
-    """Start ``virtuoso-t`` in the foreground on free loopback ports; wait until /sparql answers.
+def start(workdir: Path, http_port: int | None = None) -> VirtuosoServer:
+    """Start ``virtuoso-t`` in the foreground on loopback ports (HTTP on ``http_port`` when
+    given, else free ports); wait until /sparql answers.
 
     A server that exits at once is started again on other ports (another process may have
     taken a port between our choosing it and Virtuoso binding it)."""
@@ -116,8 +118,8 @@ def start(workdir: Path) -> VirtuosoServer:
             f"{BINARY} not found: run `make virtuoso` (apt-get install virtuoso-opensource-7-bin)"
         )
     workdir = Path(workdir).resolve()
-    for attempt in range(3):
-        server, exited, tail = _launch(binary, workdir)
+    for _ in range(1 if http_port else 3):
+        server, exited, tail = _launch(binary, workdir, http_port and check_port(http_port))
         if server is not None:
             return server
         if exited is None:
@@ -126,25 +128,29 @@ def start(workdir: Path) -> VirtuosoServer:
     raise ServerUnavailable(f"virtuoso-t {reason}; its log ends:\n{tail}")
 
 
-def _launch(binary: str, workdir: Path) -> tuple[VirtuosoServer | None, int | None, str]:
+def _launch(binary: str, workdir: Path, http_port: int | None) -> tuple[VirtuosoServer | None, int | None, str]:
     """One start: the server, or None with its exit status (None: still silent) and log tail."""
     db = workdir / "db"
     staging = workdir / "staging"
     for folder in (db / "www", staging):
         folder.mkdir(parents=True, exist_ok=True)
-    sql_port, http_port = free_port(), free_port()
+    sql_port, http_port = free_port(), http_port or free_port()
     while http_port == sql_port:
-        http_port = free_port()
+        sql_port = free_port()
     ini = workdir / "virtuoso.ini"
     ini.write_text(INI.format(db=db, staging=staging, sql_port=sql_port, http_port=http_port))
     with open(workdir / "stdout.log", "wb") as out:
-        process = subprocess.Popen([binary, "-f", "-c", str(ini)], cwd=db, stdout=out, stderr=subprocess.STDOUT)
+        process = spawn([binary, "-f", "-c", str(ini)], cwd=db, output=out)
     server = VirtuosoServer(workdir, process, sql_port, http_port)
     deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline and process.poll() is None:
-        if _answers(server.endpoint):
-            return server, None, ""
-        time.sleep(0.25)
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            if _answers(server.endpoint):
+                return server, None, ""
+            time.sleep(0.25)
+    except BaseException:  # interrupted while waiting: no server is left behind
+        server.stop()
+        raise
     exited = process.poll()
     tail = "\n".join(_tail(db / "virtuoso.log") + _tail(workdir / "stdout.log"))
     server.stop()

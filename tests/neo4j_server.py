@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import KGQAError
+from engine.servers.base import Server, ServerUnavailable
 from engine.stores.bolt import BoltStore
-from tests.servers.base import Server, ServerUnavailable
 
 #: nodes deleted per transaction when emptying the database
 CLEAR_BATCH = 10000

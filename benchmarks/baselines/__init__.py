@@ -1,0 +1,3 @@
+"""The baselines the stores are timed against, each computing exactly the stores' answers:
+the NumPy floor (:mod:`.csr_floor`), RoG's networkx retrieval (:mod:`.rog_networkx`) and the
+ToG-style per-call loop (:mod:`.tog_loop`)."""

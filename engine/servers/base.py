@@ -1,0 +1,74 @@
+"""What a local throw-away database server offers: stores on it, and a clean stop.
+
+Each server module (``virtuoso.py``, ``falkordb.py``) exposes ``start(workdir) -> Server``
+that starts a real server on free loopback ports, or raises ``ServerUnavailable`` saying what
+is missing (a binary, a package). The tests, the benchmarks and ``kgqa server`` start them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import IO
+
+from engine.errors import KGQAError
+from engine.store import Store
+
+
+class ServerUnavailable(KGQAError, RuntimeError):
+    """The server cannot be started here; the message says what is missing."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_port(port: int, host: str = "127.0.0.1", highest: int = 65535) -> int:
+    """``port`` when it can be bound on ``host`` ("" for every interface); else ServerUnavailable."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= highest:
+        raise ServerUnavailable(f"invalid port {port!r}: use a number from 1 to {highest}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ServerUnavailable(f"port {port} cannot be used ({e.strerror}): choose another or let one be picked") from e
+    return port
+
+
+def spawn(command: list[str], cwd: Path | None = None, output: IO[bytes] | None = None) -> subprocess.Popen:
+    """Start a server process in a session of its own: a Ctrl-C meant for its owner does not
+    reach it, and :func:`stop_process` can end whatever it started."""
+    return subprocess.Popen(
+        command, cwd=cwd, stdout=output or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """Terminate a process from :func:`spawn` (killed after ``timeout`` seconds), then any
+    process it left in its group."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    try:  # the group outlives its leader only while a child of it runs
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Server(ABC):
+    @abstractmethod
+    def new_store(self, name: str) -> Store:
+        """A fresh, empty store on this server (its own graph / database named after ``name``)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the server and remove what it wrote."""

@@ -1,0 +1,106 @@
+"""``kgqa server virtuoso|falkordb --dir D [--port P]``: a local throw-away server to try the
+engine on. Prints the store URI on stdout (first line), how to use it on stderr, and runs until
+Ctrl-C or SIGTERM, then stops the server and removes its directory."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import InvalidInputError, StoreUnavailableError
+
+
+@dataclass
+class Running:
+    """A started server, as the command needs it."""
+
+    uri: str
+    process: subprocess.Popen
+    log: Path
+    stop: Callable[[], None]
+    notes: list[str]
+
+
+def _virtuoso(directory: Path, port: int | None) -> Running:
+    from engine.servers import virtuoso
+
+    server = virtuoso.start(directory, port)
+    isql = f"127.0.0.1:{server.sql_port}"
+    notes = [
+        f"Virtuoso (pid {server.process.pid}) in {directory}: SPARQL at {server.endpoint}, isql at {isql} "
+        + "(user dba, password dba)",
+        f"load files with: kgqa load FILE --store {server.endpoint} --store-option isql={isql} "
+        + f"--store-option staging_dir={server.staging}",
+    ]
+    return Running(server.endpoint, server.process, directory / "db" / "virtuoso.log", server.stop, notes)
+
+
+def _falkordb(directory: Path, port: int | None) -> Running:
+    from engine.servers import falkordb
+
+    instance = falkordb.start_instance(directory, port)
+    notes = [
+        f"FalkorDB (pid {instance.process.pid}) in {directory}: Bolt at {instance.uri}; it ignores database names "
+        + "(one graph) and its Bolt listener binds every interface without a password",
+        f"load files with: kgqa load FILE --store {instance.uri}",
+    ]
+    return Running(instance.uri, instance.process, instance.log, instance.stop, notes)
+
+
+STARTERS: dict[str, Callable[[Path, int | None], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "server", help="start a local throw-away Virtuoso or FalkorDB server, print its URI, stop it on Ctrl-C"
+    )
+    p.add_argument("kind", choices=sorted(STARTERS))
+    p.add_argument("--dir", required=True, type=Path,
+                   help="a new or empty directory for the server's files (removed when it stops)")
+    p.add_argument("--port", type=int, default=None,
+                   help="Virtuoso: the HTTP (SPARQL) port; FalkorDB: the Bolt port, at most 32767 (default: a free one)")
+    p.set_defaults(handler=run_server)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_server(args: argparse.Namespace) -> None:
+    directory = args.dir.resolve()
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise InvalidInputError(
+            f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "
+            "and are removed when it stops)"
+        )
+    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT), signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt)}
+    running: Running | None = None
+    try:
+        running = STARTERS[args.kind](directory, args.port)
+        print(running.uri, flush=True)
+        for note in [*running.notes, "Ctrl-C (or SIGTERM) stops it and removes its directory."]:
+            print(note, file=sys.stderr, flush=True)
+        while running.process.poll() is None:
+            time.sleep(0.2)
+        tail = running.log.read_text(errors="replace")[-2000:] if running.log.exists() else "(no log)"
+        raise StoreUnavailableError(
+            f"{args.kind} exited by itself with status {running.process.returncode}; its log ends with:\n{tail}"
+        )
+    except KeyboardInterrupt:
+        print(f"stopping {args.kind}", file=sys.stderr, flush=True)
+    finally:
+        for sig in previous:  # a second Ctrl-C must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            if running is not None:
+                running.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

