@@ -46,8 +46,11 @@ DATASET_HELP = (
 )
 
 
-def add_run_arguments(p: argparse.ArgumentParser, method: str, model_help: str | None = None) -> None:
-    """The options every method's ``run`` shares (the method-run protocol of :mod:`engine.run`)."""
+def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any, model_help: str | None = None) -> None:
+    """The options every method's ``run`` shares (the method-run protocol of :mod:`engine.run`);
+    ``build_method(args, store, meter)`` makes the method, :func:`run_from_args` runs it (also
+    what ``kgqa bench methods`` calls, so a benchmark runs exactly what a user runs)."""
+    p.set_defaults(handler=run_from_args, build_method=build_method, method=method)
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--split", choices=["train", "val", "test", "all"], default="test",
                    help="which part of the dataset's seeded split to answer (default: the held-out test part)")
@@ -70,12 +73,13 @@ def run_questions(args: argparse.Namespace) -> list:
     return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed)
 
 
-def run_from_args(args: argparse.Namespace, build: Any, questions: list | None = None) -> dict:
-    """Open the store, build the method with ``build(store, meter)`` (store metered), run it over
-    the selected questions, print the summary and return it."""
+def run_from_args(args: argparse.Namespace) -> dict:
+    """The handler of every ``kgqa <method> run``: open the store, build the method with the
+    command's ``build_method(args, store, meter)`` (store metered), run it over the selected
+    questions, print the summary and return it."""
     from engine.run import Meter, format_summary, run_method
 
-    questions = run_questions(args) if questions is None else questions
+    questions = run_questions(args)
     if not questions:
         raise InvalidInputError(
             f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
@@ -83,7 +87,7 @@ def run_from_args(args: argparse.Namespace, build: Any, questions: list | None =
         )
     meter = Meter()
     with open_from_args(args) as store:
-        method = build(meter.store(store), meter)
+        method = args.build_method(args, meter.store(store), meter)
         summary = run_method(method, questions, meter, args.out, progress=not args.no_progress)
     summary = {"dataset": args.dataset, "split": args.split, **summary}
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))

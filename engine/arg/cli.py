@@ -13,7 +13,6 @@ from engine.cli import (
     emit,
     open_from_args,
     parse_anchors,
-    run_from_args,
     run_questions,
 )
 
@@ -67,11 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = arg.add_parser(
         "run", help="answer a question set (EM of the forms, answer metrics); demonstrations from the train split",
     )
-    add_run_arguments(p, "arg", "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    add_run_arguments(p, "arg", build_method, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--pool", type=int, default=200, help="demonstration candidates drawn from the train split (default 200)")
     _generation_arguments(p, n_demos=10)
     _ranker_arguments(p)
-    p.set_defaults(handler=_run)
 
 
 def _anchor_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,8 +200,8 @@ def _recall(args: argparse.Namespace) -> None:
         print(f"({time.perf_counter() - started:.1f} s)")
 
 
-def _run(args: argparse.Namespace) -> None:
-    """Test questions: the selected split; demonstrations: ``--pool`` questions of the train
+def build_method(args: argparse.Namespace, store, meter):
+    """ARG as ``kgqa arg run`` configures it. Demonstrations: ``--pool`` questions of the train
     split, less any that repeat a test question's text or gold form."""
     from engine.arg.generation import demo_pool
     from engine.arg.pipeline import ArgMethod
@@ -212,15 +210,11 @@ def _run(args: argparse.Namespace) -> None:
     from loaders.datasets import select_questions
 
     bi, scorer, schema = _models(args)
+    plain = unwrap(store)
     tests = run_questions(args)
-
-    def build(store, meter):
-        plain = unwrap(store)
-        train = select_questions(args.dataset, "train", sample=args.pool, seed=args.seed) if args.split != "train" else []
-        pool = demo_pool(plain, _gold_items(plain, train), _gold_items(plain, tests)) if args.n_demos else []
-        return ArgMethod(
-            store, meter.lm(load_lm(args.model, args.device)), bi, scorer, pool, n_demos=args.n_demos,
-            demo_mode=args.demo_mode, samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, schema=schema,
-        )
-
-    run_from_args(args, build, tests)
+    train = select_questions(args.dataset, "train", sample=args.pool, seed=args.seed) if args.split != "train" else []
+    pool = demo_pool(plain, _gold_items(plain, train), _gold_items(plain, tests)) if args.n_demos else []
+    return ArgMethod(
+        store, meter.lm(load_lm(args.model, args.device)), bi, scorer, pool, n_demos=args.n_demos,
+        demo_mode=args.demo_mode, samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, schema=schema,
+    )

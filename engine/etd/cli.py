@@ -9,7 +9,6 @@ from engine.cli import (
     add_run_arguments,
     add_store_arguments,
     open_from_args,
-    run_from_args,
 )
 from engine.errors import InvalidInputError
 
@@ -43,14 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_train)
 
     p = sub.add_parser("run", help="answer a question set with a trained GNN (and an LLM), write predictions JSONL")
-    add_run_arguments(p, "etd", "language model for determination (default: the offline SmolLM2-135M-Instruct)")
+    add_run_arguments(p, "etd", build_method, "language model for determination (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--checkpoint", required=True, help="a best.pt written by `kgqa etd train`")
     p.add_argument("--gnn-only", action="store_true", help="answer with the GNN's top candidate (no LLM)")
     p.add_argument("--top-n", type=int, default=3, help="reference answers in the prompt (default 3)")
     p.add_argument("--batch-size", type=int, default=50, help="questions explored together (default 50)")
     p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default: the training run's)")
     p.add_argument("--encoding-cache", default=None, help="directory keeping the frozen text encodings between runs")
-    p.set_defaults(handler=_run_predict)
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,7 +84,8 @@ def _run_train(args: argparse.Namespace) -> None:
     print(json.dumps(summary.to_json(), indent=2))
 
 
-def _run_predict(args: argparse.Namespace) -> None:
+def build_method(args: argparse.Namespace, store, meter):
+    """EtD as ``kgqa etd run`` configures it."""
     from engine.etd.pipeline import EtdMethod
     from engine.etd.training import load_checkpoint
 
@@ -99,12 +98,10 @@ def _run_predict(args: argparse.Namespace) -> None:
             "fractions) so that --split picks questions it was not trained on"
         )
     max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
-
-    def build(store, meter):
+    lm = None
+    if not args.gnn_only:
         from engine.models.lm import load_lm
 
-        lm = None if args.gnn_only else meter.lm(load_lm(args.model, args.device))
-        return EtdMethod(store, model, meter, lm, top_n=args.top_n, batch_size=args.batch_size, max_degree=max_degree,
-                         encoding_cache=args.encoding_cache)
-
-    run_from_args(args, build)
+        lm = meter.lm(load_lm(args.model, args.device))
+    return EtdMethod(store, model, meter, lm, top_n=args.top_n, batch_size=args.batch_size, max_degree=max_degree,
+                     encoding_cache=args.encoding_cache)

@@ -12,7 +12,6 @@ from engine.cli import (
     add_run_arguments,
     add_store_arguments,
     open_from_args,
-    run_from_args,
     run_questions,
 )
 
@@ -22,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     commands = rog.add_subparsers(dest="rog_command", required=True, metavar="COMMAND")
 
     p = commands.add_parser("run", help="answer a question set and write predictions JSONL")
-    add_run_arguments(p, "rog", "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    add_run_arguments(p, "rog", build_method, "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--reasoner", default=None, help="reasoning model if not the planning model (plug-and-play)")
     p.add_argument("--prompt-template", default=None, help="chat (tokenizer's), raw, llama2 (rmanluo/RoG) or a string with {prompt}")
     p.add_argument("--plan-mode", choices=["free", "vocabulary", "grounded"], default="grounded",
@@ -36,7 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answer-tokens", type=int, default=128, help="new tokens for an answer (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=4096, help="paths kept in the reasoning prompt fit this many tokens (default 4096, as RoG)")
     p.add_argument("--path-limit", type=int, default=None, help="most paths per plan (default: all)")
-    p.set_defaults(handler=_run)
 
     p = commands.add_parser("export-training", help="planning and reasoning instruction data from shortest paths")
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
@@ -52,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_export)
 
 
-def _run(args: argparse.Namespace) -> None:
+def build_method(args: argparse.Namespace, store, meter):
+    """RoG as ``kgqa rog run`` configures it."""
     from engine.models.lm import load_lm
     from engine.rog.pipeline import RogConfig, RogMethod
 
@@ -67,13 +66,9 @@ def _run(args: argparse.Namespace) -> None:
         prompt_tokens=args.prompt_tokens,
         path_limit=args.path_limit,
     )
-
-    def build(store, meter):
-        planner = meter.lm(load_lm(args.model, args.device, args.prompt_template))
-        reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)) if args.reasoner else None
-        return RogMethod(store, planner, reasoner, config)
-
-    run_from_args(args, build)
+    planner = meter.lm(load_lm(args.model, args.device, args.prompt_template))
+    reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)) if args.reasoner else None
+    return RogMethod(store, planner, reasoner, config)
 
 
 def _export(args: argparse.Namespace) -> None:
