@@ -98,10 +98,11 @@ class FB15k237:
 
     def hops(self, relation: str) -> list[Hop]:
         """Where a Freebase relation walked forward is in the KB: as stored, or its reverse
-        property walked backwards (both when the KB has both)."""
+        property walked backwards (both when the KB has both; a relation that is its own
+        reverse, such as a sibling or spouse pair, is stored once per pair, so either)."""
         found = [Hop(slash(relation), True)] if slash(relation) in self.relations else []
         back = self.reverse.get(relation)
-        if back is not None and slash(back) in self.relations and slash(back) != slash(relation):
+        if back is not None and slash(back) in self.relations:
             found.append(Hop(slash(back), False))
         return found
 
@@ -115,7 +116,7 @@ class FB15k237:
         back_first, back_second = self.reverse.get(first), self.reverse.get(second)
         if back_first is not None and back_second is not None:
             inverse = slash(back_second) + "." + slash(back_first)
-            if inverse in self.relations and inverse != compound:
+            if inverse in self.relations:
                 found.append(Hop(inverse, False))
         return found
 

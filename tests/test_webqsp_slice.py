@@ -31,14 +31,18 @@ VALID = """\
 TEST = """\
 /m/0act1\t/film/actor/film./film/performance/film\t/m/0film2
 /m/0act2\t/film/actor/film./film/performance/film\t/m/0film1
+/m/0act1\t/people/person/spouse_s./people/marriage/spouse\t/m/0act2
 """
 NAMES = {
     "film1": "The First Film", "film2": "The Second Film", "dir1": "Dir One", "dir2": "Dir Two",
     "prod1": "Prod One", "act1": "Act One", "act2": "Act Two", "male": "Male", "female": "Female",
     "usa": "United States", "lonely": "Named But Unlinked",
 }
-REVERSE = "film.film.produced_by\tfilm.producer.film\nfilm.film.starring\tfilm.performance.film\nfilm.actor.film\tfilm.performance.actor\n"
-KB_TRIPLES = 10
+REVERSE = (
+    "film.film.produced_by\tfilm.producer.film\nfilm.film.starring\tfilm.performance.film\n"
+    "film.actor.film\tfilm.performance.actor\npeople.person.spouse_s\tpeople.marriage.spouse\n"
+)
+KB_TRIPLES = 11
 
 
 def entity(mid: str, name: str = "") -> dict:
@@ -99,6 +103,9 @@ QUESTIONS = [
              parse("m.0film2", [], [entity("m.0dir2")]), parse("m.0film2", ["film.film.directed_by"], [entity("m.0dir2")])),
     # dropped: no topic entity
     question(12, "what is this?", parse(None, ["film.film.directed_by"], [entity("m.0dir1")])),
+    # kept, a compound that is its own inverse, stored once per pair: walked backwards
+    question(13, "who is act two married to?",
+             parse("m.0act2", ["people.person.spouse_s", "people.marriage.spouse"], [entity("m.0act1")])),
 ]
 
 
@@ -135,7 +142,7 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
     assert kb.triples == KB_TRIPLES and "m.0lonely" not in kb.entities and kb.names["m.0lonely"]
     records, report = build_slice(QUESTIONS, kb, oxigraph, source="hand-made")
     by_id = {r["id"]: r for r in records}
-    assert sorted(by_id) == [f"WebQTrn-{n}" for n in (1, 11, 2, 3, 4, 5, 6)]
+    assert sorted(by_id) == [f"WebQTrn-{n}" for n in (1, 11, 13, 2, 3, 4, 5, 6)]
     expected = {
         "WebQTrn-1": ("1-hop", "(JOIN (R /film/film/directed_by) m.0film1)", ["m.0dir1"]),
         "WebQTrn-2": ("1-hop", "(JOIN /film/producer/film m.0film1)", ["m.0prod1"]),
@@ -149,6 +156,7 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
                        "(JOIN /people/person/gender m.0male)))"),
                       ["m.0usa"]),
         "WebQTrn-11": ("1-hop", "(JOIN (R /film/film/directed_by) m.0film2)", ["m.0dir2"]),
+        "WebQTrn-13": ("cvt", "(JOIN /people/person/spouse_s./people/marriage/spouse m.0act2)", ["m.0act1"]),
     }
     for qid, (qtype, sexpr, answers) in expected.items():
         r = by_id[qid]
@@ -168,11 +176,11 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
     assert by_id["WebQTrn-3"]["constraints_dropped"] == [
         {"reason": "on a CVT node", "constraint": "(AND [?] (JOIN film.performance.character m.0char1))"}]
 
-    assert (report.questions, report.kept) == (12, 7)
+    assert (report.questions, report.kept) == (13, 8)
     assert report.shapes == {
         "1-hop": {"questions": 3, "without_constraints": 3},
         "2-hop": {"questions": 1, "with_constraints": 1},
-        "cvt": {"questions": 3, "without_constraints": 2, "with_constraints": 1},
+        "cvt": {"questions": 4, "without_constraints": 3, "with_constraints": 1},
     }
     assert report.constraints == {"total": 6, "kept": 2, "unconvertible": 1, "on a CVT node": 1,
                                   "relation not in KB": 1, "no gold answer left": 1}
@@ -185,13 +193,13 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
         "no gold answer reached": {"1-hop": 1},
     }
     text = format_report(report)
-    assert "7 of 12 questions kept" in text
-    assert "cvt" + " " * 15 + "3" in text and "relation not in KB" in text
+    assert "8 of 13 questions kept" in text
+    assert "cvt" + " " * 15 + "4" in text and "relation not in KB" in text
 
 
 def test_strict_constraints_drop_relaxed_questions(tiny_kb, oxigraph):
     records, report = build_slice(QUESTIONS, read_kb(*tiny_kb), oxigraph, strict_constraints=True)
-    assert sorted(r["id"] for r in records) == [f"WebQTrn-{n}" for n in (1, 11, 2, 4, 6)]
+    assert sorted(r["id"] for r in records) == [f"WebQTrn-{n}" for n in (1, 11, 13, 2, 4, 6)]
     assert report.dropped["constraint not kept"] == 2
     assert report.drop_details["constraint not kept"] == {"on a CVT node": 1, "unconvertible": 1}
     assert report.questions_relaxed == 0
@@ -219,10 +227,10 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
             "--store", str(store), "--no-progress", "--json"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
-    assert (first["kept"], first["kb"]["loaded_now"], first["kb"]["triples"]) == (7, KB_TRIPLES + len(NAMES), KB_TRIPLES)
+    assert (first["kept"], first["kb"]["loaded_now"], first["kb"]["triples"]) == (8, KB_TRIPLES + len(NAMES), KB_TRIPLES)
     out = tmp_path / "built" / "webqsp-fb15k237-test"
     assert json.loads((out / "report.json").read_text())["dropped"] == first["dropped"]
-    assert "7 of 12 questions kept" in (out / "report.txt").read_text()
+    assert "8 of 13 questions kept" in (out / "report.txt").read_text()
 
     questions = load_dataset("webqsp-fb15k237-test")
     four = next(q for q in questions if q.id == "WebQTrn-4")
