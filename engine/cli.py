@@ -18,6 +18,7 @@ from engine.results import to_json
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
     "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.metrics_cli", "engine.servers.cli",
+    "engine.webqsp_cli",
 )
 
 STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"

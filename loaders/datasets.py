@@ -1,5 +1,6 @@
 """Question sets by name or by file: MetaQA and PathQuestion from the datasets directory
-(``$KGQA_DATA``, or ``shared/data`` beside a kgqa-engine checkout), or any file."""
+(``$KGQA_DATA``, or ``shared/data`` beside a kgqa-engine checkout), sets that a command builds
+(the WebQSP slice over FB15k-237) from the build directory, or any file."""
 from __future__ import annotations
 
 import os
@@ -23,6 +24,24 @@ DATASETS = {
     "pathquestion-2h": "pathquestion/PQ-2H.txt",
     "pathquestion-3h": "pathquestion/PQ-3H.txt",
 }
+
+
+#: dataset name -> (its file under the build directory, the command that builds it)
+BUILT_DATASETS = {
+    "webqsp-fb15k237": (
+        "webqsp-fb15k237/questions.jsonl",
+        "kgqa webqsp build --webqsp ../shared/data/webqsp/WebQSP.train.json.gz --kb ../shared/data/fb15k237",
+    ),
+    "webqsp-fb15k237-test": (
+        "webqsp-fb15k237-test/questions.jsonl",
+        "kgqa webqsp build --webqsp WebQSP.test.json --kb ../shared/data/fb15k237",
+    ),
+}
+
+
+def built_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """Where built datasets go: ``override``, else ``$KGQA_BUILT``, else ``kgqa-data/datasets``."""
+    return Path(override or os.environ.get("KGQA_BUILT") or Path("kgqa-data") / "datasets")
 
 
 #: the environment variable that names the datasets directory
@@ -64,9 +83,15 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
 
 
 def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> list[Question]:
-    """Questions of a named set (:data:`DATASETS`) or of a file: RoG JSONL/parquet, PathQuestion
-    (``PQ-*.txt``), else MetaQA (``qa_*.txt`` with its ``*_qtype.txt`` beside it when present)."""
-    if str(name_or_path) in DATASETS:
+    """Questions of a named set (:data:`DATASETS`, :data:`BUILT_DATASETS` once built) or of a
+    file: RoG JSONL/parquet, PathQuestion (``PQ-*.txt``), else MetaQA (``qa_*.txt`` with its
+    ``*_qtype.txt`` beside it when present)."""
+    if str(name_or_path) in BUILT_DATASETS:
+        file, command = BUILT_DATASETS[str(name_or_path)]
+        path = built_dir() / file
+        if not path.is_file():
+            raise InvalidInputError(f"dataset {name_or_path!r} is not built (no {path}): build it with {command}")
+    elif str(name_or_path) in DATASETS:
         path = data_dir(data_directory) / DATASETS[str(name_or_path)]
         if not path.is_file():
             raise InvalidInputError(f"dataset {name_or_path!r} is not at {path}: set ${DATA_ENV} or give the file path")
@@ -74,7 +99,7 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
         path = Path(name_or_path)
         if not path.is_file():
             raise InvalidInputError(
-                f"unknown dataset {str(name_or_path)!r}: give one of {', '.join(DATASETS)} or a question file "
+                f"unknown dataset {str(name_or_path)!r}: give one of {', '.join([*DATASETS, *BUILT_DATASETS])} or a question file "
                 "(RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt)"
             )
     if path.suffix in (".jsonl", ".parquet", ".json"):

@@ -18,8 +18,10 @@ class Question:
     """One dataset question with its gold answers.
 
     ``answers`` are the answer strings as the dataset gives them; ``answer_entities`` the
-    answer node ids where the dataset names them. ``path`` is a gold relation path (all
-    hops forward) where the dataset has one; ``qtype`` a question type (MetaQA).
+    answer node ids where the dataset names them. ``path`` is a gold relation path where
+    the dataset has one (relation names only: the WebQSP slice over FB15k-237 walks some
+    hops against their stored direction, as its gold S-expression ``sexpr`` says);
+    ``qtype`` a question type (MetaQA; the slice's shape).
     """
 
     id: str
@@ -42,12 +44,17 @@ def _string_list(value: object) -> list[str]:
     return [str(v) for v in value]  # type: ignore[union-attr]
 
 
+#: columns of a question file read when present
+_OPTIONAL_COLUMNS = ("hops", "qtype", "path", "sexpr")
+
+
 def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
     """The questions of a RoG-style file (JSONL or parquet): id, question, answer,
-    q_entity (topic entities), a_entity (answer entities)."""
+    q_entity (topic entities), a_entity (answer entities), and where a row has them (the
+    WebQSP slice over FB15k-237 does) hops, qtype, path and sexpr."""
     questions: list[Question] = []
     with Source(path) as src:
-        for item in rog_rows(src, ROG_COLUMNS[:5]):
+        for item in rog_rows(src, (*ROG_COLUMNS[:5], *_OPTIONAL_COLUMNS)):
             if isinstance(item, Reject):
                 raise ParseError(item.reason, source=str(path), line=item.line_no)
             n, _, row = item
@@ -60,6 +67,10 @@ def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
                     answers=_string_list(row.get("answer")),
                     topic_entities=_string_list(row.get("q_entity")),
                     answer_entities=_string_list(row.get("a_entity")),
+                    hops=row.get("hops"),
+                    qtype=row.get("qtype"),
+                    path=_string_list(row["path"]) if row.get("path") is not None else None,
+                    sexpr=row.get("sexpr"),
                 )
             )
     return questions

@@ -14,13 +14,15 @@ the ``i``-th node after the topic entity along the inferential chain (the last i
 
 Anything else (no topic entity, an empty chain, an order that is not the first item, a time
 block of another shape, other operators or value types) is reported as an uncovered shape.
+:func:`steps` gives a parse's constraints one by one (for building forms that keep only some
+of them, as the WebQSP slice over FB15k-237 does); :func:`convert` applies them all.
 """
 from __future__ import annotations
 
 import gzip
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,36 +73,82 @@ class Coverage:
         }
 
 
-def convert(parse: dict[str, Any]) -> Top:
-    """The S-expression of one WebQSP parse; raises :class:`Uncovered`."""
+#: the constrained node's place in a :class:`Step`'s ``wrap``, filled in by :meth:`Step.apply`
+HOLE = Entity("?")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One constraint of a parse on chain node ``node``: ``wrap`` is ``(AND HOLE c)``,
+    ``(TC HOLE pred year)`` or ``(ARGMAX HOLE pred)`` with :data:`HOLE` where the node goes."""
+
+    node: int
+    wrap: And | TimeConstraint | Extreme
+
+    def apply(self, expr: Expr) -> Expr:
+        return replace(self.wrap, left=expr) if isinstance(self.wrap, And) else replace(self.wrap, arg=expr)
+
+
+def topic_and_chain(parse: dict[str, Any]) -> tuple[str, list[str]]:
+    """The topic entity and inferential chain of a parse; raises :class:`Uncovered`."""
     topic, chain = parse.get("TopicEntityMid"), parse.get("InferentialChain") or []
     if not topic:
         raise Uncovered("no topic entity")
     if not chain:
         raise Uncovered("empty inferential chain")
-    constraints = list(parse.get("Constraints") or [])
-    if any(c["SourceNodeIndex"] >= len(chain) for c in constraints):
+    if any(c["SourceNodeIndex"] >= len(chain) for c in parse.get("Constraints") or []):
         raise Uncovered("constraint on a node beyond the chain")
+    return topic, list(chain)
+
+
+def steps(parse: dict[str, Any], chain_length: int) -> list[Step | Uncovered]:
+    """The constraints of a parse as :class:`Step` s, node by node (entity and value
+    constraints, then the time block, then the order), each one that has no S-expression
+    here as an :class:`Uncovered` (an uncovered time block or order first)."""
+    out: list[Step | Uncovered] = []
+    constraints = list(parse.get("Constraints") or [])
     time_of: dict[int, tuple[str, str]] = {}
     time = parse.get("Time")
     if time:
-        node, year, used = _time_block(time, constraints)
-        time_of[node] = (_time_relation(constraints, node), year)
+        try:
+            node, year, used = _time_block(time, constraints)
+            time_of[node] = (_time_relation(constraints, node), year)
+        except Uncovered as e:
+            out.append(e)
+            used = set(time.get("AssociatedConstraints") or [])
         constraints = [c for i, c in enumerate(constraints) if i not in used]
     order = parse.get("Order")
     if order and (order.get("Start") != 0 or order.get("Count") != 1):
-        raise Uncovered(f"order Start={order.get('Start')} Count={order.get('Count')}")
+        out.append(Uncovered(f"order Start={order.get('Start')} Count={order.get('Count')}"))
+        order = None
+    for i in range(chain_length):
+        for c in constraints:
+            if c["SourceNodeIndex"] == i:
+                try:
+                    out.append(Step(i, And(HOLE, _constraint(c))))
+                except Uncovered as e:
+                    out.append(e)
+        if i in time_of:
+            out.append(Step(i, TimeConstraint(HOLE, Relation(time_of[i][0]), time_of[i][1])))
+        if order and order["SourceNodeIndex"] == i:
+            op = "ARGMAX" if order["SortOrder"] == "Descending" else "ARGMIN"
+            out.append(Step(i, Extreme(op, HOLE, Relation(order["NodePredicate"]))))
+    return out
+
+
+def convert(parse: dict[str, Any]) -> Top:
+    """The S-expression of one WebQSP parse; raises :class:`Uncovered`."""
+    topic, chain = topic_and_chain(parse)
+    constraints = steps(parse, len(chain))
+    for step in constraints:
+        if isinstance(step, Uncovered):
+            raise step
     expr: Expr = Entity(topic)
     for i, relation in enumerate(chain):
         expr = Join(Reverse(Relation(relation)), expr)
-        for c in constraints:
-            if c["SourceNodeIndex"] == i:
-                expr = And(expr, _constraint(c))
-        if i in time_of:
-            expr = TimeConstraint(expr, Relation(time_of[i][0]), time_of[i][1])
-        if order and order["SourceNodeIndex"] == i:
-            op = "ARGMAX" if order["SortOrder"] == "Descending" else "ARGMIN"
-            expr = Extreme(op, expr, Relation(order["NodePredicate"]))
+        for step in constraints:
+            if step.node == i:  # type: ignore[union-attr]
+                expr = step.apply(expr)  # type: ignore[union-attr]
     return expr
 
 

@@ -1,0 +1,249 @@
+"""The WebQSP slice over FB15k-237, built from hand-made WebQSP records and a tiny
+FB15k-237-shaped KB written here: relation mapping (as stored, reverse property, CVT compound
+and its inverse), constraints kept and dropped, drop reasons, the command and the dataset name."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.errors import InvalidInputError
+from engine.stores.oxigraph import OxigraphStore
+from loaders.datasets import load_dataset
+from loaders.fb15k237 import ensure_loaded, read_kb
+from loaders.webqsp_slice import build_slice, format_report
+from tests.conftest import STORE_KINDS
+
+TRAIN = """\
+/m/0film1\t/film/film/directed_by\t/m/0dir1
+/m/0film2\t/film/film/directed_by\t/m/0dir2
+/m/0prod1\t/film/producer/film\t/m/0film1
+/m/0act1\t/film/actor/film./film/performance/film\t/m/0film1
+"""
+VALID = """\
+/m/0act1\t/people/person/gender\t/m/0male
+/m/0act2\t/people/person/gender\t/m/0female
+/m/0dir1\t/people/person/gender\t/m/0male
+/m/0dir1\t/people/person/nationality\t/m/0usa
+"""
+TEST = """\
+/m/0act1\t/film/actor/film./film/performance/film\t/m/0film2
+/m/0act2\t/film/actor/film./film/performance/film\t/m/0film1
+/m/0act1\t/people/person/spouse_s./people/marriage/spouse\t/m/0act2
+"""
+NAMES = {
+    "film1": "The First Film", "film2": "The Second Film", "dir1": "Dir One", "dir2": "Dir Two",
+    "prod1": "Prod One", "act1": "Act One", "act2": "Act Two", "male": "Male", "female": "Female",
+    "usa": "United States", "lonely": "Named But Unlinked",
+}
+REVERSE = (
+    "film.film.produced_by\tfilm.producer.film\nfilm.film.starring\tfilm.performance.film\n"
+    "film.actor.film\tfilm.performance.actor\npeople.person.spouse_s\tpeople.marriage.spouse\n"
+)
+KB_TRIPLES = 11
+
+
+def entity(mid: str, name: str = "") -> dict:
+    return {"AnswerType": "Entity", "AnswerArgument": mid, "EntityName": name or f"{mid} (WebQSP's name)"}
+
+
+def equal(node: int, predicate: str, mid: str) -> dict:
+    return {"Operator": "Equal", "ArgumentType": "Entity", "Argument": mid, "EntityName": "", "SourceNodeIndex": node,
+            "NodePredicate": predicate, "ValueType": "String"}
+
+
+def question(n: int, text: str, *parses: dict) -> dict:
+    return {"QuestionId": f"WebQTrn-{n}", "RawQuestion": text, "ProcessedQuestion": text,
+            "Parses": [dict(p, ParseId=f"WebQTrn-{n}.P{i}") for i, p in enumerate(parses)]}
+
+
+def parse(topic: str | None, chain: list[str], answers: list[dict], constraints: tuple = (), order: dict | None = None) -> dict:
+    return {"TopicEntityMid": topic, "TopicEntityName": "", "InferentialChain": chain, "Constraints": list(constraints),
+            "Time": None, "Order": order, "Answers": answers}
+
+
+STARRING = ["film.film.starring", "film.performance.actor"]
+QUESTIONS = [
+    # kept, 1-hop, relation as stored
+    question(1, "who directed the first film?", parse("m.0film1", ["film.film.directed_by"], [entity("m.0dir1")])),
+    # kept, 1-hop, only the reverse property is stored; one answer outside the KB
+    question(2, "who produced the first film?",
+             parse("m.0film1", ["film.film.produced_by"], [entity("m.0prod1"), entity("m.0ghost")])),
+    # kept, CVT compound as stored; the constraint on the CVT node cannot stay
+    question(3, "what films did act one play in?",
+             parse("m.0act1", ["film.actor.film", "film.performance.film"], [entity("m.0film1"), entity("m.0film2")],
+                   [equal(0, "film.performance.character", "m.0char1")])),
+    # kept, inverse CVT compound walked backwards, its constraint kept
+    question(4, "which man starred in the first film?",
+             parse("m.0film1", STARRING, [entity("m.0act1")], [equal(1, "people.person.gender", "m.0male")])),
+    # kept, inverse compound; an order it cannot express, a constraint that would remove the
+    # gold answer, one on a relation the KB lacks: all dropped
+    question(5, "which woman starred in the first film?",
+             parse("m.0film1", STARRING, [entity("m.0act2")],
+                   [equal(1, "people.person.gender", "m.0male"), equal(1, "common.topic.notable_types", "m.0actor")],
+                   {"SourceNodeIndex": 1, "NodePredicate": "people.person.date_of_birth", "SortOrder": "Ascending",
+                    "Start": 1, "Count": 1})),
+    # kept, 2-hop through an entity, a constraint on the middle node kept
+    question(6, "what country is the male director of the first film from?",
+             parse("m.0film1", ["film.film.directed_by", "people.person.nationality"], [entity("m.0usa")],
+                   [equal(0, "people.person.gender", "m.0male")])),
+    # dropped: the topic has a name but no triple
+    question(7, "who directed the lonely film?", parse("m.0lonely", ["film.film.directed_by"], [entity("m.0dir1")])),
+    # dropped: relation not in the KB
+    question(8, "who wrote the music of the first film?", parse("m.0film1", ["film.film.music"], [entity("m.0dir1")])),
+    # dropped: no answer is a KB entity
+    question(9, "when was the first film directed?",
+             parse("m.0film1", ["film.film.directed_by"], [{"AnswerType": "Value", "AnswerArgument": "1999", "EntityName": None}])),
+    # dropped: the chain does not reach the gold answer in the KB
+    question(10, "who directed the second film?", parse("m.0film2", ["film.film.directed_by"], [entity("m.0dir1")])),
+    # kept through its second parse (the first has an empty chain)
+    question(11, "who made the second film?",
+             parse("m.0film2", [], [entity("m.0dir2")]), parse("m.0film2", ["film.film.directed_by"], [entity("m.0dir2")])),
+    # dropped: no topic entity
+    question(12, "what is this?", parse(None, ["film.film.directed_by"], [entity("m.0dir1")])),
+    # kept, a compound that is its own inverse, stored once per pair: walked backwards
+    question(13, "who is act two married to?",
+             parse("m.0act2", ["people.person.spouse_s", "people.marriage.spouse"], [entity("m.0act1")])),
+]
+
+
+def write_kb(folder: Path) -> tuple[Path, Path]:
+    kb, ontology = folder / "fb15k237", folder / "ontology"
+    kb.mkdir()
+    ontology.mkdir()
+    (kb / "train.txt").write_text(TRAIN)
+    (kb / "valid.txt").write_text(VALID)
+    (kb / "test.txt").write_text(TEST)
+    (kb / "entity2text.txt").write_text("".join(f"/m/0{k}\t{v}\n" for k, v in NAMES.items()))
+    (ontology / "reverse_properties").write_text(REVERSE)
+    return kb, ontology
+
+
+@pytest.fixture
+def tiny_kb(tmp_path) -> tuple[Path, Path]:
+    return write_kb(tmp_path)
+
+
+@pytest.fixture
+def oxigraph(tiny_kb):
+    """A real (in-memory) Oxigraph store with the KB loaded by the slice's own loading step."""
+    kb_dir, ontology = tiny_kb
+    store = OxigraphStore(None)
+    report = ensure_loaded(store, kb_dir, read_kb(kb_dir, ontology), progress=False)
+    assert report is not None and report.loaded == KB_TRIPLES + len(NAMES)
+    yield store
+    store.close()
+
+
+def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
+    kb = read_kb(*tiny_kb)
+    assert kb.triples == KB_TRIPLES and "m.0lonely" not in kb.entities and kb.names["m.0lonely"]
+    records, report = build_slice(QUESTIONS, kb, oxigraph, source="hand-made")
+    by_id = {r["id"]: r for r in records}
+    assert sorted(by_id) == [f"WebQTrn-{n}" for n in (1, 11, 13, 2, 3, 4, 5, 6)]
+    expected = {
+        "WebQTrn-1": ("1-hop", "(JOIN (R /film/film/directed_by) m.0film1)", ["m.0dir1"]),
+        "WebQTrn-2": ("1-hop", "(JOIN /film/producer/film m.0film1)", ["m.0prod1"]),
+        "WebQTrn-3": ("cvt", "(JOIN (R /film/actor/film./film/performance/film) m.0act1)", ["m.0film1", "m.0film2"]),
+        "WebQTrn-4": ("cvt+constraints",
+                      "(AND (JOIN /film/actor/film./film/performance/film m.0film1) (JOIN /people/person/gender m.0male))",
+                      ["m.0act1"]),
+        "WebQTrn-5": ("cvt", "(JOIN /film/actor/film./film/performance/film m.0film1)", ["m.0act1", "m.0act2"]),
+        "WebQTrn-6": ("2-hop+constraints",
+                      ("(JOIN (R /people/person/nationality) (AND (JOIN (R /film/film/directed_by) m.0film1) "
+                       "(JOIN /people/person/gender m.0male)))"),
+                      ["m.0usa"]),
+        "WebQTrn-11": ("1-hop", "(JOIN (R /film/film/directed_by) m.0film2)", ["m.0dir2"]),
+        "WebQTrn-13": ("cvt", "(JOIN /people/person/spouse_s./people/marriage/spouse m.0act2)", ["m.0act1"]),
+    }
+    for qid, (qtype, sexpr, answers) in expected.items():
+        r = by_id[qid]
+        assert (r["qtype"], r["sexpr"]) == (qtype, sexpr), qid
+        assert oxigraph.execute(sexpr).answers == answers, qid  # the gold form on the store
+    # answers: KB entities only, named from entity2text; the rest listed apart
+    assert by_id["WebQTrn-2"]["a_entity"] == ["m.0prod1"] and by_id["WebQTrn-2"]["answer"] == ["Prod One"]
+    assert by_id["WebQTrn-2"]["answers_not_in_kb"] == ["m.0ghost"]
+    assert by_id["WebQTrn-3"]["answer"] == ["The First Film", "The Second Film"]
+    assert by_id["WebQTrn-3"]["topic_names"] == ["Act One"] and by_id["WebQTrn-3"]["q_entity"] == ["m.0act1"]
+    assert (by_id["WebQTrn-2"]["path"], by_id["WebQTrn-2"]["path_forward"]) == (["/film/producer/film"], [False])
+    assert (by_id["WebQTrn-6"]["path"], by_id["WebQTrn-6"]["hops"]) == (["/film/film/directed_by", "/people/person/nationality"], 2)
+    assert (by_id["WebQTrn-4"]["hops"], by_id["WebQTrn-4"]["webqsp_chain"]) == (1, STARRING)
+    assert by_id["WebQTrn-11"]["parse_id"] == "WebQTrn-11.P1"
+    assert [d["reason"] for d in by_id["WebQTrn-5"]["constraints_dropped"]] == [
+        "unconvertible", "no gold answer left", "relation not in KB"]
+    assert by_id["WebQTrn-3"]["constraints_dropped"] == [
+        {"reason": "on a CVT node", "constraint": "(AND [?] (JOIN film.performance.character m.0char1))"}]
+
+    assert (report.questions, report.kept) == (13, 8)
+    assert report.shapes == {
+        "1-hop": {"questions": 3, "without_constraints": 3},
+        "2-hop": {"questions": 1, "with_constraints": 1},
+        "cvt": {"questions": 4, "without_constraints": 3, "with_constraints": 1},
+    }
+    assert report.constraints == {"total": 6, "kept": 2, "unconvertible": 1, "on a CVT node": 1,
+                                  "relation not in KB": 1, "no gold answer left": 1}
+    assert (report.questions_with_constraints, report.questions_relaxed) == (4, 2)
+    assert report.dropped == {"unconvertible parse": 1, "topic not in KB": 1, "relation not in KB": 1,
+                              "no gold answer in KB": 1, "no gold answer reached": 1}
+    assert report.drop_details == {
+        "unconvertible parse": {"no topic entity": 1}, "topic not in KB": {"": 1},
+        "relation not in KB": {"film.film.music": 1}, "no gold answer in KB": {"answers not KB entities": 1},
+        "no gold answer reached": {"1-hop": 1},
+    }
+    text = format_report(report)
+    assert "8 of 13 questions kept" in text
+    assert "cvt" + " " * 15 + "4" in text and "relation not in KB" in text
+
+
+def test_strict_constraints_drop_relaxed_questions(tiny_kb, oxigraph):
+    records, report = build_slice(QUESTIONS, read_kb(*tiny_kb), oxigraph, strict_constraints=True)
+    assert sorted(r["id"] for r in records) == [f"WebQTrn-{n}" for n in (1, 11, 13, 2, 4, 6)]
+    assert report.dropped["constraint not kept"] == 2
+    assert report.drop_details["constraint not kept"] == {"on a CVT node": 1, "unconvertible": 1}
+    assert report.questions_relaxed == 0
+
+
+@pytest.mark.parametrize("kind", [k for k in STORE_KINDS if k != "oxigraph"])
+def test_same_slice_on_every_store(tiny_kb, oxigraph, make_store, kind):
+    from loaders.fb15k237 import kb_files
+    from loaders.formats import read_triples
+
+    triples = [t for path in kb_files(tiny_kb[0]) for t in read_triples(path)]
+    kb = read_kb(*tiny_kb)
+    assert build_slice(QUESTIONS, kb, make_store(kind, triples))[0] == build_slice(QUESTIONS, kb, oxigraph)[0]
+
+
+def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys):
+    kb_dir, ontology = tiny_kb
+    monkeypatch.setenv("KGQA_BUILT", str(tmp_path / "built"))
+    with pytest.raises(InvalidInputError, match="kgqa webqsp build"):
+        load_dataset("webqsp-fb15k237-test")
+    webqsp = tmp_path / "WebQSP.test.json"
+    webqsp.write_text(json.dumps({"Version": "1.0", "Questions": QUESTIONS}))
+    store = tmp_path / "store"
+    args = ["webqsp", "build", "--webqsp", str(webqsp), "--kb", str(kb_dir), "--ontology", str(ontology),
+            "--store", str(store), "--no-progress", "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (first["kept"], first["kb"]["loaded_now"], first["kb"]["triples"]) == (8, KB_TRIPLES + len(NAMES), KB_TRIPLES)
+    out = tmp_path / "built" / "webqsp-fb15k237-test"
+    assert json.loads((out / "report.json").read_text())["dropped"] == first["dropped"]
+    assert "8 of 13 questions kept" in (out / "report.txt").read_text()
+
+    questions = load_dataset("webqsp-fb15k237-test")
+    four = next(q for q in questions if q.id == "WebQTrn-4")
+    assert (four.answer_entities, four.answers, four.topic_entities, four.hops, four.qtype) == (
+        ["m.0act1"], ["Act One"], ["m.0film1"], 1, "cvt+constraints")
+    assert four.path == ["/film/actor/film./film/performance/film"] and four.sexpr.startswith("(AND ")
+
+    assert main(args) == 0  # the store holds the KB now: nothing is loaded again
+    assert json.loads(capsys.readouterr().out)["kb"]["loaded_now"] == 0
+
+    other = tmp_path / "other.txt"
+    other.write_text("/m/0x\t/some/other/relation\t/m/0y\n")
+    assert main(["load", str(other), "--store", str(tmp_path / "other-store"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main([*args[:-4], "--store", str(tmp_path / "other-store"), "--out", str(tmp_path / "o")]) == 2
+    assert "give an empty store" in capsys.readouterr().err
