@@ -1,8 +1,9 @@
-"""The Cypher compiler: one builder per store operation, each returning ``(text, params)``.
+"""The Cypher dialects: one method per operation of :mod:`engine.ops`, each returning
+``Compiled(text, params)``.
 
-Values (ids, names, literals, limits) always travel as ``$parameters``. Relationship types
-cannot be parameters, so relation names enter the text only through :func:`quote_relation`,
-after :func:`engine.identifiers.validate_relation`.
+Values (ids, literal keys, names, limits) always travel as ``$parameters``. Relationship types
+cannot be parameters, so relation names enter the text only through
+:func:`cypher.terms.quote_relation` (validated).
 
 The graph layout (see ``cypher/schema.py``): ``(:Entity {id, name})`` nodes, one relationship
 type per relation, and ``(:Literal {key, value, datatype, lang})`` nodes as literal objects.
@@ -15,69 +16,43 @@ How the walk semantics of ``engine/store.py`` map onto Cypher:
   so the builders state it (``WHERE r1 <> r2 …``); walks that may reuse edges
   (``distinct_edges=False``) put each hop in a MATCH of its own.
 
-Where Neo4j 5 and FalkorDB need different text, a :class:`Flavour` says how: only the lookup
-of an entity by id differs (FalkorDB's string index trims the keys it stores and does not check
-what it returns). FalkorDB's parameter transport (:func:`inline_parameters`) and the read-only
-check (:func:`check_read_only`) live here too, since both are about Cypher text.
+:class:`CypherCompiler` writes Neo4j 5's Cypher; :class:`FalkorDBCompiler` overrides only the
+lookup of an entity by id (FalkorDB's string index trims the keys it stores and does not check
+what it returns). The read-only check of raw queries is in ``cypher/readonly.py``, FalkorDB's
+parameter transport in ``cypher/params.py``.
 """
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from engine.errors import InvalidInputError, ReadOnlyViolationError
+from cypher.sexpr import compile_sexpr
+from cypher.terms import literal_key, quote_relation, where_clause
+from engine.errors import UnsupportedOperationError
 from engine.graph import NAME_RELATION, TYPE_RELATION
-from engine.identifiers import validate_relation
-
-Compiled = tuple[str, dict[str, Any]]
+from engine.ops import (
+    Compiled,
+    Compiler,
+    CountEntities,
+    CountTriples,
+    Execute,
+    Expand,
+    LiteralRelations,
+    LiteralTwoHopRelations,
+    Names,
+    RelationCounts,
+    Relations,
+    RelationTypes,
+    Search,
+    TwoHopRelations,
+    Types,
+    Walks,
+)
 
 #: Characters whose lower-casing differs between Python and some Cypher servers: FalkorDB
 #: lowers U+0130 to one code point where Python (and Java) give two, and ignores the
 #: word-final sigma rule. Names holding them are filtered again in Python by ``search``.
 CASE_SPECIAL = ("\u0130", "\u03a3")
-
-
-@dataclass(frozen=True)
-class Flavour:
-    """What differs in the text between servers.
-
-    ``exact_index``: the server's string index finds exactly the key looked up (Neo4j). FalkorDB
-    4.16's does not: it stores keys with leading and trailing blanks trimmed and does not check
-    its hits, so looking up ``'x '`` finds nothing and ``'x'`` also finds ``' x'``. There an
-    entity is looked up by its id trimmed of spaces (which ids may contain; other blanks are
-    control characters, which they may not) and the hits are checked exactly, in a form
-    (``id + ''``) that the planner cannot turn back into an index lookup.
-    """
-
-    name: str
-    exact_index: bool
-
-    def entity(self, var: str, key: str) -> tuple[str, list[str]]:
-        """The node pattern of the entity whose id is the expression ``key``, where the match
-        starts (the only node of its pattern looked up by id), and the conditions to add to the
-        WHERE clause."""
-        if self.exact_index:
-            return f"({var}:Entity {{id: {key}}})", []
-        return f"({var}:Entity {{id: trim({key})}})", [f"{var}.id + '' = {key}"]
-
-    def entity_reached(self, var: str, key: str) -> tuple[str, list[str]]:
-        """Like :meth:`entity` for a node that the match reaches rather than starts from: on
-        FalkorDB a lookup there is a plain filter, which the trimmed key would break."""
-        if self.exact_index:
-            return self.entity(var, key)
-        return f"({var}:Entity)", [f"{var}.id + '' = {key}"]
-
-
-NEO4J = Flavour("neo4j", exact_index=True)
-FALKORDB = Flavour("falkordb", exact_index=False)
-
-
-def quote_relation(name: str) -> str:
-    """A relation name as a backticked relationship type (the only way one enters the text)."""
-    return "`" + validate_relation(name).replace("`", "``") + "`"
 
 
 def _types(relations: Sequence[str] | None) -> str:
@@ -111,295 +86,230 @@ def _limit(fetch: int | None, params: dict[str, Any]) -> str:
     return "\nLIMIT $fetch"
 
 
-def where_clause(conditions: Sequence[str]) -> str:
-    """A WHERE clause on a line of its own, or nothing."""
-    return "\nWHERE " + " AND ".join(conditions) if conditions else ""
-
-
 def _distinct_relationships(rels: Sequence[str]) -> list[str]:
     return [f"{a} <> {b}" for i, a in enumerate(rels) for b in rels[i + 1:]]
 
 
-# ---------------------------------------------------------------------- operations
-def relations(ids: list[str], direction: str, fetch: int | None, flavour: Flavour = NEO4J) -> Compiled:
-    """Rows (id, relation, direction, count) of the edges adjacent to each id."""
-    params: dict[str, Any] = {"ids": ids}
-    sides = {"out": "'out'", "in": "'in'", "both": "CASE WHEN startNode(r) = a THEN 'out' ELSE 'in' END"}
-    side = sides[direction]
-    start, conditions = flavour.entity("a", "id")
-    text = (
-        "UNWIND $ids AS id\n"
-        f"MATCH {start}{_hop(direction, 'r')}()"
-        + where_clause(conditions)
-        + f"\nRETURN id, type(r) AS relation, {side} AS direction, count(*) AS count"
-        + _limit(fetch, params)
-    )
-    return text, params
+class CypherCompiler(Compiler):
+    """Neo4j 5's Cypher (and what FalkorDB shares with it)."""
 
+    dialect: ClassVar[str] = "neo4j"
+    #: the server's string index finds exactly the key looked up (Neo4j); see FalkorDBCompiler
+    exact_index: ClassVar[bool] = True
 
-def literal_relations(keys: list[str], fetch: int | None) -> Compiled:
-    """Rows (key, relation, count) of the edges entering the literal node of each key
-    (:func:`cypher.schema.literal_key`); a literal's edges all enter it."""
-    params: dict[str, Any] = {"keys": keys}
-    text = (
-        "UNWIND $keys AS key\n"
-        "MATCH (:Literal {key: key})<-[r]-()\n"
-        "RETURN key, type(r) AS relation, count(*) AS count"
-        + _limit(fetch, params)
-    )
-    return text, params
+    def entity(self, var: str, key: str) -> tuple[str, list[str]]:
+        """The node pattern of the entity whose id is the expression ``key``, where the match
+        starts (the only node of its pattern looked up by id), and the conditions to add to the
+        WHERE clause."""
+        return f"({var}:Entity {{id: {key}}})", []
 
+    def entity_reached(self, var: str, key: str) -> tuple[str, list[str]]:
+        """Like :meth:`entity` for a node that the match reaches rather than starts from."""
+        return self.entity(var, key)
 
-def expand(
-    ids: list[str], relations: list[str] | None, direction: str, fetch: int | None, flavour: Flavour = NEO4J
-) -> Compiled:
-    """Rows (src, relation, id, value, datatype, lang, forward): one per edge met from an id;
-    the far node is an entity (``id``) or a literal (``value``, ``datatype``, ``lang``)."""
-    params: dict[str, Any] = {"ids": ids}
-    start, conditions = flavour.entity("a", "src")
-    text = (
-        "UNWIND $ids AS src\n"
-        f"MATCH {start}{_hop(direction, 'r', relations)}(b)"
-        + where_clause(conditions)
-        + "\nRETURN src, type(r) AS relation, b.id AS id, b.value AS value, b.datatype AS datatype, "
-        f"b.lang AS lang, {_forward(direction, 'r', 'a')} AS forward"
-        + _limit(fetch, params)
-    )
-    return text, params
+    # ------------------------------------------------------------------ operations
+    def relations(self, op: Relations) -> Compiled:
+        """Rows (id, relation, direction, count) of the edges adjacent to each id."""
+        params: dict[str, Any] = {"ids": list(op.ids)}
+        sides = {"out": "'out'", "in": "'in'", "both": "CASE WHEN startNode(r) = a THEN 'out' ELSE 'in' END"}
+        start, conditions = self.entity("a", "id")
+        text = (
+            "UNWIND $ids AS id\n"
+            f"MATCH {start}{_hop(op.direction, 'r')}()"
+            + where_clause(conditions)
+            + f"\nRETURN id, type(r) AS relation, {sides[op.direction]} AS direction, count(*) AS count"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
+    def literal_relations(self, op: LiteralRelations) -> Compiled:
+        """Rows (key, relation, count) of the edges entering the literal node of each key
+        (:func:`cypher.terms.literal_key`); a literal's edges all enter it."""
+        params: dict[str, Any] = {"keys": [literal_key(lit) for lit in op.literals]}
+        text = (
+            "UNWIND $keys AS key\n"
+            "MATCH (:Literal {key: key})<-[r]-()\n"
+            "RETURN key, type(r) AS relation, count(*) AS count"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
-def walks(
-    seeds: list[str],
-    path: list[str | None],
-    direction: str,
-    fetch: int | None,
-    pairs: list[tuple[str, str]] | None,
-    flavour: Flavour = NEO4J,
-    distinct_edges: bool = True,
-) -> Compiled:
-    """Rows (ids, value, datatype, lang, relations, forward), one per walk following ``path``
-    (None = any relation). ``ids`` lists the node ids; the last is null when the walk ends on
-    a literal, described by ``value``/``datatype``/``lang``. With ``pairs``, only walks from
-    pair[0] ending at pair[1]. With ``distinct_edges=False`` each hop is a MATCH of its own,
-    since relationship uniqueness holds only within one MATCH."""
-    k = len(path)
-    nodes = [f"n{i}" for i in range(k + 1)]
-    rels = [f"r{i}" for i in range(1, k + 1)]
-    if pairs is None:
-        params: dict[str, Any] = {"ids": seeds}
-        start, conditions = flavour.entity("n0", "id")
-        text = f"UNWIND $ids AS id\nMATCH {start}"
-        last = f"({nodes[-1]})"
-    else:
-        params = {"pairs": [list(p) for p in pairs]}
-        start, conditions = flavour.entity("n0", "pair[0]")
-        last, end_conditions = flavour.entity_reached(nodes[-1], "pair[1]")
-        conditions += end_conditions
-        text = f"UNWIND $pairs AS pair\nMATCH {start}"
-    for i, relation in enumerate(path):
-        if i > 0 and not distinct_edges:
-            text += f"\nMATCH ({nodes[i]})"
-        text += _hop(direction, rels[i], None if relation is None else [relation])
-        text += last if i == k - 1 else f"({nodes[i + 1]}:Entity)"
-    end = nodes[-1]
-    text += (
-        where_clause(conditions + (_distinct_relationships(rels) if distinct_edges else []))
-        + f"\nRETURN [{', '.join(n + '.id' for n in nodes)}] AS ids, "
-        f"{end}.value AS value, {end}.datatype AS datatype, {end}.lang AS lang, "
-        f"[{', '.join(f'type({r})' for r in rels)}] AS relations, "
-        f"[{', '.join(_forward(direction, r, nodes[i]) for i, r in enumerate(rels))}] AS forward"
-        + _limit(fetch, params)
-    )
-    return text, params
+    def expand(self, op: Expand) -> Compiled:
+        """Rows (src, relation, id, value, datatype, lang, forward): one per edge met from an id;
+        the far node is an entity (``id``) or a literal (``value``, ``datatype``, ``lang``)."""
+        params: dict[str, Any] = {"ids": list(op.ids)}
+        start, conditions = self.entity("a", "src")
+        text = (
+            "UNWIND $ids AS src\n"
+            f"MATCH {start}{_hop(op.direction, 'r', op.relations)}(b)"
+            + where_clause(conditions)
+            + "\nRETURN src, type(r) AS relation, b.id AS id, b.value AS value, b.datatype AS datatype, "
+            f"b.lang AS lang, {_forward(op.direction, 'r', 'a')} AS forward"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
+    def walks(self, op: Walks) -> Compiled:
+        """Rows (ids, value, datatype, lang, relations, forward), one per walk following the
+        path (None = any relation). ``ids`` lists the node ids; the last is null when the walk
+        ends on a literal, described by ``value``/``datatype``/``lang``. With ``pairs``, only
+        walks from pair[0] ending at pair[1]. With ``distinct_edges=False`` each hop is a MATCH
+        of its own, since relationship uniqueness holds only within one MATCH."""
+        path, direction = op.path, op.direction
+        k = len(path)
+        nodes = [f"n{i}" for i in range(k + 1)]
+        rels = [f"r{i}" for i in range(1, k + 1)]
+        if op.pairs is None:
+            params: dict[str, Any] = {"ids": list(op.seeds)}
+            start, conditions = self.entity("n0", "id")
+            text = f"UNWIND $ids AS id\nMATCH {start}"
+            last = f"({nodes[-1]})"
+        else:
+            params = {"pairs": [list(p) for p in op.pairs]}
+            start, conditions = self.entity("n0", "pair[0]")
+            last, end_conditions = self.entity_reached(nodes[-1], "pair[1]")
+            conditions += end_conditions
+            text = f"UNWIND $pairs AS pair\nMATCH {start}"
+        for i, relation in enumerate(path):
+            if i > 0 and not op.distinct_edges:
+                text += f"\nMATCH ({nodes[i]})"
+            text += _hop(direction, rels[i], None if relation is None else [relation])
+            text += last if i == k - 1 else f"({nodes[i + 1]}:Entity)"
+        end = nodes[-1]
+        text += (
+            where_clause(conditions + (_distinct_relationships(rels) if op.distinct_edges else []))
+            + f"\nRETURN [{', '.join(n + '.id' for n in nodes)}] AS ids, "
+            f"{end}.value AS value, {end}.datatype AS datatype, {end}.lang AS lang, "
+            f"[{', '.join(f'type({r})' for r in rels)}] AS relations, "
+            f"[{', '.join(_forward(direction, r, nodes[i]) for i, r in enumerate(rels))}] AS forward"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
-def two_hop_relations(
-    ids: list[str], r1: str, direction: str, fetch: int | None, flavour: Flavour = NEO4J
-) -> Compiled:
-    """Rows (id, relation, direction, count) over the edges of the distinct entities reached
-    from each id through ``r1``; a self-loop counts once, as ``out``."""
-    params: dict[str, Any] = {"ids": ids}
-    start, conditions = flavour.entity("a", "id")
-    text = (
-        "UNWIND $ids AS id\n"
-        f"MATCH {start}{_hop(direction, '', [r1])}(m:Entity)"
-        + where_clause(conditions)
-        + "\nWITH DISTINCT id, m\n"
-        "MATCH (m)-[r]-()\n"
-        "RETURN id, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
-        "count(*) AS count"
-        + _limit(fetch, params)
-    )
-    return text, params
+    def two_hop_relations(self, op: TwoHopRelations) -> Compiled:
+        """Rows (id, relation, direction, count) over the edges of the distinct entities reached
+        from each id through ``r1``; a self-loop counts once, as ``out``."""
+        params: dict[str, Any] = {"ids": list(op.ids)}
+        start, conditions = self.entity("a", "id")
+        text = (
+            "UNWIND $ids AS id\n"
+            f"MATCH {start}{_hop(op.direction, '', [op.r1])}(m:Entity)"
+            + where_clause(conditions)
+            + "\nWITH DISTINCT id, m\n"
+            "MATCH (m)-[r]-()\n"
+            "RETURN id, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
+            "count(*) AS count"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
+    def literal_two_hop_relations(self, op: LiteralTwoHopRelations) -> Compiled:
+        """Rows (key, relation, direction, count) over the edges of the distinct entities with an
+        ``r1`` edge to the literal node of each key; a self-loop counts once, as ``out``."""
+        params: dict[str, Any] = {"keys": [literal_key(lit) for lit in op.literals]}
+        text = (
+            "UNWIND $keys AS key\n"
+            f"MATCH (:Literal {{key: key}})<-[:{quote_relation(op.r1)}]-(m:Entity)\n"
+            "WITH DISTINCT key, m\n"
+            "MATCH (m)-[r]-()\n"
+            "RETURN key, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
+            "count(*) AS count"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
-def literal_two_hop_relations(keys: list[str], r1: str, fetch: int | None) -> Compiled:
-    """Rows (key, relation, direction, count) over the edges of the distinct entities with an
-    ``r1`` edge to the literal node of each key; a self-loop counts once, as ``out``."""
-    params: dict[str, Any] = {"keys": keys}
-    text = (
-        "UNWIND $keys AS key\n"
-        f"MATCH (:Literal {{key: key}})<-[:{quote_relation(r1)}]-(m:Entity)\n"
-        "WITH DISTINCT key, m\n"
-        "MATCH (m)-[r]-()\n"
-        "RETURN key, type(r) AS relation, CASE WHEN startNode(r) = m THEN 'out' ELSE 'in' END AS direction, "
-        "count(*) AS count"
-        + _limit(fetch, params)
-    )
-    return text, params
+    def names(self, op: Names) -> Compiled:
+        """Rows (id, value, datatype, lang): every literal name of each id."""
+        params: dict[str, Any] = {"ids": list(op.ids)}
+        start, conditions = self.entity("a", "id")
+        text = (
+            "UNWIND $ids AS id\n"
+            f"MATCH {start}-[:{quote_relation(NAME_RELATION)}]->(l:Literal)"
+            + where_clause(conditions)
+            + "\nRETURN id, l.value AS value, l.datatype AS datatype, l.lang AS lang"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
+    def types(self, op: Types) -> Compiled:
+        """Rows (id, type): every entity class of each id."""
+        params: dict[str, Any] = {"ids": list(op.ids)}
+        start, conditions = self.entity("a", "id")
+        text = (
+            "UNWIND $ids AS id\n"
+            f"MATCH {start}-[:{quote_relation(TYPE_RELATION)}]->(t:Entity)"
+            + where_clause(conditions)
+            + "\nRETURN id, t.id AS type"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
-def names(ids: list[str], flavour: Flavour = NEO4J) -> Compiled:
-    """Rows (id, value, datatype, lang): every literal name of each id."""
-    start, conditions = flavour.entity("a", "id")
-    text = (
-        "UNWIND $ids AS id\n"
-        f"MATCH {start}-[:{quote_relation(NAME_RELATION)}]->(l:Literal)"
-        + where_clause(conditions)
-        + "\nRETURN id, l.value AS value, l.datatype AS datatype, l.lang AS lang"
-    )
-    return text, {"ids": ids}
+    def search(self, op: Search) -> Compiled:
+        """Rows (id, name) of entities whose name literal matches the text. ``prefix`` and
+        ``contains`` compare lower-cased (the needle lowered here, in Python) and also return
+        every name holding a :data:`CASE_SPECIAL` character, for the store to filter."""
+        if op.mode == "exact":
+            params: dict[str, Any] = {"text": op.text}
+            condition = "l.value = $text"
+        else:
+            params = {"needle": op.text.lower(), "special": list(CASE_SPECIAL)}
+            operator = "STARTS WITH" if op.mode == "prefix" else "CONTAINS"
+            condition = f"toLower(l.value) {operator} $needle OR any(c IN $special WHERE l.value CONTAINS c)"
+        text = (
+            f"MATCH (a:Entity)-[:{quote_relation(NAME_RELATION)}]->(l:Literal)\n"
+            f"WHERE {condition}\n"
+            "RETURN DISTINCT a.id AS id, l.value AS name"
+            + _limit(op.limit, params)
+        )
+        return Compiled(text, params)
 
+    def execute(self, op: Execute) -> Compiled:
+        """Rows (id, value, datatype, lang), one per answer node, or one row (count); see
+        ``cypher/sexpr.py``."""
+        return compile_sexpr(op.tree, self)
 
-def types(ids: list[str], flavour: Flavour = NEO4J) -> Compiled:
-    """Rows (id, type): every entity class of each id."""
-    start, conditions = flavour.entity("a", "id")
-    text = (
-        "UNWIND $ids AS id\n"
-        f"MATCH {start}-[:{quote_relation(TYPE_RELATION)}]->(t:Entity)"
-        + where_clause(conditions)
-        + "\nRETURN id, t.id AS type"
-    )
-    return text, {"ids": ids}
+    def count_triples(self, op: CountTriples) -> Compiled:
+        return Compiled("MATCH ()-[r]->() RETURN count(r) AS count", {})
 
+    def count_entities(self, op: CountEntities) -> Compiled:
+        return Compiled("MATCH (n:Entity) RETURN count(n) AS count", {})
 
-def search(text: str, mode: str, fetch: int | None) -> Compiled:
-    """Rows (id, name) of entities whose name literal matches ``text``. ``prefix`` and
-    ``contains`` compare lower-cased (the needle lowered here, in Python) and also return
-    every name holding a :data:`CASE_SPECIAL` character, for the caller to filter."""
-    if mode == "exact":
-        params: dict[str, Any] = {"text": text}
-        condition = "l.value = $text"
-    else:
-        params = {"needle": text.lower(), "special": list(CASE_SPECIAL)}
-        operator = "STARTS WITH" if mode == "prefix" else "CONTAINS"
-        condition = f"toLower(l.value) {operator} $needle OR any(c IN $special WHERE l.value CONTAINS c)"
-    query = (
-        f"MATCH (a:Entity)-[:{quote_relation(NAME_RELATION)}]->(l:Literal)\n"
-        f"WHERE {condition}\n"
-        "RETURN DISTINCT a.id AS id, l.value AS name"
-        + _limit(fetch, params)
-    )
-    return query, params
+    def relation_types(self, op: RelationTypes) -> Compiled:
+        return Compiled("CALL db.relationshipTypes() YIELD relationshipType RETURN relationshipType", {})
 
-
-def count_triples() -> Compiled:
-    return "MATCH ()-[r]->() RETURN count(r) AS count", {}
-
-
-def count_entities() -> Compiled:
-    return "MATCH (n:Entity) RETURN count(n) AS count", {}
-
-
-def relation_types() -> Compiled:
-    return "CALL db.relationshipTypes() YIELD relationshipType RETURN relationshipType", {}
-
-
-def count_relations(relations: list[str]) -> Compiled:
-    """Rows (i, count): the number of edges of ``relations[i]``, one branch per type so that
-    Neo4j answers each from its count store."""
-    branches = [
-        f"MATCH ()-[r:{quote_relation(rel)}]->() RETURN {i} AS i, count(r) AS count"
-        for i, rel in enumerate(relations)
-    ]
-    return "\nUNION ALL\n".join(branches), {}
-
-
-# ---------------------------------------------------------------------- read-only check
-# String literals, comments and backticked names, scanned left to right so that one cannot
-# hide another (a quote inside a comment, ``//`` inside a string). Backticked names become a
-# placeholder word, so that ``CALL `a.b`()`` still shows a procedure call.
-_OPAQUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|(`(?:[^`]|``)*`)""", re.DOTALL)
-_WRITE_KEYWORDS = frozenset(
-    ("CREATE", "MERGE", "DELETE", "DETACH", "SET", "REMOVE", "DROP", "LOAD", "FOREACH", "INSERT", "ALTER")
-    + ("RENAME", "GRANT", "DENY", "REVOKE", "START", "STOP", "TERMINATE", "ENABLE", "DEALLOCATE", "REALLOCATE")
-)
-# Words preceded by `.`, `$` or `:` are property, parameter, label or type names.
-_WORD = re.compile(r"(?<![.$:\w])[A-Za-z_]\w*")
-# A procedure name after CALL; Cypher allows blanks around the dots.
-_CALL_TARGET = re.compile(r"\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)")
-READ_ONLY_PROCEDURES = frozenset(
-    name.lower()
-    for name in (
-        "db.labels", "db.relationshipTypes", "db.propertyKeys", "db.indexes", "db.constraints",
-        "db.schema.visualization", "db.schema.nodeTypeProperties", "db.schema.relTypeProperties",
-        "db.info", "db.ping", "db.meta.stats",
-        "db.index.fulltext.queryNodes", "db.index.fulltext.queryRelationships",
-        "db.index.vector.queryNodes", "db.index.vector.queryRelationships",
-        "db.idx.fulltext.queryNodes", "db.idx.fulltext.queryRelationships", "db.idx.vector.queryNodes",
-    )
-)
-
-
-def check_read_only(text: str) -> None:
-    """Raise ReadOnlyViolationError unless ``text`` only reads: no writing clause, and CALL
-    only of a subquery or a read-only ``db.`` procedure."""
-    code = _OPAQUE.sub(lambda m: " quoted_name " if m.group(1) else " ", text)
-    for match in _WORD.finditer(code):
-        word = match.group().upper()
-        if word in _WRITE_KEYWORDS:
-            raise ReadOnlyViolationError(
-                f"query refused: {match.group()!r} writes to the store; query() only reads "
-                "(load data with add_triples or a loader)"
+    def relation_counts(self, op: RelationCounts) -> Compiled:
+        """Rows (i, count): the number of edges of ``relations[i]``, one branch per type so that
+        Neo4j answers each from its count store."""
+        if op.relations is None:
+            raise UnsupportedOperationError(
+                f"the {self.dialect} dialect counts the relations it is given: list them (relation_types)"
             )
-        if word == "CALL":
-            target = _CALL_TARGET.match(code, match.end())
-            name = re.sub(r"\s+", "", target.group(1)) if target else None
-            if name is not None and name.lower() not in READ_ONLY_PROCEDURES:
-                raise ReadOnlyViolationError(
-                    f"query refused: CALL {name} is not a known read-only procedure; "
-                    "query() may CALL only read-only db.* procedures such as db.labels, or a CALL {} subquery"
-                )
+        branches = [
+            f"MATCH ()-[r:{quote_relation(rel)}]->() RETURN {i} AS i, count(r) AS count"
+            for i, rel in enumerate(op.relations)
+        ]
+        return Compiled("\nUNION ALL\n".join(branches), {})
 
 
-# ---------------------------------------------------------------------- FalkorDB transport
-_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+class FalkorDBCompiler(CypherCompiler):
+    """FalkorDB 4.16: its string index is not exact. It stores keys with leading and trailing
+    blanks trimmed and does not check its hits, so looking up ``'x '`` finds nothing and
+    ``'x'`` also finds ``' x'``. Here an entity is looked up by its id trimmed of spaces (which
+    ids may contain; other blanks are control characters, which they may not) and the hits are
+    checked exactly, in a form (``id + ''``) that the planner cannot turn back into an index
+    lookup."""
+
+    dialect: ClassVar[str] = "falkordb"
+    exact_index: ClassVar[bool] = False
+
+    def entity(self, var: str, key: str) -> tuple[str, list[str]]:
+        return f"({var}:Entity {{id: trim({key})}})", [f"{var}.id + '' = {key}"]
+
+    def entity_reached(self, var: str, key: str) -> tuple[str, list[str]]:
+        # on FalkorDB a lookup there is a plain filter, which the trimmed key would break
+        return f"({var}:Entity)", [f"{var}.id + '' = {key}"]
 
 
-def cypher_literal(value: Any) -> str:
-    """``value`` as a Cypher literal, escaped so that the text reads back as exactly it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInputError(f"cannot pass the non-finite number {value!r} to the store")
-        return repr(value)
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInputError(f"FalkorDB cannot store NUL characters: {value!r}")
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(cypher_literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = (f"`{str(k).replace('`', '``')}`: {cypher_literal(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    raise InvalidInputError(f"cannot pass a {type(value).__name__} parameter to the store: {value!r}")
-
-
-def inline_parameters(text: str, params: dict[str, Any]) -> str:
-    """The query with its parameters bound through FalkorDB's own ``CYPHER name=value`` header.
-
-    FalkorDB's Bolt endpoint pastes Bolt parameters into such a header without escaping
-    quotes and through a fixed 4 KB buffer, so the store binds them itself, escaped.
-    """
-    if not params:
-        return text
-    for name in params:
-        if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
-            raise InvalidInputError(f"invalid query parameter name {name!r}: use letters, digits and '_'")
-    header = " ".join(f"{name}={cypher_literal(value)}" for name, value in params.items())
-    return f"CYPHER {header} {text}"
+#: the compilers, ready to use (they hold no state)
+NEO4J = CypherCompiler()
+FALKORDB = FalkorDBCompiler()

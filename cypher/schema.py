@@ -8,19 +8,20 @@ the key stays short enough for any index.
 What differs between the servers is kept apart: :data:`NEO4J_SCHEMA` (uniqueness constraints,
 a TEXT index) is Neo4j 5 only; FalkorDB gets plain range indexes, created once each
 (:func:`falkordb_missing_indexes`), since it has no ``IF NOT EXISTS``. FalkorDB's string index
-is not exact (see :class:`cypher.compiler.Flavour`), so there entities are not MERGEd on their
+is not exact (see :class:`cypher.compiler.FalkorDBCompiler`), so there entities are not MERGEd on their
 id but looked up exactly and created when missing, and literal values are not indexed.
 """
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from cypher.compiler import NEO4J, Compiled, Flavour, quote_relation, where_clause
+from cypher.compiler import NEO4J, CypherCompiler
+from cypher.terms import literal_key, quote_relation, where_clause
 from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
 from engine.identifiers import validate_id, validate_relation
+from engine.ops import Compiled
 
 # ---------------------------------------------------------------------- Neo4j 5 only
 NEO4J_SCHEMA = (
@@ -60,35 +61,24 @@ def canonical_triple(triple: Triple) -> Triple:
     return Triple(validate_id(triple.subject), validate_relation(triple.relation), obj)
 
 
-def literal_key(literal: Literal) -> str:
-    """The MERGE key of a literal node: a digest of its N-Triples form."""
-    escaped = literal.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    text = f'"{escaped}"'
-    if literal.lang:
-        text += f"@{literal.lang}"
-    elif literal.datatype:
-        text += f"^^<{literal.datatype}>"
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
-def merge_entity_edges(relation: str, flavour: Flavour = NEO4J) -> str:
+def merge_entity_edges(relation: str, dialect: CypherCompiler = NEO4J) -> str:
     """Rows [subject, object id]: MERGE both entities (on FalkorDB: find them, see
     :func:`add_entities`) and the edge between them."""
-    if flavour.exact_index:
+    if dialect.exact_index:
         ends = "MERGE (s:Entity {id: row[0]})\nMERGE (o:Entity {id: row[1]})"
     else:
-        (s, s_conditions), (o, o_conditions) = flavour.entity("s", "row[0]"), flavour.entity("o", "row[1]")
+        (s, s_conditions), (o, o_conditions) = dialect.entity("s", "row[0]"), dialect.entity("o", "row[1]")
         ends = f"MATCH {s}, {o}" + where_clause(s_conditions + o_conditions)
     return f"UNWIND $rows AS row\n{ends}\nMERGE (s)-[:{quote_relation(relation)}]->(o)"
 
 
-def merge_literal_edges(relation: str, flavour: Flavour = NEO4J) -> str:
+def merge_literal_edges(relation: str, dialect: CypherCompiler = NEO4J) -> str:
     """Rows [subject, key, value, datatype, lang]: MERGE the entity (on FalkorDB: find it),
     the literal node and the edge."""
-    if flavour.exact_index:
+    if dialect.exact_index:
         subject = "MERGE (s:Entity {id: row[0]})"
     else:
-        pattern, conditions = flavour.entity("s", "row[0]")
+        pattern, conditions = dialect.entity("s", "row[0]")
         subject = f"MATCH {pattern}" + where_clause(conditions)
     return (
         f"UNWIND $rows AS row\n{subject}\n"
@@ -98,10 +88,10 @@ def merge_literal_edges(relation: str, flavour: Flavour = NEO4J) -> str:
     )
 
 
-def add_entities(flavour: Flavour) -> str:
+def add_entities(dialect: CypherCompiler) -> str:
     """Ids (distinct): create the entities not there yet. Needed where MERGE cannot be trusted
     to find an entity by id (FalkorDB)."""
-    pattern, conditions = flavour.entity("e", "id")
+    pattern, conditions = dialect.entity("e", "id")
     return (
         f"UNWIND $ids AS id\nOPTIONAL MATCH {pattern}"
         + where_clause(conditions)
@@ -109,13 +99,13 @@ def add_entities(flavour: Flavour) -> str:
     )
 
 
-def set_names(flavour: Flavour = NEO4J) -> str:
+def set_names(dialect: CypherCompiler = NEO4J) -> str:
     """Rows [id, name]: the display name property of entity nodes."""
-    pattern, conditions = flavour.entity("a", "row[0]")
+    pattern, conditions = dialect.entity("a", "row[0]")
     return f"UNWIND $rows AS row\nMATCH {pattern}" + where_clause(conditions) + "\nSET a.name = row[1]"
 
 
-def edge_batches(triples: Iterable[Triple], batch_size: int, flavour: Flavour = NEO4J) -> Iterator[Compiled]:
+def edge_batches(triples: Iterable[Triple], batch_size: int, dialect: CypherCompiler = NEO4J) -> Iterator[Compiled]:
     """Bulk MERGE statements for ``triples`` (canonical, validated, without duplicates), grouped
     by relationship type and object kind, since a relationship type cannot be a parameter;
     at most ``batch_size`` rows each. On FalkorDB each is preceded by the :func:`add_entities`
@@ -128,17 +118,17 @@ def edge_batches(triples: Iterable[Triple], batch_size: int, flavour: Flavour = 
         else:
             groups[(t.relation, False)].append([t.subject, t.object])
     for (relation, is_literal), rows in sorted(groups.items()):
-        text = merge_literal_edges(relation, flavour) if is_literal else merge_entity_edges(relation, flavour)
+        text = merge_literal_edges(relation, dialect) if is_literal else merge_entity_edges(relation, dialect)
         for start in range(0, len(rows), batch_size):
             batch = rows[start:start + batch_size]
-            if not flavour.exact_index:
+            if not dialect.exact_index:
                 ids = [row[0] for row in batch] + ([] if is_literal else [row[1] for row in batch])
-                yield add_entities(flavour), {"ids": list(dict.fromkeys(ids))}
+                yield add_entities(dialect), {"ids": list(dict.fromkeys(ids))}
             yield text, {"rows": batch}
 
 
-def name_batches(names: dict[str, str], batch_size: int, flavour: Flavour = NEO4J) -> Iterator[Compiled]:
+def name_batches(names: dict[str, str], batch_size: int, dialect: CypherCompiler = NEO4J) -> Iterator[Compiled]:
     """SET statements for the ``name`` property of entity nodes, ``batch_size`` rows each."""
     rows = [[i, n] for i, n in sorted(names.items())]
     for start in range(0, len(rows), batch_size):
-        yield set_names(flavour), {"rows": rows[start:start + batch_size]}
+        yield set_names(dialect), {"rows": rows[start:start + batch_size]}

@@ -6,15 +6,16 @@ variable (``s0``, ``s1`` …) collected by a ``WITH`` that carries the lists sti
 an empty set never drops the row (``OPTIONAL MATCH``, and ``[null]`` in place of an empty
 list before an ``UNWIND``). Entities are ``(:Entity {id})`` nodes, literals ``(:Literal {key,
 value, datatype, lang})`` nodes found by their key; ids, keys and bounds are ``$parameters``,
-relation names enter through :func:`cypher.compiler.quote_relation`.
+relation names enter through :func:`cypher.terms.quote_relation`. Entities are looked up
+through the dialect compiler's ``entity`` / ``entity_reached`` hooks (FalkorDB's differ).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cypher.compiler import NEO4J, Compiled, Flavour, quote_relation, where_clause
-from cypher.schema import literal_key
+from cypher.terms import literal_key, quote_relation, where_clause
 from engine.graph import TYPE_RELATION, XSD
+from engine.ops import Compiled
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NUMERIC_TYPES,
@@ -36,6 +37,9 @@ from engine.sexpr.tree import (
     path_hops,
 )
 
+if TYPE_CHECKING:
+    from cypher.compiler import CypherCompiler
+
 _OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _TYPE_PARAMS = {
     "sx_number": sorted(NUMERIC_TYPES),
@@ -47,9 +51,9 @@ _TYPE_PARAMS = {
 }
 
 
-def compile_sexpr(tree: Top, flavour: Flavour = NEO4J) -> Compiled:
+def compile_sexpr(tree: Top, dialect: CypherCompiler) -> Compiled:
     """Rows (id, value, datatype, lang), one per answer node, or one row (count)."""
-    return _Builder(flavour).compile(tree)
+    return _Builder(dialect).compile(tree)
 
 
 def key_expression(var: str, kind: str | None) -> str:
@@ -76,8 +80,8 @@ def key_expression(var: str, kind: str | None) -> str:
 
 
 class _Builder:
-    def __init__(self, flavour: Flavour) -> None:
-        self.flavour = flavour
+    def __init__(self, dialect: CypherCompiler) -> None:
+        self.dialect = dialect
         self.params: dict[str, Any] = dict(_TYPE_PARAMS)
         self.lines: list[str] = []
         self.carry: list[str] = []
@@ -92,7 +96,7 @@ class _Builder:
             self.lines.append(
                 f"UNWIND {final} AS n\nRETURN DISTINCT n.id AS id, n.value AS value, n.datatype AS datatype, n.lang AS lang"
             )
-        return "\n".join(self.lines), self.params
+        return Compiled("\n".join(self.lines), self.params)
 
     # ------------------------------------------------------------------ plumbing
     def name(self, prefix: str) -> str:
@@ -121,14 +125,14 @@ class _Builder:
     # ------------------------------------------------------------------ sets
     def set_of(self, node: Expr) -> str:
         if isinstance(node, Entity):
-            pattern, conditions = self.flavour.entity("n", self.param(node.id))
+            pattern, conditions = self.dialect.entity("n", self.param(node.id))
             self.lines.append(f"OPTIONAL MATCH {pattern}" + where_clause(conditions))
             return self.keep("collect(DISTINCT n)")
         if isinstance(node, Value):
             self.lines.append(f"OPTIONAL MATCH (n:Literal {{key: {self.param(literal_key(node.literal))}}})")
             return self.keep("collect(DISTINCT n)")
         if isinstance(node, Class):
-            pattern, conditions = self.flavour.entity("c", self.param(node.name))
+            pattern, conditions = self.dialect.entity("c", self.param(node.name))
             self.lines.append(
                 f"OPTIONAL MATCH {pattern}<-[:{quote_relation(TYPE_RELATION)}]-(n:Entity)" + where_clause(conditions)
             )
@@ -164,7 +168,7 @@ class _Builder:
             x = self.name("x")
             self.unwind(members, x)
             self.drop(members)
-            pattern, conditions = self.flavour.entity_reached("c", self.param(left.name))
+            pattern, conditions = self.dialect.entity_reached("c", self.param(left.name))
             self.lines.append(
                 f"OPTIONAL MATCH ({x})-[:{quote_relation(TYPE_RELATION)}]->{pattern}" + where_clause(conditions)
             )

@@ -10,7 +10,9 @@ from typing import Any
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import FREEBASE_NS
+from engine.identifiers import DEFAULT_LIMIT, UNBOUNDED
 from engine.open import open_store
+from engine.ops import Compiled, Op
 from engine.render import render
 from engine.results import to_json
 
@@ -117,6 +119,18 @@ def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> No
         print(render(result, names))
 
 
+def emit_explained(args: argparse.Namespace, calls: list[tuple[Op, Compiled]]) -> None:
+    """The compiled queries of ``--explain``: per store call, the operation, text and parameters."""
+    found = [{"op": op.name, "text": compiled.text, "params": to_json(compiled.params)} for op, compiled in calls]
+    if args.json:
+        print(json.dumps(found, ensure_ascii=False, indent=2))
+        return
+    for item in found:
+        print(f"-- {item['op']}\n{item['text']}")
+        if item["params"]:
+            print(f"-- parameters: {json.dumps(item['params'], ensure_ascii=False)}")
+
+
 # --------------------------------------------------------------------- query operations
 def parse_anchors(ids: list[str], literal_texts: list[str], missing: str) -> list:
     """Ids, then literals written as in an S-expression; ``missing`` is the error when there
@@ -129,6 +143,16 @@ def parse_anchors(ids: list[str], literal_texts: list[str], missing: str) -> lis
     return found
 
 
+def _limit(text: str) -> int | str:
+    """A ``--limit`` value: a number of rows, or ``unbounded``."""
+    if text == UNBOUNDED:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of rows, or {UNBOUNDED}") from None
+
+
 def _query_anchors(args: argparse.Namespace) -> list:
     return parse_anchors(args.ids, args.literals, f"{args.operation} needs at least one id or --literal VALUE")
 
@@ -139,13 +163,23 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(operation=name)
         add_store_arguments(p)
         add_output_arguments(p)
+        if name != "query":
+            p.add_argument(
+                "--explain", action="store_true",
+                help="print the compiled SPARQL or Cypher and its parameters instead of running it",
+            )
+            p.add_argument("--timeout", type=float, default=None, help="seconds each store call may run (default: no limit)")
         return p
 
     def direction(p: argparse.ArgumentParser, default: str = "both") -> None:
         p.add_argument("--direction", choices=["out", "in", "both"], default=default)
 
-    def limit(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--limit", type=int, default=None)
+    def limit(p: argparse.ArgumentParser, default: int | None = None) -> None:
+        shown = f"default {default}" if default else f"default {DEFAULT_LIMIT:,}"
+        p.add_argument(
+            "--limit", type=_limit, default=default,
+            help=f"most rows to return ({shown}; '{UNBOUNDED}' for every row); a cut answer says it is truncated",
+        )
 
     def literal_anchors(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -193,7 +227,7 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p = op("search", "entities by name")
     p.add_argument("text")
     p.add_argument("--mode", choices=["exact", "prefix", "contains"], default="exact")
-    p.add_argument("--limit", type=int, default=10)
+    limit(p, 10)
     p = op("query", "raw read-only SPARQL or Cypher")
     p.add_argument("text")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="bind $NAME (an id); repeatable")
@@ -201,37 +235,45 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
 
 def _run_operation(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
-        name = args.operation
-        if name == "relations":
-            result = store.relations(_query_anchors(args), args.direction, args.limit)
-        elif name == "expand":
-            result = store.expand(args.ids, args.relations, args.direction, args.limit)
-        elif name == "follow_paths":
-            path = [r.strip() for r in args.path.split(",") if r.strip()]
-            result = store.follow_paths(
-                args.seeds, path, args.direction, args.limit, distinct_edges=not args.reuse_edges
-            )
-        elif name == "subgraph":
-            result = store.subgraph(args.seeds, args.hops, args.direction, args.relations, args.limit)
-        elif name == "shortest_paths":
-            result = store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit)
-        elif name == "two_hop_relations":
-            result = store.two_hop_relations(_query_anchors(args), args.r1, args.direction, args.limit)
-        elif name == "names":
-            result = store.names(args.ids)
-        elif name == "types":
-            result = store.types(args.ids)
-        elif name == "search":
-            result = store.search(args.text, args.mode, args.limit)
+        if getattr(args, "explain", False):
+            with store.explaining() as calls:
+                _call_operation(store, args)
+            emit_explained(args, calls)
         else:
-            params: dict[str, Any] = {}
-            for item in args.param:
-                key, sep, value = item.partition("=")
-                if not sep:
-                    raise KGQAError(f"--param {item!r}: write NAME=VALUE")
-                params[key] = value
-            result = store.query(args.text, params)
-        emit(args, result)
+            emit(args, _call_operation(store, args))
+
+
+def _call_operation(store: Any, args: argparse.Namespace) -> Any:
+    name = args.operation
+    timeout = {"timeout": args.timeout} if getattr(args, "timeout", None) is not None else {}
+    if name == "relations":
+        return store.relations(_query_anchors(args), args.direction, args.limit, **timeout)
+    if name == "expand":
+        return store.expand(args.ids, args.relations, args.direction, args.limit, **timeout)
+    if name == "follow_paths":
+        path = [r.strip() for r in args.path.split(",") if r.strip()]
+        return store.follow_paths(
+            args.seeds, path, args.direction, args.limit, distinct_edges=not args.reuse_edges, **timeout
+        )
+    if name == "subgraph":
+        return store.subgraph(args.seeds, args.hops, args.direction, args.relations, args.limit, **timeout)
+    if name == "shortest_paths":
+        return store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit, **timeout)
+    if name == "two_hop_relations":
+        return store.two_hop_relations(_query_anchors(args), args.r1, args.direction, args.limit, **timeout)
+    if name == "names":
+        return store.names(args.ids, **timeout)
+    if name == "types":
+        return store.types(args.ids, **timeout)
+    if name == "search":
+        return store.search(args.text, args.mode, args.limit, **timeout)
+    params: dict[str, Any] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise KGQAError(f"--param {item!r}: write NAME=VALUE")
+        params[key] = value
+    return store.query(args.text, params)
 
 
 # --------------------------------------------------------------------- load, stats, demo

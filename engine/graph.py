@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Union
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidIdentifierError, InvalidInputError
+from engine.identifiers import IRI_PATTERN
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
@@ -85,26 +86,44 @@ class Literal:
     """A literal: a lexical form with an optional datatype IRI or language tag.
 
     ``datatype`` is None for plain strings (xsd:string); ``lang`` is set only for
-    language-tagged strings. Construct through :meth:`make` to get canonical forms.
+    language-tagged strings. Every Literal is in its canonical form, whichever way it was
+    made (one rule, here): language tags lower-cased, xsd:string and rdf:langString folded
+    into plain strings, integer subtypes into xsd:integer, numbers, booleans and dates in
+    their canonical lexical form (``Literal("01", XSD + "integer").value == "1"``). An
+    ill-typed value, a bad language tag or an unsafe datatype IRI raises InvalidInputError.
     """
 
     value: str
     datatype: str | None = None
     lang: str | None = None
 
-    @classmethod
-    def make(cls, value: str, datatype: str | None = None, lang: str | None = None) -> "Literal":
+    def __post_init__(self) -> None:
+        value, datatype, lang = self.value, self.datatype, self.lang
+        if not isinstance(value, str):
+            raise InvalidInputError(f"a literal's value must be a string, got {value!r}")
         if lang:
             if not _LANG.fullmatch(lang):
                 raise InvalidInputError(f"invalid language tag {lang!r} on literal {value!r}")
-            return cls(value, None, lang.lower())
-        if datatype in (None, "", XSD_STRING, RDF_LANG_STRING):
-            return cls(value, None, None)
-        try:
-            lexical = _canonical_lexical(value, datatype)
-            return cls(lexical, XSD + "integer" if datatype in INTEGER_TYPES else datatype, None)
-        except (ValueError, InvalidOperation) as e:
-            raise InvalidInputError(f"ill-typed literal {value!r}^^<{datatype}>") from e
+            canonical: tuple[str, str | None, str | None] = (value, None, lang.lower())
+        elif datatype in (None, "", XSD_STRING, RDF_LANG_STRING):
+            canonical = (value, None, None)
+        else:
+            if not isinstance(datatype, str) or not IRI_PATTERN.fullmatch(datatype):
+                raise InvalidIdentifierError(f"invalid datatype IRI {datatype!r} on literal {value!r}")
+            try:
+                lexical = _canonical_lexical(value, datatype)
+            except (ValueError, InvalidOperation) as e:
+                raise InvalidInputError(f"ill-typed literal {value!r}^^<{datatype}>") from e
+            canonical = (lexical, XSD + "integer" if datatype in INTEGER_TYPES else datatype, None)
+        if canonical != (value, datatype, lang):
+            object.__setattr__(self, "value", canonical[0])
+            object.__setattr__(self, "datatype", canonical[1])
+            object.__setattr__(self, "lang", canonical[2])
+
+    @classmethod
+    def make(cls, value: str, datatype: str | None = None, lang: str | None = None) -> Literal:
+        """The same as ``Literal(value, datatype, lang)`` (canonical either way)."""
+        return cls(value, datatype, lang)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"value": self.value}

@@ -1,12 +1,17 @@
-"""Validation of the identifiers that enter queries.
+"""Validation of what enters the engine: identifiers, IRIs, directions, limits, counts, seconds.
 
 Relation names become backticked relationship types in Cypher and IRIs in SPARQL, so they
 must pass a strict pattern. Node ids are never pasted into query text (they travel as
-parameters or percent-encoded IRIs), so they only need to be non-empty strings without
-control characters.
+parameters), so they only need to be non-empty strings without control characters. IRIs
+(namespaces, graphs, datatypes) pass one pattern, :data:`IRI_PATTERN`.
+
+Limits: every operation returns at most :data:`DEFAULT_LIMIT` rows unless its caller gives
+another bound (a positive integer) or lifts it with ``limit=UNBOUNDED``; a cut answer says
+``truncated``.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -17,6 +22,14 @@ from engine.errors import InvalidIdentifierError, InvalidInputError
 # `/`, `-`; starts with a letter, digit, `_` or `/`; at most 256 characters.
 RELATION_PATTERN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./\-]{0,255}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: an absolute IRI: a scheme, then at least one character that is not a blank, a control
+#: character, a double quote, an angle bracket or one of {}|^`\ (safe inside ``<…>``)
+IRI_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\x00-\x20<>\"{}|^`\\]+")
+
+#: the rows an operation returns when its caller names no limit
+DEFAULT_LIMIT = 100_000
+#: ``limit=UNBOUNDED`` lifts the default bound: every row of the answer
+UNBOUNDED = "unbounded"
 
 DIRECTIONS = ("out", "in", "both")
 SEARCH_MODES = ("exact", "prefix", "contains")
@@ -64,11 +77,45 @@ def validate_direction(direction: object) -> str:
 
 
 def validate_limit(limit: object) -> int | None:
+    """The bound an operation's answer is cut to: ``limit`` itself, :data:`DEFAULT_LIMIT` for
+    None, or None (no bound) for :data:`UNBOUNDED`."""
     if limit is None:
+        return DEFAULT_LIMIT
+    if limit == UNBOUNDED:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"invalid limit {limit!r}: use a positive integer or None")
+        raise InvalidInputError(
+            f"invalid limit {limit!r}: use a positive integer, None for the default bound of "
+            f"{DEFAULT_LIMIT:,} rows, or {UNBOUNDED!r} for every row"
+        )
     return limit
+
+
+def positive_int(value: object, name: str) -> int:
+    """``value`` if it is an integer ≥ 1 (not a bool), else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"invalid {name} {value!r}: use a positive integer")
+    return value
+
+
+def positive_seconds(value: object, name: str = "timeout") -> float:
+    """``value`` as seconds if it is a finite number > 0 (not a bool), else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidInputError(f"invalid {name} {value!r}: use a positive number of seconds")
+    return float(value)
+
+
+def validate_timeout(timeout: object) -> float | None:
+    """``timeout`` as seconds (a positive finite number), or None for no timeout."""
+    return None if timeout is None else positive_seconds(timeout, "timeout")
+
+
+def validate_iri(iri: object, what: str, example: str = "http://example.org/x") -> str:
+    """``iri`` if it is an absolute IRI safe to write between angle brackets, else an error
+    naming ``what`` it was meant to be."""
+    if not isinstance(iri, str) or not IRI_PATTERN.fullmatch(iri):
+        raise InvalidIdentifierError(f"invalid {what} {iri!r}: give an absolute IRI such as {example}")
+    return iri
 
 
 def validate_hops(hops: object, name: str = "hops", maximum: int = 8) -> int:

@@ -1,12 +1,14 @@
 """A plain-Python reference implementation of the operation vocabulary.
 
 It is the oracle the stores are tested against: every operation is written straight from
-its definition in ``engine/store.py`` (``subgraph`` and ``shortest_paths`` too, rather than
-through the base class's store-side algorithms), favouring obviousness over speed.
+its definition in ``engine/store.py`` (``subgraph`` and ``shortest_paths`` too, node by node
+on the breadth-first loop of ``engine/walk.py``, rather than through the base class's batched
+store calls), favouring obviousness over speed. It compiles nothing: it answers each
+operation of :mod:`engine.ops` in Python.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -29,6 +31,7 @@ from engine.identifiers import (
     validate_limit,
     validate_relations,
 )
+from engine.ops import Compiled, Op
 from engine.results import (
     PathsResult,
     QueryResult,
@@ -39,9 +42,10 @@ from engine.results import (
     TwoHopRelation,
 )
 from engine.sexpr.evaluate import Evaluator
-from engine.sexpr.tree import Top
+from engine.sexpr.tree import Count
 from engine.store import Store
 from engine.timeouts import run_with_timeout
+from engine.walk import breadth_first
 
 
 class ReferenceStore(Store):
@@ -92,23 +96,29 @@ class ReferenceStore(Store):
                 if relation is None or t.relation == relation:
                     yield Edge(node, t.relation, t.subject, False)
 
-    # ------------------------------------------------------------------ primitives
-    def _relations(self, ids: list[str], direction: str, fetch: int | None) -> list[RelationCount]:
+    # ------------------------------------------------------------------ operations
+    def _run(self, op: Op, compiled: Compiled | None) -> list:
+        # every operation is answered whole: the limit is the base class's job
+        answer = getattr(self, "_answer_" + op.name)
+        return run_with_timeout(lambda: answer(op), op.timeout, "the reference store")
+
+    def _answer_relations(self, op) -> list[RelationCount]:
         counts: Counter = Counter()
-        for node in ids:
-            for e in self.steps(node, None, direction):
+        for node in op.ids:
+            for e in self.steps(node, None, op.direction):
                 counts[(node, e.relation, "out" if e.forward else "in")] += 1
         return [RelationCount(i, r, d, n) for (i, r, d), n in counts.items()]
 
-    def _expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> list[Edge]:
-        wanted = None if relations is None else set(relations)
+    def _answer_expand(self, op) -> list[Edge]:
+        wanted = None if op.relations is None else set(op.relations)
         return [
-            e for node in ids for e in self.steps(node, None, direction) if wanted is None or e.relation in wanted
+            e for node in op.ids for e in self.steps(node, None, op.direction) if wanted is None or e.relation in wanted
         ]
 
-    def _walks(self, seeds, path, direction, fetch, pairs, distinct_edges=True):
-        starts = [s for s, _ in pairs] if pairs is not None else seeds
-        wanted_ends = None if pairs is None else set(pairs)
+    def _answer_walks(self, op) -> list[Path]:
+        path, direction, distinct_edges = op.path, op.direction, op.distinct_edges
+        starts = [s for s, _ in op.pairs] if op.pairs is not None else op.seeds
+        wanted_ends = None if op.pairs is None else set(op.pairs)
         out: set[Path] = set()
 
         def extend(nodes: list[Term], rels: list[str], fwd: list[bool], used: set[Triple]) -> None:
@@ -127,45 +137,46 @@ class ReferenceStore(Store):
             extend([seed], [], [], set())
         return list(out)
 
-    def _two_hop_relations(self, ids, r1, direction, fetch):
+    def _answer_two_hop_relations(self, op) -> list[TwoHopRelation]:
         counts: Counter = Counter()
-        for node in ids:
-            middles = {e.dst for e in self.steps(node, r1, direction) if not isinstance(e.dst, Literal)}
+        for node in op.ids:
+            middles = {e.dst for e in self.steps(node, op.r1, op.direction) if not isinstance(e.dst, Literal)}
             for m in middles:
                 for e in self.steps(m, None, "both"):
                     counts[(node, e.relation, "out" if e.forward else "in")] += 1
-        return [TwoHopRelation(i, r1, r, d, n) for (i, r, d), n in counts.items()]
+        return [TwoHopRelation(i, op.r1, r, d, n) for (i, r, d), n in counts.items()]
 
-    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
-        counts: Counter = Counter((lit, t.relation) for lit in literals for t in self._in.get(lit, ()))
+    def _answer_literal_relations(self, op) -> list[RelationCount]:
+        counts: Counter = Counter((lit, t.relation) for lit in op.literals for t in self._in.get(lit, ()))
         return [RelationCount(lit, r, "in", n) for (lit, r), n in counts.items()]
 
-    def _literal_two_hop_relations(self, literals, r1, fetch):
+    def _answer_literal_two_hop_relations(self, op) -> list[TwoHopRelation]:
         counts: Counter = Counter()
-        for lit in literals:
-            middles = {t.subject for t in self._in.get(lit, ()) if t.relation == r1}
+        for lit in op.literals:
+            middles = {t.subject for t in self._in.get(lit, ()) if t.relation == op.r1}
             for m in middles:
                 for e in self.steps(m, None, "both"):
                     counts[(lit, e.relation, "out" if e.forward else "in")] += 1
-        return [TwoHopRelation(i, r1, r, d, n) for (i, r, d), n in counts.items()]
+        return [TwoHopRelation(i, op.r1, r, d, n) for (i, r, d), n in counts.items()]
 
-    def _names(self, ids: list[str]) -> dict[str, list[Literal]]:
-        wanted = set(ids)
-        found: dict[str, list[Literal]] = defaultdict(list)
-        for t in self.triples:
-            if t.relation == NAME_RELATION and t.subject in wanted and isinstance(t.object, Literal):
-                found[t.subject].append(t.object)
-        return found
+    def _answer_names(self, op) -> list[tuple[str, Literal]]:
+        wanted = set(op.ids)
+        return [
+            (t.subject, t.object)
+            for t in self.triples
+            if t.relation == NAME_RELATION and t.subject in wanted and isinstance(t.object, Literal)
+        ]
 
-    def _types(self, ids: list[str]) -> dict[str, list[str]]:
-        wanted = set(ids)
-        found: dict[str, list[str]] = defaultdict(list)
-        for t in self.triples:
-            if t.relation == TYPE_RELATION and t.subject in wanted and not isinstance(t.object, Literal):
-                found[t.subject].append(t.object)
-        return found
+    def _answer_types(self, op) -> list[tuple[str, str]]:
+        wanted = set(op.ids)
+        return [
+            (t.subject, t.object)  # type: ignore[misc]
+            for t in self.triples
+            if t.relation == TYPE_RELATION and t.subject in wanted and not isinstance(t.object, Literal)
+        ]
 
-    def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]:
+    def _answer_search(self, op) -> list[SearchHit]:
+        text, mode = op.text, op.mode
         needle = text.lower()
         hits = set()
         for t in self.triples:
@@ -180,42 +191,39 @@ class ReferenceStore(Store):
                 hits.add(SearchHit(t.subject, name))
         return list(hits)
 
+    def _answer_execute(self, op) -> list:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.triples)
+        result = self._evaluator.run(op.tree)
+        return [result] if isinstance(op.tree, Count) else list(result)  # type: ignore[arg-type]
+
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
         raise UnsupportedOperationError("the reference store has no query language")
 
-    def _execute_tree(self, tree: Top, timeout: float | None = None) -> set[Term] | int:
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.triples)
-        evaluator = self._evaluator
-        return run_with_timeout(lambda: evaluator.run(tree), timeout, "the reference store")
-
     # ------------------------------------------------------------------ by definition
-    def subgraph(self, seeds: Sequence[str], hops: int, direction: str = "both", relations=None, limit=None):
+    def subgraph(self, seeds: Sequence[str], hops: int, direction: str = "both", relations=None, limit=None, *, timeout=None):
         seeds = validate_ids(seeds)
         hops = validate_hops(hops)
         direction = validate_direction(direction)
         wanted = None if relations is None else set(validate_relations(relations))
         limit = validate_limit(limit)
         depth: dict[Term, int] = {s: 0 for s in seeds}
-        queue = deque(seeds)
         edges: set[Triple] = set()
-        while queue:
-            node = queue.popleft()
-            if depth[node] == hops:
-                continue
-            for e in self.steps(node, None, direction):
-                if wanted is not None and e.relation not in wanted:
-                    continue
-                edges.add(e.triple())
-                if e.dst not in depth:
-                    depth[e.dst] = depth[node] + 1
-                    queue.append(e.dst)
+
+        def layer(frontier: list[str]) -> list[Edge]:
+            steps = (e for node in frontier for e in self.steps(node, None, direction))
+            return [e for e in steps if wanted is None or e.relation in wanted]
+
+        for layer_depth, edge, first in breadth_first(seeds, hops, layer):
+            edges.add(edge.triple())
+            if first:
+                depth[edge.dst] = layer_depth
         ordered = sorted(edges, key=lambda t: (t.subject, t.relation, term_key(t.object)))
         if limit is not None and len(ordered) > limit:
             return SubgraphResult(ordered[:limit], depth, True)
         return SubgraphResult(ordered, depth)
 
-    def shortest_paths(self, sources, targets, max_hops: int = 3, limit=None) -> PathsResult:
+    def shortest_paths(self, sources, targets, max_hops: int = 3, limit=None, *, timeout=None) -> PathsResult:
         sources = validate_ids(sources)
         targets = validate_ids(targets)
         max_hops = validate_hops(max_hops, "max_hops")
@@ -225,17 +233,15 @@ class ReferenceStore(Store):
             # BFS layers, remembering every edge that reaches a node at its shortest distance.
             dist: dict[Term, int] = {s: 0}
             parents: dict[Term, list[Edge]] = defaultdict(list)
-            frontier = [s]
-            while frontier and dist[frontier[0]] < max_hops:
-                nxt: list[Term] = []
-                for node in frontier:
-                    for e in self.steps(node, None, "both"):
-                        if e.dst not in dist:
-                            dist[e.dst] = dist[node] + 1
-                            nxt.append(e.dst)
-                        if dist[e.dst] == dist[node] + 1:
-                            parents[e.dst].append(e)
-                frontier = nxt
+
+            def layer(frontier: list[str]) -> list[Edge]:
+                return [e for node in frontier for e in self.steps(node, None, "both")]
+
+            for depth, edge, first in breadth_first([s], max_hops, layer):
+                if first:
+                    dist[edge.dst] = depth
+                if dist[edge.dst] == depth:
+                    parents[edge.dst].append(edge)
             for t in targets:
                 if t == s or t not in dist:
                     continue

@@ -1,14 +1,22 @@
 """The store interface: the operation vocabulary every backend honours identically.
 
-Public methods validate their input, call one backend primitive (``_relations``,
-``_expand``, ``_walks`` …), then sort and cut the rows the same way for every store. A
-primitive gets ``fetch`` (``limit + 1``, or None for everything) and returns at most that
-many rows in any order; the base turns the extra row into ``truncated``.
+Public methods validate their input, build operations (:mod:`engine.ops`), run each through
+:meth:`Store._call` (compile with the store's dialect, run, decode, tell the
+:attr:`Store.listeners`), then sort and cut the rows the same way for every store. An
+operation carries ``limit``: one row more than the caller's limit, or None for everything;
+a backend returns at most that many rows in any order; the base turns the extra row into
+``truncated``.
 
-Limit contract: when ``truncated`` is False the answer is identical on every store; when it
-is True every store returns exactly ``limit`` rows, each a row of the full answer (which
-rows is up to the store: asking a database for a sorted prefix of a hub's millions of edges
-would defeat the point of the limit).
+Limit contract: every operation returns at most ``limit`` rows; None means the default bound
+:data:`engine.identifiers.DEFAULT_LIMIT` (100,000 rows), ``limit=UNBOUNDED`` lifts it. When
+``truncated`` is False the answer is identical on every store; when it is True every store
+returns exactly ``limit`` rows, each a row of the full answer (which rows is up to the store:
+asking a database for a sorted prefix of a hub's millions of edges would defeat the point of
+the limit).
+
+Timeouts: every operation takes ``timeout`` (seconds; None: none beyond the store's own
+request limits); a store that runs past it raises :class:`engine.errors.QueryTimeoutError`
+(see :meth:`Store.execute` for how each store enforces it).
 
 Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest_paths``,
 ``relations`` and ``two_hop_relations``:
@@ -20,20 +28,16 @@ Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest
 ``relations`` and ``two_hop_relations`` also take literal anchors (ARG-KBQA's questions
 anchor on values such as a year): a literal's edges are those whose object is that literal,
 all met ``in``; the rows name the anchor by the canonical :class:`Literal` itself.
-
-``execute`` takes a ``timeout`` in seconds; a store that runs past it raises
-:class:`engine.errors.QueryTimeoutError` (see :meth:`Store.execute` for how each store
-enforces it).
 """
 from __future__ import annotations
 
-import re
+import contextlib
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import (
-    InvalidIdentifierError,
     InvalidInputError,
     QueryTimeoutError,
     UnsupportedOperationError,
@@ -48,6 +52,23 @@ from engine.identifiers import (
     validate_limit,
     validate_relation,
     validate_relations,
+    validate_timeout,
+)
+from engine.ops import (
+    CallRecord,
+    Compiled,
+    Compiler,
+    Execute,
+    Expand,
+    LiteralRelations,
+    LiteralTwoHopRelations,
+    Names,
+    Op,
+    Relations,
+    Search,
+    TwoHopRelations,
+    Types,
+    Walks,
 )
 from engine.results import (
     ExecuteResult,
@@ -65,12 +86,15 @@ from engine.results import (
 )
 from engine.sexpr.parser import parse
 from engine.sexpr.tree import Count, Top, to_text
-from engine.timeouts import validate_timeout
+from engine.walk import breadth_first
 
 if TYPE_CHECKING:
     from sparql.ntriples import CanonicalNTriples
 
 MAX_PATH_HOPS = 8
+
+#: a function told of every store call (see :attr:`Store.listeners`)
+Listener = Callable[[CallRecord], None]
 
 
 def pick_name(names: Iterable[Literal]) -> str | None:
@@ -87,7 +111,8 @@ def pick_name(names: Iterable[Literal]) -> str | None:
 
 
 def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
-    """Pass triples through, raising on the first that may not enter a store."""
+    """Pass triples through, raising on the first that may not enter a store (literal objects
+    are valid and canonical by construction)."""
     for t in triples:
         if not isinstance(t, Triple):
             raise InvalidInputError(f"expected a Triple, got {t!r}")
@@ -98,19 +123,6 @@ def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
         yield t
 
 
-# a datatype IRI: a scheme, then no blanks, quotes, angle brackets or the like
-_DATATYPE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\]*")
-
-
-def validate_literal(literal: Literal) -> Literal:
-    """``literal`` in its canonical form (:meth:`Literal.make`), with a safe datatype IRI."""
-    if literal.datatype is not None and not _DATATYPE_IRI.fullmatch(literal.datatype):
-        raise InvalidIdentifierError(f"invalid datatype IRI {literal.datatype!r} on literal {literal.value!r}")
-    if not isinstance(literal.value, str):
-        raise InvalidInputError(f"a literal's value must be a string, got {literal.value!r}")
-    return Literal.make(literal.value, literal.datatype, literal.lang)
-
-
 def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], list[Literal]]:
     """Validate anchors (node ids and literals); deduplicate each kind, keeping first-seen order."""
     if isinstance(anchors, (str, Literal)):
@@ -119,7 +131,7 @@ def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], li
     literals: dict[Literal, None] = {}
     for anchor in anchors:
         if isinstance(anchor, Literal):
-            literals[validate_literal(anchor)] = None
+            literals[anchor] = None
         else:
             ids[validate_id(anchor)] = None
     return list(ids), list(literals)
@@ -139,19 +151,22 @@ def _fetch(limit: int | None) -> int | None:
 class Store(ABC):
     """A knowledge-graph store. Open one with :func:`engine.open_store`."""
 
-    #: ``sparql``, ``cypher`` or ``python``
+    #: the query language: ``sparql``, ``cypher`` or ``python``
     dialect: str = ""
     #: the URI the store was opened with
     uri: str = ""
+    #: the dialect compiler the store runs its operations through (None: the store runs
+    #: operations itself, as the reference store does)
+    compiler: Compiler | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Release connections and files."""
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -159,6 +174,64 @@ class Store(ABC):
 
     #: triples per ``add_triples`` call that the loader (:func:`loaders.load.load_files`) sends
     load_batch_size: int = 50_000
+
+    # ------------------------------------------------------------------ calls
+    @property
+    def listeners(self) -> list[Listener]:
+        """Functions called with a :class:`engine.ops.CallRecord` (operation, compiled text,
+        rows, seconds) after every call this store makes to its database; append to watch
+        them (counting calls and store seconds per question, logging queries). A public
+        operation makes one call or more (``subgraph`` one per layer, ``shortest_paths`` one
+        per depth, ``relations`` one for ids and one for literals)."""
+        found = self.__dict__.get("_listeners")
+        if found is None:
+            found = self.__dict__["_listeners"] = []
+        return found
+
+    def explain(self, op: Op) -> Compiled:
+        """The query text and parameters ``op`` compiles to on this store, without running it."""
+        if self.compiler is None:
+            raise UnsupportedOperationError(
+                f"{type(self).__name__} runs operations in Python and compiles no query; explain on a database store"
+            )
+        return self.compiler.compile(op)
+
+    @contextlib.contextmanager
+    def explaining(self) -> Iterator[list[tuple[Op, Compiled]]]:
+        """Within the block, the store's operations are compiled but not run: each call
+        answers nothing, and the list yielded collects ``(op, compiled)`` for every call
+        made (``kgqa query … --explain``). A public operation that goes on after an empty
+        answer shows its next calls too (``shortest_paths`` one per depth)."""
+        planned: list[tuple[Op, Compiled]] = []
+        self.__dict__["_planned"] = planned
+        try:
+            yield planned
+        finally:
+            del self.__dict__["_planned"]
+
+    def _call(self, op: Op) -> list:
+        """Compile, run and decode one operation; tell the listeners."""
+        planned = self.__dict__.get("_planned")
+        if planned is not None:
+            planned.append((op, self.explain(op)))
+            return []
+        started = time.perf_counter()
+        compiled = None if self.compiler is None else self.compiler.compile(op)
+        rows = self._run(op, compiled)
+        listeners = self.__dict__.get("_listeners")
+        if listeners:
+            record = CallRecord(op, "" if compiled is None else compiled.text, len(rows), time.perf_counter() - started)
+            for listener in listeners:
+                listener(record)
+        return rows
+
+    @abstractmethod
+    def _run(self, op: Op, compiled: Compiled | None) -> list:
+        """Run one operation (compiled by :attr:`compiler`, or None) and decode its rows: at
+        most ``op.limit`` of them, in any order; past ``op.timeout`` seconds,
+        :class:`QueryTimeoutError`. Rows by operation: RelationCount (relations, literal
+        relations), Edge, Path, TwoHopRelation, (id, name Literal), (id, class), SearchHit,
+        answers or ``[count]`` (execute), ``[count]`` (counts), relation names, (relation, count)."""
 
     # ------------------------------------------------------------------ writing
     def add_triples(self, triples: Iterable[Triple]) -> None:
@@ -191,25 +264,31 @@ class Store(ABC):
 
     # ------------------------------------------------------------------ operations
     def relations(
-        self, ids: Sequence[str | Literal], direction: str = "both", limit: int | None = None
+        self,
+        ids: Sequence[str | Literal],
+        direction: str = "both",
+        limit: int | str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> RelationsResult:
         """Distinct relations adjacent to each anchor, with direction and edge count.
 
         An anchor is a node id or a :class:`Literal`. A literal has only incoming edges: its
         relations are those of the edges whose object is that literal (matched by value and
-        datatype or language, in the canonical form of :meth:`Literal.make`), all ``in``; with
-        ``direction="out"`` it has none. A row's ``id`` is the anchor itself (the id, or the
-        canonical Literal). Node ids and literals mixed in one call cost one query for each kind.
+        datatype or language, in its canonical form), all ``in``; with ``direction="out"`` it
+        has none. A row's ``id`` is the anchor itself (the id, or the Literal). Node ids and
+        literals mixed in one call cost one query for each kind.
         """
         ids, literals = split_anchors(ids)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         fetch = _fetch(limit)
         rows: list[RelationCount] = []
         if ids:
-            rows += self._relations(ids, direction, fetch)
+            rows += self._call(Relations(tuple(ids), direction, limit=fetch, timeout=timeout))
         if literals and direction != "out":
-            rows += self._literal_relations(literals, fetch)
+            rows += self._call(LiteralRelations(tuple(literals), limit=fetch, timeout=timeout))
         rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.relation, r.direction))
         return RelationsResult(rows, truncated)
 
@@ -218,17 +297,20 @@ class Store(ABC):
         ids: Sequence[str],
         relations: Sequence[str] | None = None,
         direction: str = "both",
-        limit: int | None = None,
+        limit: int | str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> ExpandResult:
         """One hop from each id: edges (src, relation, dst, forward)."""
         ids = validate_ids(ids)
         rels = None if relations is None else sorted(set(validate_relations(relations)))
         direction = validate_direction(direction)
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         if not ids or rels == []:
             return ExpandResult([])
-        edges = self._expand(ids, rels, direction, _fetch(limit))
-        edges, truncated = _cut(edges, limit, edge_key)
+        op = Expand(tuple(ids), None if rels is None else tuple(rels), direction, limit=_fetch(limit), timeout=timeout)
+        edges, truncated = _cut(self._call(op), limit, edge_key)
         return ExpandResult(edges, truncated)
 
     def follow_paths(
@@ -236,9 +318,10 @@ class Store(ABC):
         seeds: Sequence[str],
         path: Sequence[str],
         direction: str = "both",
-        limit: int | None = None,
+        limit: int | str | None = None,
         *,
         distinct_edges: bool = True,
+        timeout: float | None = None,
     ) -> PathsResult:
         """Every walk of exactly len(path) hops from a seed whose i-th edge carries path[i].
 
@@ -252,10 +335,13 @@ class Store(ABC):
             raise InvalidInputError(f"path {list(path)!r} must have 1 to {MAX_PATH_HOPS} relations")
         direction = validate_direction(direction)
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         if not seeds:
             return PathsResult([])
-        paths = self._walks(seeds, list(hops), direction, _fetch(limit), None, bool(distinct_edges))
-        paths, truncated = _cut(paths, limit, path_key)
+        op = Walks(
+            tuple(seeds), tuple(hops), direction, distinct_edges=bool(distinct_edges), limit=_fetch(limit), timeout=timeout
+        )
+        paths, truncated = _cut(self._call(op), limit, path_key)
         return PathsResult(paths, truncated)
 
     def subgraph(
@@ -264,55 +350,60 @@ class Store(ABC):
         hops: int,
         direction: str = "both",
         relations: Sequence[str] | None = None,
-        limit: int | None = None,
+        limit: int | str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> SubgraphResult:
-        """Edges met by a breadth-first expansion of ``hops`` layers (one store call per layer)."""
+        """Edges met by a breadth-first expansion of ``hops`` layers (one store call per
+        layer); ``timeout`` bounds each call."""
         seeds = validate_ids(seeds)
         hops = validate_hops(hops)
         direction = validate_direction(direction)
-        rels = None if relations is None else sorted(set(validate_relations(relations)))
+        rels = None if relations is None else tuple(sorted(set(validate_relations(relations))))
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         depth: dict[Term, int] = {s: 0 for s in seeds}
         edges: dict[Triple, None] = {}
-        frontier = list(seeds)
         truncated = False
-        for layer in range(1, hops + 1):
-            if not frontier or rels == []:
-                break
+
+        def layer(frontier: list[str]) -> list[Edge]:
             # A layer meets each already-kept edge at most once more (from its far end), so
             # asking for limit + 1 + len(edges) rows is enough to decide truncation exactly.
             fetch = None if limit is None else limit + 1 + len(edges)
-            met = sorted(self._expand(frontier, rels, direction, fetch), key=edge_key)
-            next_frontier: list[str] = []
-            for edge in met:
+            return sorted(self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=timeout)), key=edge_key)
+
+        if rels != ():
+            for depth_of_dst, edge, first in breadth_first(seeds, hops, layer):
                 triple = edge.triple()
                 if triple not in edges:
                     if limit is not None and len(edges) == limit:
                         truncated = True
                         break
                     edges[triple] = None
-                if edge.dst not in depth:
-                    depth[edge.dst] = layer
-                    if not isinstance(edge.dst, Literal):
-                        next_frontier.append(edge.dst)
-            if truncated:
-                break
-            frontier = next_frontier
+                if first:
+                    depth[edge.dst] = depth_of_dst
         ordered = sorted(edges, key=lambda t: (t.subject, t.relation, term_key(t.object)))
         return SubgraphResult(ordered, depth, truncated)
 
     def shortest_paths(
-        self, sources: Sequence[str], targets: Sequence[str], max_hops: int = 3, limit: int | None = None
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        max_hops: int = 3,
+        limit: int | str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> PathsResult:
         """All shortest undirected paths (at most ``max_hops``) between each source and target.
 
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
-        connected, so the work stays inside the database.
+        connected, so the work stays inside the database; ``timeout`` bounds each query.
         """
         sources = validate_ids(sources)
         targets = validate_ids(targets)
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         pending = [(s, t) for s in sources for t in targets if s != t]
         found: list[Path] = []
         truncated = False
@@ -320,7 +411,8 @@ class Store(ABC):
             if not pending:
                 break
             fetch = None if limit is None else limit - len(found) + 1
-            paths = self._walks([], [None] * depth, "both", fetch, pending, True)
+            op = Walks((), (None,) * depth, "both", pairs=tuple(pending), limit=fetch, timeout=timeout)
+            paths = self._call(op)
             if fetch is not None and len(paths) >= fetch:
                 paths.sort(key=path_key)
                 found.extend(paths[: fetch - 1])
@@ -333,7 +425,13 @@ class Store(ABC):
         return PathsResult(found, truncated)
 
     def two_hop_relations(
-        self, ids: Sequence[str | Literal], r1: str, direction: str = "both", limit: int | None = None
+        self,
+        ids: Sequence[str | Literal],
+        r1: str,
+        direction: str = "both",
+        limit: int | str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> TwoHopResult:
         """Relations (both directions) of the nodes reached from each anchor through r1.
 
@@ -344,28 +442,37 @@ class Store(ABC):
         r1 = validate_relation(r1)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
+        timeout = validate_timeout(timeout)
         fetch = _fetch(limit)
         rows: list[TwoHopRelation] = []
         if ids:
-            rows += self._two_hop_relations(ids, r1, direction, fetch)
+            rows += self._call(TwoHopRelations(tuple(ids), r1, direction, limit=fetch, timeout=timeout))
         if literals and direction != "out":
-            rows += self._literal_two_hop_relations(literals, r1, fetch)
+            rows += self._call(LiteralTwoHopRelations(tuple(literals), r1, limit=fetch, timeout=timeout))
         rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.r1, r.relation, r.direction))
         return TwoHopResult(rows, truncated)
 
-    def names(self, ids: Sequence[str]) -> dict[str, str | None]:
+    def names(self, ids: Sequence[str], *, timeout: float | None = None) -> dict[str, str | None]:
         """The display name of each id (``type.object.name``; English first), or None."""
         ids = validate_ids(ids)
-        found = self._names(ids) if ids else {}
+        found: dict[str, list[Literal]] = {}
+        if ids:
+            for i, name in self._call(Names(tuple(ids), timeout=validate_timeout(timeout))):
+                found.setdefault(i, []).append(name)
         return {i: pick_name(found.get(i, ())) for i in ids}
 
-    def types(self, ids: Sequence[str]) -> dict[str, list[str]]:
+    def types(self, ids: Sequence[str], *, timeout: float | None = None) -> dict[str, list[str]]:
         """The classes (``type.object.type``) of each id, sorted."""
         ids = validate_ids(ids)
-        found = self._types(ids) if ids else {}
-        return {i: sorted(set(found.get(i, ()))) for i in ids}
+        found: dict[str, set[str]] = {}
+        if ids:
+            for i, cls in self._call(Types(tuple(ids), timeout=validate_timeout(timeout))):
+                found.setdefault(i, set()).add(cls)
+        return {i: sorted(found.get(i, ())) for i in ids}
 
-    def search(self, text: str, mode: str = "exact", limit: int | None = 10) -> SearchResult:
+    def search(
+        self, text: str, mode: str = "exact", limit: int | str | None = 10, *, timeout: float | None = None
+    ) -> SearchResult:
         """Entities by name: ``exact`` (case-sensitive equality), ``prefix`` or ``contains``
         (both case-insensitive)."""
         if not isinstance(text, str) or not text.strip():
@@ -373,9 +480,13 @@ class Store(ABC):
         if mode not in SEARCH_MODES:
             raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
         limit = validate_limit(limit)
-        hits = self._search(text, mode, _fetch(limit))
+        hits = self._search_hits(Search(text, mode, limit=_fetch(limit), timeout=validate_timeout(timeout)))
         hits, truncated = _cut(hits, limit, lambda h: (h.id, h.name))
         return SearchResult(hits, truncated)
+
+    def _search_hits(self, op: Search) -> list[SearchHit]:
+        """The hits of a search (a store may need more than one call to honour ``op.limit``)."""
+        return self._call(op)
 
     def execute(self, sexpr: str | Top, timeout: float | None = None) -> ExecuteResult:
         """Execute an S-expression (text or a parsed tree) with GrailQA's semantics, as defined
@@ -389,14 +500,14 @@ class Store(ABC):
         can return later than the timeout), Neo4j too (the transaction timeout). Oxigraph,
         FalkorDB and the reference store cannot stop a running query: the call returns at the
         timeout and the query runs on in a background thread until it ends
-        (:mod:`engine.timeouts`).
+        (:mod:`engine.timeouts`). Every other operation's ``timeout`` works the same way.
         """
         tree = parse(sexpr) if isinstance(sexpr, str) else sexpr
         if not isinstance(tree, Top):
             raise InvalidInputError(f"execute takes an S-expression (text or tree), got {type(sexpr).__name__}")
         timeout = validate_timeout(timeout)
         try:
-            result = self._execute_tree(tree, timeout)
+            result = self._call(Execute(tree, timeout=timeout))
         except QueryTimeoutError as e:
             text = to_text(tree)
             shown = text if len(text) <= 300 else text[:300] + "…"
@@ -405,13 +516,8 @@ class Store(ABC):
                 "give a larger timeout, or a narrower expression"
             ) from e
         if isinstance(tree, Count):
-            return ExecuteResult([], int(result))  # type: ignore[arg-type]
-        return ExecuteResult(sorted(set(result), key=term_key))  # type: ignore[arg-type]
-
-    def _execute_tree(self, tree: Top, timeout: float | None = None) -> set[Term] | list[Term] | int:
-        """The answers (any order, duplicates allowed) or the count of a parsed tree; past
-        ``timeout`` seconds, :class:`QueryTimeoutError`."""
-        raise UnsupportedOperationError(f"{type(self).__name__} cannot execute S-expressions")
+            return ExecuteResult([], int(result[0]) if result else 0)  # nothing while explaining
+        return ExecuteResult(sorted(set(result), key=term_key))
 
     def query(self, text: str, params: dict[str, Any] | None = None) -> QueryResult:
         """Raw read-only query in the store's own language; anything that writes is refused."""
@@ -419,48 +525,5 @@ class Store(ABC):
             raise InvalidInputError("query text must be a non-empty string")
         return self._query(text, dict(params or {}))
 
-    # ------------------------------------------------------------------ primitives
-    @abstractmethod
-    def _relations(self, ids: list[str], direction: str, fetch: int | None) -> list[RelationCount]: ...
-
-    @abstractmethod
-    def _expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> list[Edge]: ...
-
-    @abstractmethod
-    def _walks(
-        self,
-        seeds: list[str],
-        path: list[str | None],
-        direction: str,
-        fetch: int | None,
-        pairs: list[tuple[str, str]] | None,
-        distinct_edges: bool,
-    ) -> list[Path]:
-        """Walks following ``path`` (None = any relation) from ``seeds``; when ``pairs`` is
-        given, ignore ``seeds`` and return only walks from pair[0] ending at pair[1]; when
-        ``distinct_edges`` is False a walk may use one stored edge more than once."""
-
-    @abstractmethod
-    def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]: ...
-
-    @abstractmethod
-    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
-        """Rows (literal, relation, ``in``, count) over the edges whose object is each literal."""
-
-    @abstractmethod
-    def _literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> list[TwoHopRelation]:
-        """Like :meth:`_two_hop_relations` from literals: the middles are the subjects of the
-        ``r1`` edges whose object is the literal."""
-
-    @abstractmethod
-    def _names(self, ids: list[str]) -> dict[str, list[Literal]]: ...
-
-    @abstractmethod
-    def _types(self, ids: list[str]) -> dict[str, list[str]]: ...
-
-    @abstractmethod
-    def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]: ...
-
     @abstractmethod
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult: ...
-

@@ -8,23 +8,13 @@ the query inside the database (see ``Store.execute``).
 """
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from engine.errors import InvalidInputError, QueryTimeoutError
+from engine.errors import QueryTimeoutError
 
 T = TypeVar("T")
-
-
-def validate_timeout(timeout: object) -> float | None:
-    """``timeout`` as seconds (a positive finite number), or None for no timeout."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
-        raise InvalidInputError(f"invalid timeout {timeout!r}: use a positive number of seconds, or None")
-    return float(timeout)
 
 
 def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -> T:

@@ -1,20 +1,62 @@
-"""The SPARQL dialect: one builder per operation of the vocabulary.
+"""The SPARQL dialect: one method per operation of :mod:`engine.ops`, each returning
+``Compiled(text, params)``.
 
-Ids enter as percent-encoded IRIs and literals as escaped N-Triples text (see ``terms.py``);
-relation names are validated before they get here. Each builder returns the query text; the
-column names are part of the contract with the store that decodes the rows.
+Values (ids, literals, search text) are ``$name`` parameters that the store binds at
+execution (:meth:`sparql.terms.Terms.bind`): a list of ids becomes the rows of a ``VALUES``
+block. Relation names enter the text only as IRIs, through :meth:`Terms.relation` (validated).
+The column names are part of the contract with the store that decodes the rows.
 
-A flavour (Virtuoso) subclasses :class:`SparqlCompiler` and overrides only what differs.
+The Virtuoso dialect (``sparql/virtuoso.py``) subclasses :class:`SparqlCompiler` and
+overrides only its hooks: :meth:`same_term`, :meth:`literal_edges`, :meth:`literal_join`,
+:attr:`keys` and :meth:`select` (which gets, from each builder, the projected variables
+that can hold a literal).
 """
 from __future__ import annotations
 
-from engine.graph import NAME_RELATION, TYPE_RELATION, Literal
-from sparql.terms import Terms, string_literal
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from engine.errors import UnsupportedOperationError
+from engine.graph import FREEBASE_NS, NAME_RELATION, TYPE_RELATION, Literal
+from engine.ops import (
+    Compiled,
+    Compiler,
+    CountEntities,
+    CountTriples,
+    Execute,
+    Expand,
+    LiteralRelations,
+    LiteralTwoHopRelations,
+    Names,
+    RelationCounts,
+    Relations,
+    RelationTypes,
+    Search,
+    TwoHopRelations,
+    Types,
+    Walks,
+)
+from sparql.literal_keys import Bind, LiteralKeys
+from sparql.sexpr import SexprCompiler
+from sparql.terms import Terms
 
 
-class SparqlCompiler:
-    def __init__(self, terms: Terms, graph: str | None = None) -> None:
-        self.t = terms
+class Params(dict):
+    """A query's parameters; :meth:`bind` adds a value under a fresh name and returns its
+    ``$placeholder``."""
+
+    def bind(self, value: Any) -> str:
+        name = f"p{len(self)}"
+        self[name] = value
+        return "$" + name
+
+
+class SparqlCompiler(Compiler):
+    dialect: ClassVar[str] = "sparql"
+    keys: ClassVar[LiteralKeys] = LiteralKeys()
+
+    def __init__(self, namespace: str = FREEBASE_NS, graph: str | None = None) -> None:
+        self.t = Terms(namespace)
         self.graph = graph  # a named graph to read from (FROM <graph>), or the default graph
 
     # ------------------------------------------------------------------ helpers
@@ -25,7 +67,11 @@ class SparqlCompiler:
     def limit(fetch: int | None) -> str:
         return f" LIMIT {int(fetch)}" if fetch is not None else ""
 
-    def select(self, head: str, body: str, tail: str = "", fetch: int | None = None) -> str:
+    def select(
+        self, head: str, body: str, tail: str = "", fetch: int | None = None, literals: Sequence[str] = ()
+    ) -> str:
+        """A SELECT; ``literals`` names the projected variables that can be bound to a
+        literal (a dialect may need to read those differently)."""
         return f"SELECT {head} {self.from_clause()}WHERE {{ {body} }}{tail}{self.limit(fetch)}"
 
     def one_hop(self, node: str, rel: str, other: str, direction: str, dir_var: str | None = None) -> str:
@@ -48,69 +94,73 @@ class SparqlCompiler:
         return f"sameTerm({a}, {b})"
 
     def rel_term(self, relation: str | None, var: str) -> str:
-        return f"?{var}" if relation is None else self.t.iri(relation)
+        return f"?{var}" if relation is None else self.t.relation(relation)
 
-    def literal_edges(self, subject: str, rel: str, literal: Literal, obj: str) -> str:
+    def literal_edges(self, subject: str, rel: str, literal: Literal, obj: str, bind: Bind) -> str:
         """Edges from ``?subject`` through ``rel`` (an IRI or a variable) whose object is exactly
-        ``literal``; ``obj`` names a variable a flavour may use for the object."""
-        return f"?{subject} {rel} {self.t.literal(literal)} ."
+        ``literal``; ``obj`` is a variable a dialect may use for the object, ``bind(value)``
+        writes a value as a parameter."""
+        return f"?{subject} {rel} {bind(literal)} ."
 
-    def literal_anchors(self, literals: list[Literal], subject: str, rel: str) -> str:
+    def literal_join(self, var: str, rel: str, literal: Literal, obj: str, bind: Bind) -> str:
+        """S-expressions' ``(JOIN rel literal)``: the subjects ``var`` of that very literal."""
+        return f"{var} {rel} {bind(literal)} ."
+
+    def literal_anchors(self, literals: Sequence[Literal], subject: str, rel: str, params: Params) -> str:
         """One UNION branch per literal anchor, binding ``?i`` to its index in ``literals``
         (the store maps it back, so a literal never has to come back from the database)."""
         return " UNION ".join(
-            f"{{ {self.literal_edges(subject, rel, lit, f'o{i}')} BIND({i} AS ?i) }}" for i, lit in enumerate(literals)
+            f"{{ {self.literal_edges(subject, rel, lit, f'?o{i}', params.bind)} BIND({i} AS ?i) }}"
+            for i, lit in enumerate(literals)
         )
 
     # ------------------------------------------------------------------ operations
-    def relations(self, ids: list[str], direction: str, fetch: int | None) -> str:
-        body = self.t.values("id", ids) + " " + self.one_hop("id", "?rel", "x", direction, "dir")
-        return self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", fetch)
+    def relations(self, op: Relations) -> Compiled:
+        body = "VALUES ?id { $ids } " + self.one_hop("id", "?rel", "x", op.direction, "dir")
+        text = self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", op.limit)
+        return Compiled(text, {"ids": list(op.ids)})
 
-    def literal_relations(self, literals: list[Literal], fetch: int | None) -> str:
+    def literal_relations(self, op: LiteralRelations) -> Compiled:
         """Columns i (index of the literal), rel, n: the edges entering each literal."""
-        body = self.literal_anchors(literals, "x", "?rel")
-        return self.select("?i ?rel (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel", fetch)
+        params = Params()
+        body = self.literal_anchors(op.literals, "x", "?rel", params)
+        return Compiled(self.select("?i ?rel (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel", op.limit), params)
 
-    def expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> str:
-        body = self.t.values("src", ids) + " "
-        if relations is None:
-            body += self.one_hop("src", "?rel", "dst", direction, "dir")
+    def expand(self, op: Expand) -> Compiled:
+        body = "VALUES ?src { $ids } "
+        if op.relations is None:
+            body += self.one_hop("src", "?rel", "dst", op.direction, "dir")
         else:
             # One branch per relation with the IRI written in: Oxigraph joins a separate
             # `VALUES ?rel` only after matching every edge of the ids (5-8x slower, measured).
             body += " UNION ".join(
-                f"{{ {self.one_hop('src', iri, 'dst', direction, 'dir')} BIND({iri} AS ?rel) }}"
-                for iri in (self.t.iri(r) for r in relations)
+                f"{{ {self.one_hop('src', iri, 'dst', op.direction, 'dir')} BIND({iri} AS ?rel) }}"
+                for iri in (self.t.relation(r) for r in op.relations)
             )
-        return self.select("?src ?rel ?dst ?dir", body, "", fetch)
+        literals = ["dst"] if op.direction != "in" else []  # with "in", ?dst is a subject
+        return Compiled(self.select("?src ?rel ?dst ?dir", body, "", op.limit, literals), {"ids": list(op.ids)})
 
-    def walks(
-        self,
-        seeds: list[str],
-        path: list[str | None],
-        direction: str,
-        fetch: int | None,
-        pairs: list[tuple[str, str]] | None,
-        distinct_edges: bool = True,
-    ) -> str:
+    def walks(self, op: Walks) -> Compiled:
         """Columns: n0..nL (nodes), r<i> for hops with any relation, d<i> ("out"/"in") per hop."""
-        hops = len(path)
-        if pairs is not None:
-            rows = " ".join(f"({self.t.iri(s)} {self.t.iri(t)})" for s, t in pairs)
-            parts = [f"VALUES (?n0 ?n{hops}) {{ {rows} }}"]
+        path, hops = op.path, len(op.path)
+        if op.pairs is not None:
+            params: dict[str, Any] = {"pairs": [tuple(pair) for pair in op.pairs]}
+            parts = [f"VALUES (?n0 ?n{hops}) {{ $pairs }}"]
         else:
-            parts = [self.t.values("n0", seeds)]
+            params = {"ids": list(op.seeds)}
+            parts = ["VALUES ?n0 { $ids }"]
         for i, relation in enumerate(path):
-            parts.append(self.hop_pattern(i, relation, direction))
+            parts.append(self.hop_pattern(i, relation, op.direction))
             if 0 < i + 1 < hops:
                 parts.append(f"FILTER(!isLiteral(?n{i + 1}))")  # literals are dead ends
-        if distinct_edges:
-            parts.extend(self.edge_reuse_filters(path, direction))
+        if op.distinct_edges:
+            parts.extend(self.edge_reuse_filters(path, op.direction))
         head = " ".join(f"?n{i}" for i in range(hops + 1))
         head += "".join(f" ?r{i}" for i, r in enumerate(path) if r is None)
         head += "".join(f" ?d{i}" for i in range(hops))
-        return self.select(head, " ".join(parts), "", fetch)
+        # only the last node can be a literal, and only when it is an object, not a given end
+        literals = [f"n{hops}"] if op.direction != "in" and op.pairs is None else []
+        return Compiled(self.select(head, " ".join(parts), "", op.limit, literals), params)
 
     def hop_pattern(self, i: int, relation: str | None, direction: str) -> str:
         rel = self.rel_term(relation, f"r{i}")
@@ -124,7 +174,7 @@ class SparqlCompiler:
             f'{{ ?{b} {rel} ?{a} . BIND("in" AS ?d{i}) FILTER(!{self.same_term(f"?{a}", f"?{b}")}) }}'
         )
 
-    def edge_reuse_filters(self, path: list[str | None], direction: str) -> list[str]:
+    def edge_reuse_filters(self, path: Sequence[str | None], direction: str) -> list[str]:
         """Filters that stop a walk from using one stored triple twice."""
         filters = []
 
@@ -147,49 +197,65 @@ class SparqlCompiler:
                     same.append(self.same_term(f"?r{i}", f"?r{j}"))
                 elif ri is None or rj is None:
                     var, fixed = (f"?r{i}", rj) if ri is None else (f"?r{j}", ri)
-                    same.append(self.same_term(var, self.t.iri(fixed)))  # type: ignore[arg-type]
+                    same.append(self.same_term(var, self.t.relation(fixed)))  # type: ignore[arg-type]
                 filters.append("FILTER(!(" + " && ".join(same) + "))")
         return filters
 
-    def two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> str:
-        middles = self.t.values("id", ids) + " " + self.one_hop("id", self.t.iri(r1), "m", direction, "d1")
+    def two_hop_relations(self, op: TwoHopRelations) -> Compiled:
+        middles = "VALUES ?id { $ids } " + self.one_hop("id", self.t.relation(op.r1), "m", op.direction, "d1")
         body = (
             f"{{ SELECT DISTINCT ?id ?m WHERE {{ {middles} FILTER(!isLiteral(?m)) }} }} "
             + self.one_hop("m", "?rel", "x", "both", "dir")
         )
-        return self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", fetch)
+        text = self.select("?id ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?id ?rel ?dir", op.limit)
+        return Compiled(text, {"ids": list(op.ids)})
 
-    def literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> str:
+    def literal_two_hop_relations(self, op: LiteralTwoHopRelations) -> Compiled:
         """Columns i, rel, dir, n: the relations of the subjects of each literal's ``r1`` edges."""
-        middles = self.literal_anchors(literals, "m", self.t.iri(r1))
+        params = Params()
+        middles = self.literal_anchors(op.literals, "m", self.t.relation(op.r1), params)
         body = f"{{ SELECT DISTINCT ?i ?m WHERE {{ {middles} }} }} " + self.one_hop("m", "?rel", "x", "both", "dir")
-        return self.select("?i ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel ?dir", fetch)
+        return Compiled(self.select("?i ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel ?dir", op.limit), params)
 
-    def names(self, ids: list[str]) -> str:
-        body = self.t.values("id", ids) + f" ?id {self.t.iri(NAME_RELATION)} ?name . FILTER(isLiteral(?name))"
-        return self.select("?id ?name", body)
+    def names(self, op: Names) -> Compiled:
+        body = f"VALUES ?id {{ $ids }} ?id {self.t.relation(NAME_RELATION)} ?name . FILTER(isLiteral(?name))"
+        return Compiled(self.select("?id ?name", body, "", op.limit, ["name"]), {"ids": list(op.ids)})
 
-    def types(self, ids: list[str]) -> str:
-        body = self.t.values("id", ids) + f" ?id {self.t.iri(TYPE_RELATION)} ?type . FILTER(!isLiteral(?type))"
-        return self.select("?id ?type", body)
+    def types(self, op: Types) -> Compiled:
+        body = f"VALUES ?id {{ $ids }} ?id {self.t.relation(TYPE_RELATION)} ?type . FILTER(!isLiteral(?type))"
+        return Compiled(self.select("?id ?type", body, "", op.limit), {"ids": list(op.ids)})
 
-    def search(self, text: str, mode: str, fetch: int | None) -> str:
-        body = f"?id {self.t.iri(NAME_RELATION)} ?name . FILTER(isLiteral(?name)) "
-        if mode == "exact":
-            body += f"FILTER(STR(?name) = {string_literal(text)})"
-        elif mode == "prefix":
-            body += f"FILTER(STRSTARTS(LCASE(STR(?name)), {string_literal(text.lower())}))"
+    def search(self, op: Search) -> Compiled:
+        body = f"?id {self.t.relation(NAME_RELATION)} ?name . FILTER(isLiteral(?name)) "
+        if op.mode == "exact":
+            body += "FILTER(STR(?name) = $text)"
+            text = op.text
+        elif op.mode == "prefix":
+            body += "FILTER(STRSTARTS(LCASE(STR(?name)), $text))"
+            text = op.text.lower()
         else:
-            body += f"FILTER(CONTAINS(LCASE(STR(?name)), {string_literal(text.lower())}))"
-        return self.select("?id ?name", body, "", fetch)
+            body += "FILTER(CONTAINS(LCASE(STR(?name)), $text))"
+            text = op.text.lower()
+        return Compiled(self.select("?id ?name", body, "", op.limit, ["name"]), {"text": Literal(text)})
 
-    def count_triples(self) -> str:
-        return self.select("(COUNT(*) AS ?n)", "?s ?p ?o")
+    def execute(self, op: Execute) -> Compiled:
+        """Columns ``v0`` (the answers) or ``n`` (a count); see ``sparql/sexpr.py``."""
+        return SexprCompiler(self).compile(op.tree)
 
-    def relation_counts(self) -> str:
-        return self.select("?p (COUNT(*) AS ?n)", "?s ?p ?o", " GROUP BY ?p")
+    def count_triples(self, op: CountTriples) -> Compiled:
+        return Compiled(self.select("(COUNT(*) AS ?n)", "?s ?p ?o"), {})
 
-    def entity_count(self) -> str:
-        return self.select(
-            "(COUNT(DISTINCT ?e) AS ?n)", "{ ?e ?p ?o } UNION { ?s ?p ?e . FILTER(!isLiteral(?e)) }"
-        )
+    def count_entities(self, op: CountEntities) -> Compiled:
+        body = "{ ?e ?p ?o } UNION { ?s ?p ?e . FILTER(!isLiteral(?e)) }"
+        return Compiled(self.select("(COUNT(DISTINCT ?e) AS ?n)", body), {})
+
+    def relation_types(self, op: RelationTypes) -> Compiled:
+        return Compiled(self.select("DISTINCT ?p", "?s ?p ?o"), {})
+
+    def relation_counts(self, op: RelationCounts) -> Compiled:
+        """Columns p, n: the triples of every relation (one GROUP BY over the graph)."""
+        if op.relations is not None:
+            raise UnsupportedOperationError(
+                f"the {self.dialect} dialect counts every relation at once: give relations=None"
+            )
+        return Compiled(self.select("?p (COUNT(*) AS ?n)", "?s ?p ?o", " GROUP BY ?p"), {})

@@ -1,9 +1,10 @@
-"""RDF terms for the SPARQL dialect: ids and relations as IRIs, literals as N-Triples text.
+"""RDF terms for the SPARQL dialect: ids and relations as IRIs, literals as N-Triples text,
+and the one function that binds a query's parameters (:meth:`Terms.bind`).
 
 Ids and relation names live under one namespace per store (Freebase's
 ``http://rdf.freebase.com/ns/`` by default), percent-encoded so that any id becomes a safe
 IRI (Freebase MIDs and relation names pass through unchanged). An id that is itself an
-absolute IRI is used as it is.
+absolute IRI with an authority (``scheme://…``) is used as it is.
 """
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
-from engine.errors import InvalidIdentifierError, InvalidInputError
+from engine.errors import InvalidInputError
 from engine.graph import XSD, XSD_STRING, Literal, Term
+from engine.identifiers import IRI_PATTERN, validate_iri, validate_relation
+from engine.ops import Compiled
+from sparql.readonly import bind_parameters
 
-_ABSOLUTE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>\"{}|^`\\]*")
-_SAFE_IRI = re.compile(r"[^\x00-\x20<>\"{}|^`\\]*")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
 
@@ -24,13 +26,11 @@ class Terms:
     """Turns ids, relations and literals into SPARQL text and back, for one namespace."""
 
     def __init__(self, namespace: str) -> None:
-        if not _ABSOLUTE_IRI.fullmatch(namespace):
-            raise InvalidIdentifierError(f"invalid namespace {namespace!r}: give an absolute IRI such as http://rdf.freebase.com/ns/")
-        self.namespace = namespace
+        self.namespace = validate_iri(namespace, "namespace", "http://rdf.freebase.com/ns/")
 
     def iri_of(self, local: str) -> str:
         """The IRI (without angle brackets) naming an id or relation."""
-        if _ABSOLUTE_IRI.fullmatch(local):
+        if IRI_PATTERN.fullmatch(local) and local.partition(":")[2].startswith("//"):
             return local
         return self.namespace + quote(local, safe="")
 
@@ -43,13 +43,16 @@ class Terms:
     def iri(self, local: str) -> str:
         return "<" + self.iri_of(local) + ">"
 
+    def relation(self, name: str) -> str:
+        """A relation name as an IRI, validated: the only way one enters query text."""
+        return self.iri(validate_relation(name))
+
     def literal(self, lit: Literal) -> str:
+        # a Literal's datatype IRI is validated when it is made (engine.graph.Literal)
         text = '"' + _NEEDS_ESCAPE.sub(_escape_char, lit.value) + '"'
         if lit.lang:
             return text + "@" + lit.lang
         if lit.datatype and lit.datatype != XSD_STRING:
-            if not _SAFE_IRI.fullmatch(lit.datatype):
-                raise InvalidIdentifierError(f"invalid datatype IRI {lit.datatype!r}")
             return text + "^^<" + lit.datatype + ">"
         return text
 
@@ -57,8 +60,13 @@ class Terms:
         return self.literal(term) if isinstance(term, Literal) else self.iri(term)
 
     def parameter(self, name: str, value: Any) -> str:
-        """A query parameter as a term: str → an entity id, Literal → itself, numbers and
-        booleans → typed literals."""
+        """A query parameter as SPARQL text: str → an entity id's IRI, Literal → itself,
+        numbers and booleans → typed literals; a list → its items separated by blanks (the
+        rows of a ``VALUES`` block), a tuple → one ``VALUES`` row ``(a b)``."""
+        if isinstance(value, list):
+            return " ".join(self.parameter(name, item) for item in value)
+        if isinstance(value, tuple):
+            return "(" + " ".join(self.parameter(name, item) for item in value) + ")"
         if isinstance(value, bool):
             return self.literal(Literal.make(str(value).lower(), XSD + "boolean"))
         if isinstance(value, int):
@@ -68,11 +76,14 @@ class Terms:
         if isinstance(value, (str, Literal)):
             return self.term(value)
         raise InvalidInputError(
-            f"query parameter {name!r}: cannot bind a {type(value).__name__}; use str, Literal, int, float or bool"
+            f"query parameter {name!r}: cannot bind a {type(value).__name__}; use str, Literal, int, float, "
+            "bool, or a list of them"
         )
 
-    def values(self, var: str, ids: list[str]) -> str:
-        return "VALUES ?" + var + " { " + " ".join(self.iri(i) for i in ids) + " }"
+    def bind(self, compiled: Compiled) -> str:
+        """The text of a compiled query with its ``$name`` parameters written in as escaped
+        terms (:meth:`parameter`), so that no value can change the query's shape."""
+        return bind_parameters(compiled.text, compiled.params, self.parameter) if compiled.params else compiled.text
 
 
 def _escape_char(match: re.Match) -> str:

@@ -151,7 +151,7 @@ class TestLoading:
         triples += [Triple(f"e{i}", "r.x", L(f"v{i}")) for i in range(3)]
         triples += [Triple("e0", "/s/t", "e1")]
         store.add_triples(triples)
-        flavour = store._flavour
+        flavour = store.compiler
         edges = [(text, params) for text, params, write in sent if write and "$rows" in text]
         assert [(text, len(params["rows"])) for text, params in edges] == [
             (schema.merge_entity_edges("/s/t", flavour), 1),

@@ -1,16 +1,53 @@
-"""Golden tests of the Cypher dialect: the exact text and parameters of every builder, the
+"""Golden tests of the Cypher dialects: the exact text and parameters of every operation, the
 backtick helper, the read-only check, FalkorDB's parameter header and the bulk statements."""
 from __future__ import annotations
 
 import pytest
 
-from cypher import compiler, schema
+from cypher import params as cypher_params
+from cypher import readonly, schema
+from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
+from cypher.terms import quote_relation
+from engine import ops
 from engine.errors import (
     InvalidIdentifierError,
     InvalidInputError,
     ReadOnlyViolationError,
 )
 from engine.graph import XSD, Literal, Triple
+from engine.ops import Compiled
+
+
+# The operations compiled as the store builds them, by their arguments.
+def relations(ids, direction, fetch, dialect: CypherCompiler = NEO4J) -> Compiled:
+    return dialect.compile(ops.Relations(tuple(ids), direction, limit=fetch))
+
+
+def expand(ids, relations, direction, fetch, dialect: CypherCompiler = NEO4J) -> Compiled:
+    rels = None if relations is None else tuple(relations)
+    return dialect.compile(ops.Expand(tuple(ids), rels, direction, limit=fetch))
+
+
+def walks(seeds, path, direction, fetch, pairs, dialect: CypherCompiler = NEO4J, distinct_edges=True) -> Compiled:
+    pairs = None if pairs is None else tuple(tuple(p) for p in pairs)
+    op = ops.Walks(tuple(seeds), tuple(path), direction, pairs=pairs, distinct_edges=distinct_edges, limit=fetch)
+    return dialect.compile(op)
+
+
+def two_hop_relations(ids, r1, direction, fetch, dialect: CypherCompiler = NEO4J) -> Compiled:
+    return dialect.compile(ops.TwoHopRelations(tuple(ids), r1, direction, limit=fetch))
+
+
+def names(ids, dialect: CypherCompiler = NEO4J) -> Compiled:
+    return dialect.compile(ops.Names(tuple(ids)))
+
+
+def types(ids, dialect: CypherCompiler = NEO4J) -> Compiled:
+    return dialect.compile(ops.Types(tuple(ids)))
+
+
+def search(text, mode, fetch) -> Compiled:
+    return NEO4J.compile(ops.Search(text, mode, limit=fetch))
 
 HOSTILE_RELATIONS = [
     "a`b",
@@ -32,30 +69,30 @@ HOSTILE_RELATIONS = [
 class TestRelationQuoting:
     @pytest.mark.parametrize("name", ["people.person.place_of_birth", "/film/film/genre", "directed_by", "/a/b./c-d"])
     def test_valid_names_are_backticked(self, name):
-        assert compiler.quote_relation(name) == f"`{name}`"
+        assert quote_relation(name) == f"`{name}`"
 
     @pytest.mark.parametrize("name", HOSTILE_RELATIONS)
     def test_hostile_names_are_rejected(self, name):
         with pytest.raises(InvalidIdentifierError):
-            compiler.quote_relation(name)
+            quote_relation(name)
 
     @pytest.mark.parametrize("name", HOSTILE_RELATIONS[:6])
     def test_every_builder_that_takes_relations_rejects_them(self, name):
         with pytest.raises(InvalidIdentifierError):
-            compiler.expand(["a"], [name], "out", None)
+            expand(["a"], [name], "out", None)
         with pytest.raises(InvalidIdentifierError):
-            compiler.walks(["a"], [name], "out", None, None)
+            walks(["a"], [name], "out", None, None)
         with pytest.raises(InvalidIdentifierError):
-            compiler.two_hop_relations(["a"], name, "out", None)
+            two_hop_relations(["a"], name, "out", None)
         with pytest.raises(InvalidIdentifierError):
-            compiler.count_relations([name])
+            NEO4J.compile(ops.RelationCounts((name,)))
         with pytest.raises(InvalidIdentifierError):
             schema.merge_entity_edges(name)
 
 
 class TestOperations:
     def test_relations_out(self):
-        assert compiler.relations(["m.1", "m.2"], "out", 11) == (
+        assert relations(["m.1", "m.2"], "out", 11) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})-[r]->()\n"
             "RETURN id, type(r) AS relation, 'out' AS direction, count(*) AS count\n"
@@ -64,7 +101,7 @@ class TestOperations:
         )
 
     def test_relations_in(self):
-        text, params = compiler.relations(["m.1"], "in", None)
+        text, params = relations(["m.1"], "in", None)
         assert text == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})<-[r]-()\n"
@@ -73,7 +110,7 @@ class TestOperations:
         assert params == {"ids": ["m.1"]}
 
     def test_relations_both_reports_each_edge_once_with_its_orientation(self):
-        assert compiler.relations(["m.1"], "both", None) == (
+        assert relations(["m.1"], "both", None) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})-[r]-()\n"
             "RETURN id, type(r) AS relation, CASE WHEN startNode(r) = a THEN 'out' ELSE 'in' END AS direction, "
@@ -82,7 +119,7 @@ class TestOperations:
         )
 
     def test_expand_with_relations(self):
-        assert compiler.expand(["m.1"], ["a.b", "/c/d"], "in", 5) == (
+        assert expand(["m.1"], ["a.b", "/c/d"], "in", 5) == (
             "UNWIND $ids AS src\n"
             "MATCH (a:Entity {id: src})<-[r:`a.b`|`/c/d`]-(b)\n"
             "RETURN src, type(r) AS relation, b.id AS id, b.value AS value, b.datatype AS datatype, "
@@ -92,9 +129,9 @@ class TestOperations:
         )
 
     def test_expand_out_and_both(self):
-        text, _ = compiler.expand(["m.1"], None, "out", None)
+        text, _ = expand(["m.1"], None, "out", None)
         assert "MATCH (a:Entity {id: src})-[r]->(b)\n" in text and text.endswith("true AS forward")
-        text, params = compiler.expand(["m.1"], None, "both", None)
+        text, params = expand(["m.1"], None, "both", None)
         assert text == (
             "UNWIND $ids AS src\n"
             "MATCH (a:Entity {id: src})-[r]-(b)\n"
@@ -104,7 +141,7 @@ class TestOperations:
         assert params == {"ids": ["m.1"]}
 
     def test_walks_from_seeds(self):
-        assert compiler.walks(["m.1"], ["a.b", None], "out", 3, None) == (
+        assert walks(["m.1"], ["a.b", None], "out", 3, None) == (
             "UNWIND $ids AS id\n"
             "MATCH (n0:Entity {id: id})-[r1:`a.b`]->(n1:Entity)-[r2]->(n2)\n"
             "WHERE r1 <> r2\n"
@@ -115,7 +152,7 @@ class TestOperations:
         )
 
     def test_walk_of_one_hop_needs_no_distinctness(self):
-        text, _ = compiler.walks(["m.1"], ["a.b"], "in", None, None)
+        text, _ = walks(["m.1"], ["a.b"], "in", None, None)
         assert text == (
             "UNWIND $ids AS id\n"
             "MATCH (n0:Entity {id: id})<-[r1:`a.b`]-(n1)\n"
@@ -124,7 +161,7 @@ class TestOperations:
         )
 
     def test_walks_between_pairs(self):
-        assert compiler.walks([], [None, None, None], "both", None, [("m.1", "m.2")]) == (
+        assert walks([], [None, None, None], "both", None, [("m.1", "m.2")]) == (
             "UNWIND $pairs AS pair\n"
             "MATCH (n0:Entity {id: pair[0]})-[r1]-(n1:Entity)-[r2]-(n2:Entity)-[r3]-(n3:Entity {id: pair[1]})\n"
             "WHERE r1 <> r2 AND r1 <> r3 AND r2 <> r3\n"
@@ -135,7 +172,7 @@ class TestOperations:
         )
 
     def test_two_hop_relations(self):
-        assert compiler.two_hop_relations(["m.1"], "a.b", "both", 7) == (
+        assert two_hop_relations(["m.1"], "a.b", "both", 7) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})-[:`a.b`]-(m:Entity)\n"
             "WITH DISTINCT id, m\n"
@@ -145,17 +182,17 @@ class TestOperations:
             "LIMIT $fetch",
             {"ids": ["m.1"], "fetch": 7},
         )
-        text, _ = compiler.two_hop_relations(["m.1"], "a.b", "out", None)
+        text, _ = two_hop_relations(["m.1"], "a.b", "out", None)
         assert "MATCH (a:Entity {id: id})-[:`a.b`]->(m:Entity)\n" in text
 
     def test_names_and_types(self):
-        assert compiler.names(["m.1"]) == (
+        assert names(["m.1"]) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})-[:`type.object.name`]->(l:Literal)\n"
             "RETURN id, l.value AS value, l.datatype AS datatype, l.lang AS lang",
             {"ids": ["m.1"]},
         )
-        assert compiler.types(["m.1"]) == (
+        assert types(["m.1"]) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: id})-[:`type.object.type`]->(t:Entity)\n"
             "RETURN id, t.id AS type",
@@ -163,7 +200,7 @@ class TestOperations:
         )
 
     def test_search_exact(self):
-        assert compiler.search("Foo", "exact", 11) == (
+        assert search("Foo", "exact", 11) == (
             "MATCH (a:Entity)-[:`type.object.name`]->(l:Literal)\n"
             "WHERE l.value = $text\n"
             "RETURN DISTINCT a.id AS id, l.value AS name\n"
@@ -173,7 +210,7 @@ class TestOperations:
 
     @pytest.mark.parametrize("mode, operator", [("prefix", "STARTS WITH"), ("contains", "CONTAINS")])
     def test_search_case_insensitive_lowers_the_needle_in_python(self, mode, operator):
-        assert compiler.search("FÖÖ", mode, None) == (
+        assert search("FÖÖ", mode, None) == (
             "MATCH (a:Entity)-[:`type.object.name`]->(l:Literal)\n"
             f"WHERE toLower(l.value) {operator} $needle OR any(c IN $special WHERE l.value CONTAINS c)\n"
             "RETURN DISTINCT a.id AS id, l.value AS name",
@@ -181,9 +218,9 @@ class TestOperations:
         )
 
     def test_counts(self):
-        assert compiler.count_triples() == ("MATCH ()-[r]->() RETURN count(r) AS count", {})
-        assert compiler.count_entities() == ("MATCH (n:Entity) RETURN count(n) AS count", {})
-        assert compiler.count_relations(["a.b", "c"]) == (
+        assert NEO4J.compile(ops.CountTriples()) == ("MATCH ()-[r]->() RETURN count(r) AS count", {})
+        assert NEO4J.compile(ops.CountEntities()) == ("MATCH (n:Entity) RETURN count(n) AS count", {})
+        assert NEO4J.compile(ops.RelationCounts(("a.b", "c"))) == (
             "MATCH ()-[r:`a.b`]->() RETURN 0 AS i, count(r) AS count\n"
             "UNION ALL\n"
             "MATCH ()-[r:`c`]->() RETURN 1 AS i, count(r) AS count",
@@ -203,14 +240,14 @@ class TestOperations:
                     yield from strings(item)
 
         for text, params in (
-            compiler.relations([value], "both", 3),
-            compiler.expand([value], None, "out", None),
-            compiler.walks([value], ["a"], "out", None, None),
-            compiler.walks([], ["a"], "both", None, [(value, value)]),
-            compiler.two_hop_relations([value], "a", "in", None),
-            compiler.names([value]),
-            compiler.search(value, "exact", None),
-            compiler.search(value, "contains", None),
+            relations([value], "both", 3),
+            expand([value], None, "out", None),
+            walks([value], ["a"], "out", None, None),
+            walks([], ["a"], "both", None, [(value, value)]),
+            two_hop_relations([value], "a", "in", None),
+            names([value]),
+            search(value, "exact", None),
+            search(value, "contains", None),
         ):
             assert value not in text and value.lower() not in text
             assert value in strings(params) or value.lower() in strings(params)
@@ -220,36 +257,36 @@ class TestFalkorDBFlavour:
     """FalkorDB's string index trims keys: entities are looked up trimmed, then checked exactly."""
 
     def test_lookups_start_trimmed_and_are_checked_exactly(self):
-        assert compiler.relations(["m.1"], "out", None, compiler.FALKORDB) == (
+        assert relations(["m.1"], "out", None, FALKORDB) == (
             "UNWIND $ids AS id\n"
             "MATCH (a:Entity {id: trim(id)})-[r]->()\n"
             "WHERE a.id + '' = id\n"
             "RETURN id, type(r) AS relation, 'out' AS direction, count(*) AS count",
             {"ids": ["m.1"]},
         )
-        text, _ = compiler.expand(["m.1"], ["a"], "both", 2, compiler.FALKORDB)
+        text, _ = expand(["m.1"], ["a"], "both", 2, FALKORDB)
         assert text.startswith(
             "UNWIND $ids AS src\nMATCH (a:Entity {id: trim(src)})-[r:`a`]-(b)\nWHERE a.id + '' = src\nRETURN "
         )
         for text, _ in (
-            compiler.two_hop_relations(["m.1"], "a", "in", None, compiler.FALKORDB),
-            compiler.names(["m.1"], compiler.FALKORDB),
-            compiler.types(["m.1"], compiler.FALKORDB),
+            two_hop_relations(["m.1"], "a", "in", None, FALKORDB),
+            names(["m.1"], FALKORDB),
+            types(["m.1"], FALKORDB),
         ):
             assert "MATCH (a:Entity {id: trim(id)})" in text and "\nWHERE a.id + '' = id\n" in text
 
     def test_walks_check_the_far_end_without_the_index(self):
-        text, _ = compiler.walks([], [None, "x"], "both", 3, [("a", "b")], compiler.FALKORDB)
+        text, _ = walks([], [None, "x"], "both", 3, [("a", "b")], FALKORDB)
         assert text.splitlines()[:3] == [
             "UNWIND $pairs AS pair",
             "MATCH (n0:Entity {id: trim(pair[0])})-[r1]-(n1:Entity)-[r2:`x`]-(n2:Entity)",
             "WHERE n0.id + '' = pair[0] AND n2.id + '' = pair[1] AND r1 <> r2",
         ]
-        text, _ = compiler.walks(["a"], ["x"], "out", None, None, compiler.FALKORDB)
+        text, _ = walks(["a"], ["x"], "out", None, None, FALKORDB)
         assert text.splitlines()[1:3] == ["MATCH (n0:Entity {id: trim(id)})-[r1:`x`]->(n1)", "WHERE n0.id + '' = id"]
 
     def test_writes_find_entities_instead_of_merging_them(self):
-        assert schema.add_entities(compiler.FALKORDB) == (
+        assert schema.add_entities(FALKORDB) == (
             "UNWIND $ids AS id\n"
             "OPTIONAL MATCH (e:Entity {id: trim(id)})\n"
             "WHERE e.id + '' = id\n"
@@ -257,13 +294,13 @@ class TestFalkorDBFlavour:
             "WHERE e IS NULL\n"
             "CREATE (:Entity {id: id})"
         )
-        assert schema.merge_entity_edges("r", compiler.FALKORDB) == (
+        assert schema.merge_entity_edges("r", FALKORDB) == (
             "UNWIND $rows AS row\n"
             "MATCH (s:Entity {id: trim(row[0])}), (o:Entity {id: trim(row[1])})\n"
             "WHERE s.id + '' = row[0] AND o.id + '' = row[1]\n"
             "MERGE (s)-[:`r`]->(o)"
         )
-        assert schema.merge_literal_edges("r", compiler.FALKORDB) == (
+        assert schema.merge_literal_edges("r", FALKORDB) == (
             "UNWIND $rows AS row\n"
             "MATCH (s:Entity {id: trim(row[0])})\n"
             "WHERE s.id + '' = row[0]\n"
@@ -271,20 +308,20 @@ class TestFalkorDBFlavour:
             "ON CREATE SET o.value = row[2], o.datatype = row[3], o.lang = row[4]\n"
             "MERGE (s)-[:`r`]->(o)"
         )
-        assert schema.set_names(compiler.FALKORDB) == (
+        assert schema.set_names(FALKORDB) == (
             "UNWIND $rows AS row\nMATCH (a:Entity {id: trim(row[0])})\nWHERE a.id + '' = row[0]\nSET a.name = row[1]"
         )
         assert schema.set_names() == "UNWIND $rows AS row\nMATCH (a:Entity {id: row[0]})\nSET a.name = row[1]"
 
     def test_edge_batches_create_missing_entities_first(self):
         triples = [Triple("a", "r", "b"), Triple("b", "r", "a"), Triple("a", "r", Literal.make("x"))]
-        batches = list(schema.edge_batches(triples, 10, compiler.FALKORDB))
+        batches = list(schema.edge_batches(triples, 10, FALKORDB))
         assert [(text, params) for text, params in batches] == [
-            (schema.add_entities(compiler.FALKORDB), {"ids": ["a", "b"]}),
-            (schema.merge_entity_edges("r", compiler.FALKORDB), {"rows": [["a", "b"], ["b", "a"]]}),
-            (schema.add_entities(compiler.FALKORDB), {"ids": ["a"]}),
+            (schema.add_entities(FALKORDB), {"ids": ["a", "b"]}),
+            (schema.merge_entity_edges("r", FALKORDB), {"rows": [["a", "b"], ["b", "a"]]}),
+            (schema.add_entities(FALKORDB), {"ids": ["a"]}),
             (
-                schema.merge_literal_edges("r", compiler.FALKORDB),
+                schema.merge_literal_edges("r", FALKORDB),
                 {"rows": [["a", schema.literal_key(Literal.make("x")), "x", None, None]]},
             ),
         ]
@@ -311,7 +348,7 @@ class TestReadOnlyCheck:
         ],
     )
     def test_reads_pass(self, query):
-        compiler.check_read_only(query)
+        readonly.check_read_only(query)
 
     @pytest.mark.parametrize(
         "query",
@@ -345,7 +382,7 @@ class TestReadOnlyCheck:
     )
     def test_writes_are_refused(self, query):
         with pytest.raises(ReadOnlyViolationError):
-            compiler.check_read_only(query)
+            readonly.check_read_only(query)
 
 
 class TestFalkorDBParameters:
@@ -366,22 +403,22 @@ class TestFalkorDBParameters:
         ],
     )
     def test_literals(self, value, literal):
-        assert compiler.cypher_literal(value) == literal
+        assert cypher_params.cypher_literal(value) == literal
 
     @pytest.mark.parametrize("value", [float("nan"), float("inf"), "nul\x00", object(), b"bytes"])
     def test_unencodable_values_are_refused(self, value):
         with pytest.raises(InvalidInputError):
-            compiler.cypher_literal(value)
+            cypher_params.cypher_literal(value)
 
     def test_header(self):
-        text = compiler.inline_parameters("RETURN $a, $b", {"a": "x'", "b": [1]})
+        text = cypher_params.inline_parameters("RETURN $a, $b", {"a": "x'", "b": [1]})
         assert text == "CYPHER a='x\\'' b=[1] RETURN $a, $b"
-        assert compiler.inline_parameters("RETURN 1", {}) == "RETURN 1"
+        assert cypher_params.inline_parameters("RETURN 1", {}) == "RETURN 1"
 
     @pytest.mark.parametrize("name", ["a b", "x=1 MATCH", "", "1a", "a-b"])
     def test_bad_parameter_names_are_refused(self, name):
         with pytest.raises(InvalidInputError):
-            compiler.inline_parameters("RETURN 1", {name: 1})
+            cypher_params.inline_parameters("RETURN 1", {name: 1})
 
 
 class TestSchema:

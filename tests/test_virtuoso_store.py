@@ -26,12 +26,12 @@ from engine.errors import (
 )
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.open import open_store
+from engine.ops import CountTriples, Expand, Names, Relations, Types, Walks
 from engine.reference import ReferenceStore
 from engine.servers.base import free_port
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql.compiler import SparqlCompiler
-from sparql.terms import Terms
 from sparql.virtuoso import VirtuosoCompiler
 from tests.random_graphs import random_graph
 
@@ -415,11 +415,15 @@ def test_bad_options_are_rejected(options, message):
 
 # ----------------------------------------------------------------------------- the flavour's text
 def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
-    terms = Terms("http://rdf.freebase.com/ns/")
-    generic, virtuoso = SparqlCompiler(terms, "http://g"), VirtuosoCompiler(terms, "http://g")
+    generic = SparqlCompiler("http://rdf.freebase.com/ns/", "http://g")
+    virtuoso = VirtuosoCompiler("http://rdf.freebase.com/ns/", "http://g")
+
+    def text(compiler, op):
+        return compiler.t.bind(compiler.compile(op))
+
     assert generic.same_term("?a", "?b") == "sameTerm(?a, ?b)"
     assert virtuoso.same_term("?a", "?b") == "(?a = ?b)"
-    assert virtuoso.expand(["m.1"], ["r"], "both", 6) == (
+    assert text(virtuoso, Expand(("m.1",), ("r",), "both", limit=6)) == (
         "SELECT ?src ?rel ?dst ?dir"
         ' (IF(isNumeric(?dst), bif:sprintf("%.17g", ?dst), ?dst__exact_none) AS ?dst__exact)'
         " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
@@ -428,11 +432,11 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
         " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } } LIMIT 6"
     )
     # a companion only for what can be a literal: a walk's last node, a name; not aggregates
-    walks = virtuoso.walks(["m.1"], ["r", "r"], "both", None, None)
+    walks = text(virtuoso, Walks(("m.1",), ("r", "r"), "both"))
     assert "sameTerm" not in walks and '(IF(?d0 = "out", ?n0, ?n1) = IF(?d1 = "out", ?n1, ?n2))' in walks
     assert walks.count("__exact)") == 1 and "AS ?n2__exact)" in walks
-    assert "__exact" not in virtuoso.walks(["m.1"], ["r", "r"], "in", None, None)  # ends on a subject
-    assert "__exact" not in virtuoso.walks([], [None, None], "both", None, [("m.1", "m.2")])  # ends on an id
-    assert "AS ?name__exact)" in virtuoso.names(["m.1"]) and "__exact" not in virtuoso.types(["m.1"])
-    assert virtuoso.relations(["m.1"], "out", None) == generic.relations(["m.1"], "out", None)
-    assert virtuoso.count_triples() == generic.count_triples()
+    assert "__exact" not in text(virtuoso, Walks(("m.1",), ("r", "r"), "in"))  # ends on a subject
+    assert "__exact" not in text(virtuoso, Walks((), (None, None), "both", pairs=(("m.1", "m.2"),)))  # ends on an id
+    assert "AS ?name__exact)" in text(virtuoso, Names(("m.1",))) and "__exact" not in text(virtuoso, Types(("m.1",)))
+    assert text(virtuoso, Relations(("m.1",), "out")) == text(generic, Relations(("m.1",), "out"))
+    assert text(virtuoso, CountTriples()) == text(generic, CountTriples())

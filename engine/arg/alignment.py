@@ -18,11 +18,11 @@ from typing import Any
 
 from engine.arg.generation import tokens
 from engine.errors import KGQAError, QueryTimeoutError
+from engine.identifiers import validate_timeout
 from engine.results import ExecuteResult
 from engine.sexpr import parse
 from engine.sexpr.tree import Entity, Relation, Top, Value, to_text
 from engine.store import Store
-from engine.timeouts import validate_timeout
 
 #: seconds one candidate may run before it counts as empty
 TIMEOUT = 10.0

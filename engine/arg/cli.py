@@ -11,6 +11,7 @@ from engine.cli import (
     add_run_arguments,
     add_store_arguments,
     emit,
+    emit_explained,
     open_from_args,
     parse_anchors,
     run_questions,
@@ -20,7 +21,10 @@ from engine.cli import (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sexpr", help="execute an S-expression (GrailQA logical form) on a store")
     p.add_argument("expression", help='e.g. "(JOIN (R directed_by) [The Prowler])"')
-    p.add_argument("--show-query", action="store_true", help="print the compiled SPARQL or Cypher instead of running it")
+    p.add_argument(
+        "--explain", "--show-query", action="store_true", dest="explain",
+        help="print the compiled SPARQL or Cypher and its parameters instead of running it",
+    )
     p.add_argument("--timeout", type=float, default=None, help="seconds the query may run (default: no limit)")
     add_store_arguments(p)
     add_output_arguments(p)
@@ -110,27 +114,15 @@ def _dataset_arguments(p: argparse.ArgumentParser, split: str) -> None:
 
 
 def _sexpr(args: argparse.Namespace) -> None:
+    from engine.ops import Execute
     from engine.sexpr import parse
 
     tree = parse(args.expression)
     with open_from_args(args) as store:
-        if args.show_query:
-            print(_compiled(store, tree))
+        if args.explain:
+            emit_explained(args, store.explain(Execute(tree, timeout=args.timeout)))
             return
         emit(args, store.execute(tree, timeout=args.timeout))
-
-
-def _compiled(store: Any, tree: Any) -> str:
-    if store.dialect == "sparql":
-        from sparql.sexpr import sexpr_compiler
-
-        return sexpr_compiler(store.compiler).compile(tree)
-    if store.dialect == "cypher":
-        from cypher.sexpr import compile_sexpr
-
-        text, params = compile_sexpr(tree, store._flavour)
-        return text + "\n// parameters: " + repr(params)
-    return "(the Python reference store runs the tree itself)"
 
 
 def _models(args: argparse.Namespace):

@@ -1,7 +1,7 @@
 """The Bolt/Cypher store: Neo4j 5 through the official ``neo4j`` driver.
 
 The Cypher comes from ``cypher/compiler.py`` (operations) and ``cypher/schema.py`` (indexes,
-bulk writes); every primitive is one round trip for the whole batch. Reads run in read
+bulk writes); every operation is one round trip for the whole batch. Reads run in read
 transactions (routed to readers on ``neo4j://``), writes in write transactions.
 
 FalkorDB, which speaks Bolt and announces itself as Neo4j 5.13, stands in for Neo4j in the
@@ -9,12 +9,12 @@ tests. The store tells them apart when it connects (``dbms.components()`` exists
 Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
 - it pastes Bolt parameters into the query text unescaped, through a 4 KB stack buffer, so
   parameters are bound in FalkorDB's own ``CYPHER name=value`` header instead
-  (:func:`cypher.compiler.inline_parameters`);
+  (:func:`cypher.params.inline_parameters`);
 - after a client says GOODBYE (the driver does on close) it leaves the next connection given
   the same socket number unanswered; the store takes that number itself after closing
   (:meth:`BoltStore._unstick_falkordb`) and retries a connect whose handshake went unanswered;
 - its string index trims the keys it stores and does not check its hits, so entities are
-  looked up and created differently there (:class:`cypher.compiler.Flavour`);
+  looked up and created differently there (:class:`cypher.compiler.FalkorDBCompiler`);
 - it ignores the database name: every transaction uses the graph ``falkordb``, so two stores
   on one FalkorDB server share one graph whatever ``database`` says;
 - it does not enforce read transactions, which leaves :meth:`query`'s own check as the guard;
@@ -24,11 +24,11 @@ Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import select
 import socket
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
@@ -45,8 +45,11 @@ from neo4j.exceptions import (
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from cypher import compiler, schema
-from cypher.sexpr import compile_sexpr
+from cypher import schema
+from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
+from cypher.params import inline_parameters
+from cypher.readonly import check_read_only
+from cypher.terms import literal_key
 from engine.errors import (
     InvalidInputError,
     QueryTimeoutError,
@@ -54,7 +57,16 @@ from engine.errors import (
     StoreUnavailableError,
 )
 from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple
-from engine.identifiers import RELATION_PATTERN
+from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
+from engine.ops import (
+    Compiled,
+    CountEntities,
+    CountTriples,
+    Op,
+    RelationCounts,
+    RelationTypes,
+    Search,
+)
 from engine.results import (
     QueryResult,
     RelationCount,
@@ -62,8 +74,8 @@ from engine.results import (
     StoreStats,
     TwoHopRelation,
 )
-from engine.sexpr.tree import Count, Top
-from engine.store import Store, pick_name
+from engine.sexpr.tree import Count
+from engine.store import Store
 from engine.timeouts import run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
@@ -142,10 +154,8 @@ class BoltStore(Store):
         namespace: str | None = None,
         batch_size: int = 5000,
     ) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise InvalidInputError(f"invalid timeout {timeout!r}: use a positive number of seconds")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInputError(f"invalid batch_size {batch_size!r}: use a positive integer")
+        timeout = positive_seconds(timeout)
+        batch_size = positive_int(batch_size, "batch_size")
         address, uri_user, uri_password, uri_database, self.uri = _parse_uri(uri)
         self._host, self._port = _host_port(address, self.uri)
         self.timeout = float(timeout)
@@ -173,7 +183,7 @@ class BoltStore(Store):
         except StoreUnavailableError:
             self._driver.close()
             raise
-        self._flavour = compiler.FALKORDB if self._falkordb else compiler.NEO4J
+        self.compiler: CypherCompiler = FALKORDB if self._falkordb else NEO4J
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> bool:
@@ -246,7 +256,7 @@ class BoltStore(Store):
         if self._closed:
             raise StoreError(f"the store {self.uri} is closed")
         if self._falkordb:
-            text, params = compiler.inline_parameters(text, params), {}
+            text, params = inline_parameters(text, params), {}
             if len(text.encode("utf-8")) % 4096 == _FALKORDB_BAD_LENGTH:
                 text += " "
 
@@ -287,9 +297,7 @@ class BoltStore(Store):
         except DriverError as e:
             raise StoreError(f"the Bolt driver failed on {self.uri}: {e}") from e
 
-    def _rows(
-        self, compiled: tuple[str, dict[str, Any]], *, write: bool = False, timeout: float | None = None
-    ) -> list[list[Any]]:
+    def _rows(self, compiled: Compiled, *, write: bool = False, timeout: float | None = None) -> list[list[Any]]:
         if timeout is None:
             return self._execute(*compiled, write=write)[1]
         return self._execute(*compiled, write=write, timeout=timeout)[1]
@@ -314,107 +322,101 @@ class BoltStore(Store):
         if not rows:
             return
         self._ensure_schema()
-        for compiled in schema.edge_batches(rows, self.batch_size, self._flavour):
+        for compiled in schema.edge_batches(rows, self.batch_size, self.compiler):
             self._rows(compiled, write=True)
         named = sorted({t.subject for t in rows if t.relation == NAME_RELATION and isinstance(t.object, Literal)})
         for start in range(0, len(named), self.batch_size):
             chunk = named[start:start + self.batch_size]
-            found = self._names(chunk)
-            display = {i: name for i in chunk if (name := pick_name(found.get(i, ()))) is not None}
-            for compiled in schema.name_batches(display, self.batch_size, self._flavour):
+            display = {i: name for i, name in self.names(chunk).items() if name is not None}
+            for compiled in schema.name_batches(display, self.batch_size, self.compiler):
                 self._rows(compiled, write=True)
 
     def count_triples(self) -> int:
-        return self._rows(compiler.count_triples())[0][0]
+        return self._call(CountTriples())[0]
 
     def stats(self) -> StoreStats:
         """Counts; relation types that are not valid relation names (written by other tools)
         are left out of the per-relation counts."""
-        types = sorted(t for (t,) in self._rows(compiler.relation_types()) if RELATION_PATTERN.fullmatch(t))
+        types = sorted(t for t in self._call(RelationTypes()) if RELATION_PATTERN.fullmatch(t))
         counts: dict[str, int] = {}
         for start in range(0, len(types), _COUNT_BRANCHES):
-            chunk = types[start:start + _COUNT_BRANCHES]
-            for i, count in self._rows(compiler.count_relations(chunk)):
+            for relation, count in self._call(RelationCounts(tuple(types[start:start + _COUNT_BRANCHES]))):
                 if count:
-                    counts[chunk[i]] = count
-        entities = self._rows(compiler.count_entities())[0][0]
+                    counts[relation] = count
+        entities = self._call(CountEntities())[0]
         return StoreStats(self.count_triples(), entities, dict(sorted(counts.items())))
 
-    # ------------------------------------------------------------------ primitives
-    def _relations(self, ids: list[str], direction: str, fetch: int | None) -> list[RelationCount]:
-        return [RelationCount(*row) for row in self._rows(compiler.relations(ids, direction, fetch, self._flavour))]
+    # ------------------------------------------------------------------ operations
+    def _run(self, op: Op, compiled: Compiled | None) -> list:
+        rows = self._rows(compiled, timeout=op.timeout)  # type: ignore[arg-type]
+        return getattr(self, "_decode_" + op.name)(op, rows)
 
-    def _expand(self, ids: list[str], relations: list[str] | None, direction: str, fetch: int | None) -> list[Edge]:
-        rows = self._rows(compiler.expand(ids, relations, direction, fetch, self._flavour))
+    def _decode_relations(self, op, rows: list[list[Any]]) -> list[RelationCount]:
+        return [RelationCount(*row) for row in rows]
+
+    def _decode_expand(self, op, rows: list[list[Any]]) -> list[Edge]:
         return [Edge(src, rel, _node(i, v, dt, lang), fwd) for src, rel, i, v, dt, lang, fwd in rows]
 
-    def _walks(
-        self,
-        seeds: list[str],
-        path: list[str | None],
-        direction: str,
-        fetch: int | None,
-        pairs: list[tuple[str, str]] | None,
-        distinct_edges: bool = True,
-    ) -> list[Path]:
-        if pairs is not None:
-            pairs = list(dict.fromkeys(pairs))
-        rows = self._rows(compiler.walks(seeds, path, direction, fetch, pairs, self._flavour, distinct_edges))
+    def _decode_walks(self, op, rows: list[list[Any]]) -> list[Path]:
         return [
             Path((*ids[:-1], _node(ids[-1], v, dt, lang)), tuple(rels), tuple(fwd))
             for ids, v, dt, lang, rels, fwd in rows
         ]
 
-    def _two_hop_relations(self, ids: list[str], r1: str, direction: str, fetch: int | None) -> list[TwoHopRelation]:
-        rows = self._rows(compiler.two_hop_relations(ids, r1, direction, fetch, self._flavour))
-        return [TwoHopRelation(i, r1, rel, d, n) for i, rel, d, n in rows]
+    def _decode_two_hop_relations(self, op, rows: list[list[Any]]) -> list[TwoHopRelation]:
+        return [TwoHopRelation(i, op.r1, rel, d, n) for i, rel, d, n in rows]
 
-    def _literal_relations(self, literals: list[Literal], fetch: int | None) -> list[RelationCount]:
-        by_key = {schema.literal_key(lit): lit for lit in literals}
-        rows = self._rows(compiler.literal_relations(list(by_key), fetch))
+    def _decode_literal_relations(self, op, rows: list[list[Any]]) -> list[RelationCount]:
+        by_key = {literal_key(lit): lit for lit in op.literals}
         return [RelationCount(by_key[key], rel, "in", n) for key, rel, n in rows]
 
-    def _literal_two_hop_relations(self, literals: list[Literal], r1: str, fetch: int | None) -> list[TwoHopRelation]:
-        by_key = {schema.literal_key(lit): lit for lit in literals}
-        rows = self._rows(compiler.literal_two_hop_relations(list(by_key), r1, fetch))
-        return [TwoHopRelation(by_key[key], r1, rel, d, n) for key, rel, d, n in rows]
+    def _decode_literal_two_hop_relations(self, op, rows: list[list[Any]]) -> list[TwoHopRelation]:
+        by_key = {literal_key(lit): lit for lit in op.literals}
+        return [TwoHopRelation(by_key[key], op.r1, rel, d, n) for key, rel, d, n in rows]
 
-    def _names(self, ids: list[str]) -> dict[str, list[Literal]]:
-        found: dict[str, list[Literal]] = defaultdict(list)
-        for i, value, datatype, lang in self._rows(compiler.names(ids, self._flavour)):
-            found[i].append(Literal.make(value, datatype, lang))
-        return found
+    def _decode_names(self, op, rows: list[list[Any]]) -> list[tuple[str, Literal]]:
+        return [(i, Literal(value, datatype, lang)) for i, value, datatype, lang in rows]
 
-    def _types(self, ids: list[str]) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = defaultdict(list)
-        for i, t in self._rows(compiler.types(ids, self._flavour)):
-            found[i].append(t)
-        return found
+    def _decode_types(self, op, rows: list[list[Any]]) -> list[tuple[str, str]]:
+        return [(i, t) for i, t in rows]
 
-    def _search(self, text: str, mode: str, fetch: int | None) -> list[SearchHit]:
-        if mode == "exact":
-            return [SearchHit(i, name) for i, name in self._rows(compiler.search(text, mode, fetch))]
+    def _decode_search(self, op, rows: list[list[Any]]) -> list[SearchHit]:
+        return [SearchHit(i, name) for i, name in rows]
+
+    def _decode_execute(self, op, rows: list[list[Any]]) -> list:
+        if isinstance(op.tree, Count):
+            return [rows[0][0]]
+        return [_node(i, v, dt, lang) for i, v, dt, lang in rows]
+
+    def _decode_count_triples(self, op, rows: list[list[Any]]) -> list[int]:
+        return [rows[0][0]]
+
+    _decode_count_entities = _decode_count_triples
+
+    def _decode_relation_types(self, op, rows: list[list[Any]]) -> list[str]:
+        return [t for (t,) in rows]
+
+    def _decode_relation_counts(self, op, rows: list[list[Any]]) -> list[tuple[str, int]]:
+        return [(op.relations[i], count) for i, count in rows]
+
+    def _search_hits(self, op: Search) -> list[SearchHit]:
+        if op.mode == "exact":
+            return self._call(op)
         # The server lower-cases names with special characters differently from Python (see
-        # compiler.CASE_SPECIAL) and returns them all; keep those that match Python's way.
-        # Rejected rows count against the LIMIT, so ask for more until the kept rows reach
-        # ``fetch`` or the candidates run out.
-        needle = text.lower()
+        # cypher.compiler.CASE_SPECIAL) and returns them all; keep those that match Python's
+        # way. Rejected rows count against the LIMIT, so ask for more until the kept rows
+        # reach the limit or the candidates run out.
+        needle, fetch = op.text.lower(), op.limit
         ask = fetch
         while True:
-            rows = self._rows(compiler.search(text, mode, ask))
-            kept = [SearchHit(i, name) for i, name in rows if _name_matches(name, needle, mode)]
+            rows = self._call(dataclasses.replace(op, limit=ask))
+            kept = [hit for hit in rows if _name_matches(hit.name, needle, op.mode)]
             if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
                 return kept
             ask *= 4
 
-    def _execute_tree(self, tree: Top, timeout: float | None = None) -> list[Term] | int:
-        rows = self._rows(compile_sexpr(tree, self._flavour), timeout=timeout)
-        if isinstance(tree, Count):
-            return rows[0][0]
-        return [_node(i, v, dt, lang) for i, v, dt, lang in rows]
-
     def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
-        compiler.check_read_only(text)
+        check_read_only(text)
         columns, rows = self._execute(text, params, write=False)
         return QueryResult(columns, [[_value(v) for v in row] for row in rows])
 

@@ -8,20 +8,19 @@ from typing import Any
 import pyoxigraph as ox
 
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
-from engine.graph import FREEBASE_NS, Literal
+from engine.graph import FREEBASE_NS
 from engine.results import QueryResult
 from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
+from sparql.compiler import SparqlCompiler
 from sparql.readonly import bind_parameters, ensure_read_only
-
-_DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 
 
 class OxigraphStore(SparqlStore):
     """Oxigraph, embedded: ``OxigraphStore(path)`` on disk, ``OxigraphStore(None)`` in memory."""
 
     def __init__(self, path: str | None, namespace: str = FREEBASE_NS) -> None:
-        super().__init__(namespace)
+        super().__init__(SparqlCompiler(namespace))
         self.path = path
         self.uri = f"oxigraph:{path}" if path else "memory:"
         try:
@@ -35,35 +34,11 @@ class OxigraphStore(SparqlStore):
                 f"cannot open the Oxigraph store at {path!r}: {e}. Is another process using it? "
                 "Close it, or give another directory."
             ) from e
-        self._decoded: dict[str, Any] = {}  # IRI or literal text -> id or Literal
 
     def close(self) -> None:
         if self.path is not None and hasattr(self, "db"):
             self.db.flush()
         self.__dict__.pop("db", None)
-
-    # ------------------------------------------------------------------ terms
-    def _from_ox(self, term: Any) -> Any:
-        # Results repeat the same hubs, relations and literals row after row: decode each once.
-        kind = term.__class__
-        if kind is ox.NamedNode:
-            key = term.value
-        elif kind is ox.Literal:
-            key = str(term)  # its N-Triples text: value, datatype and language in one key
-        elif kind is ox.BlankNode:
-            return "_:" + term.value
-        else:
-            return term
-        decoded = self._decoded.get(key)
-        if decoded is None:
-            if kind is ox.NamedNode:
-                decoded = self.terms.id_of(key)
-            else:
-                decoded = Literal.make(term.value, term.datatype.value, term.language)
-            if len(self._decoded) >= _DECODED_MAX:
-                self._decoded.clear()
-            self._decoded[key] = decoded
-        return decoded
 
     # ------------------------------------------------------------------ writing
     def _add_ntriples(self, lines: Iterable[str]) -> None:

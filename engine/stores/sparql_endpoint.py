@@ -43,6 +43,7 @@ from SPARQLWrapper.SPARQLExceptions import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from engine.dialects import DIALECTS
 from engine.errors import (
     InvalidInputError,
     KGQAError,
@@ -54,13 +55,13 @@ from engine.graph import FREEBASE_NS, XSD, Literal, Term
 from engine.results import QueryResult
 from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
-from sparql.compiler import SparqlCompiler
 from sparql.readonly import bind_parameters, ensure_read_only
-from sparql.terms import Terms
-from sparql.virtuoso import EXACT_SUFFIX, VirtuosoCompiler
+from sparql.virtuoso import EXACT_SUFFIX
 
 DEFAULT_GRAPH = "http://kgqa-engine/graph/default"
 FLAVOURS = ("virtuoso", "generic")
+#: the dialect (engine.dialects) each flavour of endpoint speaks
+_DIALECT_OF_FLAVOUR = {"virtuoso": "virtuoso", "generic": "sparql"}
 LOADERS = ("isql", "update")
 
 _GRAPH_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>\"'{}|^`\\]+")
@@ -151,7 +152,7 @@ class SparqlEndpointStore(SparqlStore):
         if not _GRAPH_IRI.fullmatch(graph):
             raise InvalidInputError(f"invalid graph IRI {graph!r}: give an absolute IRI such as {DEFAULT_GRAPH}")
         self.flavour = flavour
-        super().__init__(namespace, graph)
+        super().__init__(DIALECTS[_DIALECT_OF_FLAVOUR[flavour]](namespace, graph))  # type: ignore[arg-type]
         self.uri = uri
         self.graph = graph
         self.endpoint = urllib.parse.urlunsplit(
@@ -172,9 +173,6 @@ class SparqlEndpointStore(SparqlStore):
         self.loader = loader
         self.update_endpoint = update_endpoint or self.endpoint.rsplit("/", 1)[0] + "/sparql-auth"
         self.batch_size = batch_size
-
-    def make_compiler(self, terms: Terms, graph: str | None) -> SparqlCompiler:
-        return VirtuosoCompiler(terms, graph) if self.flavour == "virtuoso" else SparqlCompiler(terms, graph)
 
     # ------------------------------------------------------------------ HTTP
     def _request(self, text: str, accept: str, whole_graph: bool, timeout: float | None = None) -> bytes:
@@ -320,13 +318,6 @@ class SparqlEndpointStore(SparqlStore):
         for quad in ox.parse(body, format=ox.RdfFormat.N_TRIPLES):
             rows.append([self._from_ox(quad.subject), self._from_ox(quad.predicate), self._from_ox(quad.object)])
         return QueryResult(["subject", "predicate", "object"], rows)
-
-    def _from_ox(self, term: Any) -> Any:
-        if isinstance(term, ox.NamedNode):
-            return self.terms.id_of(term.value)
-        if isinstance(term, ox.BlankNode):
-            return "_:" + term.value
-        return Literal.make(term.value, term.datatype.value, term.language)
 
     def count_triples(self) -> int:
         # Where the bulk loader's SQL port is configured, count in the quad table. Observed on

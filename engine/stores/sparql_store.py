@@ -1,26 +1,29 @@
 """What every SPARQL store shares: compiling operations and decoding their rows.
 
-A backend supplies ``_select(text)``, returning rows as dicts from variable name to a decoded
-value (an id ``str`` for an IRI, a :class:`Literal` for a literal, None when unbound), and its
-own loading and raw-query paths.
+A backend supplies ``_select(text, timeout)``, returning rows as dicts from variable name to a
+decoded value (an id ``str`` for an IRI, a :class:`Literal` for a literal, None when unbound),
+and its own loading and raw-query paths.
 """
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from engine.graph import FREEBASE_NS, Edge, Literal, Path, Term, Triple
+import pyoxigraph as ox
+
+from engine.graph import Edge, Literal, Path, Term, Triple
+from engine.ops import Compiled, CountEntities, CountTriples, Op, RelationCounts
 from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
-from engine.sexpr.tree import Count, Top
+from engine.sexpr.tree import Count
 from engine.store import Store
 from sparql.compiler import SparqlCompiler
 from sparql.ntriples import CanonicalNTriples
-from sparql.sexpr import sexpr_compiler
 from sparql.terms import Terms
 
 Row = dict[str, Any]
+
+_DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 
 
 def _text(value: Any) -> str:
@@ -35,17 +38,39 @@ class SparqlStore(Store):
     dialect = "sparql"
     compiler: SparqlCompiler
 
-    def __init__(self, namespace: str = FREEBASE_NS, graph: str | None = None) -> None:
-        self.terms = Terms(namespace)
-        self.compiler = self.make_compiler(self.terms, graph)
+    def __init__(self, compiler: SparqlCompiler) -> None:
+        self.compiler = compiler
+        self.terms: Terms = compiler.t
+        self._decoded: dict[str, Any] = {}  # IRI or literal text -> id or Literal
 
-    def make_compiler(self, terms: Terms, graph: str | None) -> SparqlCompiler:
-        return SparqlCompiler(terms, graph)
+    def _from_ox(self, term: Any) -> Any:
+        """A pyoxigraph term in the engine's terms: an IRI as its id, a Literal, ``_:`` + a
+        blank node's label. Results repeat the same hubs, relations and literals row after
+        row, so each is decoded once (a bounded cache)."""
+        kind = term.__class__
+        if kind is ox.NamedNode:
+            key = term.value
+        elif kind is ox.Literal:
+            key = str(term)  # its N-Triples text: value, datatype and language in one key
+        elif kind is ox.BlankNode:
+            return "_:" + term.value
+        else:
+            return term
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            if kind is ox.NamedNode:
+                decoded = self.terms.id_of(key)
+            else:
+                decoded = Literal(term.value, term.datatype.value, term.language)
+            if len(self._decoded) >= _DECODED_MAX:
+                self._decoded.clear()
+            self._decoded[key] = decoded
+        return decoded
 
     @abstractmethod
     def _select(self, text: str, timeout: float | None = None) -> list[Row]:
-        """Run a SELECT and decode its rows; past ``timeout`` seconds (None: the store's own
-        limits), raise :class:`engine.errors.QueryTimeoutError`."""
+        """Run a SELECT (its parameters bound) and decode its rows; past ``timeout`` seconds
+        (None: the store's own limits), raise :class:`engine.errors.QueryTimeoutError`."""
 
     # ------------------------------------------------------------------ loading
     # Both RDF stores load N-Triples text: triples are written as lines (``_ntriples``), and the
@@ -77,24 +102,26 @@ class SparqlStore(Store):
 
     # ------------------------------------------------------------------ statistics
     def count_triples(self) -> int:
-        return _int(self._select(self.compiler.count_triples())[0]["n"])
+        return self._call(CountTriples())[0]
 
     def stats(self) -> StoreStats:
-        relations = {_text(r["p"]): _int(r["n"]) for r in self._select(self.compiler.relation_counts())}
-        entities = _int(self._select(self.compiler.entity_count())[0]["n"])
+        relations = dict(self._call(RelationCounts()))
+        entities = self._call(CountEntities())[0]
         return StoreStats(sum(relations.values()), entities, dict(sorted(relations.items())))
 
-    # ------------------------------------------------------------------ primitives
-    def _relations(self, ids, direction, fetch) -> list[RelationCount]:
-        rows = self._select(self.compiler.relations(ids, direction, fetch))
+    # ------------------------------------------------------------------ operations
+    def _run(self, op: Op, compiled: Compiled | None) -> list:
+        rows = self._select(self.terms.bind(compiled), op.timeout)  # type: ignore[arg-type]
+        return getattr(self, "_decode_" + op.name)(op, rows)
+
+    def _decode_relations(self, op, rows: list[Row]) -> list[RelationCount]:
         return [RelationCount(r["id"], r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
 
-    def _expand(self, ids, relations, direction, fetch) -> list[Edge]:
-        rows = self._select(self.compiler.expand(ids, relations, direction, fetch))
+    def _decode_expand(self, op, rows: list[Row]) -> list[Edge]:
         return [Edge(r["src"], r["rel"], r["dst"], _text(r["dir"]) == "out") for r in rows]
 
-    def _walks(self, seeds, path, direction, fetch, pairs, distinct_edges=True) -> list[Path]:
-        rows = self._select(self.compiler.walks(seeds, path, direction, fetch, pairs, distinct_edges))
+    def _decode_walks(self, op, rows: list[Row]) -> list[Path]:
+        path = op.path
         hops = len(path)
         node_columns = [f"n{i}" for i in range(hops + 1)]
         direction_columns = [f"d{i}" for i in range(hops)]
@@ -106,35 +133,37 @@ class SparqlStore(Store):
             out.append(Path(tuple([r[c] for c in node_columns]), rels, forward))  # type: ignore[arg-type]
         return out
 
-    def _two_hop_relations(self, ids, r1, direction, fetch) -> list[TwoHopRelation]:
-        rows = self._select(self.compiler.two_hop_relations(ids, r1, direction, fetch))
-        return [TwoHopRelation(r["id"], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+    def _decode_two_hop_relations(self, op, rows: list[Row]) -> list[TwoHopRelation]:
+        return [TwoHopRelation(r["id"], op.r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
 
-    def _literal_relations(self, literals, fetch) -> list[RelationCount]:
-        rows = self._select(self.compiler.literal_relations(literals, fetch))
-        return [RelationCount(literals[_int(r["i"])], r["rel"], "in", _int(r["n"])) for r in rows]
+    def _decode_literal_relations(self, op, rows: list[Row]) -> list[RelationCount]:
+        return [RelationCount(op.literals[_int(r["i"])], r["rel"], "in", _int(r["n"])) for r in rows]
 
-    def _literal_two_hop_relations(self, literals, r1, fetch) -> list[TwoHopRelation]:
-        rows = self._select(self.compiler.literal_two_hop_relations(literals, r1, fetch))
+    def _decode_literal_two_hop_relations(self, op, rows: list[Row]) -> list[TwoHopRelation]:
+        literals, r1 = op.literals, op.r1
         return [TwoHopRelation(literals[_int(r["i"])], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
 
-    def _names(self, ids) -> dict[str, list[Literal]]:
-        found: dict[str, list[Literal]] = defaultdict(list)
-        for r in self._select(self.compiler.names(ids)):
-            found[r["id"]].append(r["name"])
-        return found
+    def _decode_names(self, op, rows: list[Row]) -> list[tuple[str, Literal]]:
+        return [(r["id"], r["name"]) for r in rows]
 
-    def _types(self, ids) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = defaultdict(list)
-        for r in self._select(self.compiler.types(ids)):
-            found[r["id"]].append(r["type"])
-        return found
+    def _decode_types(self, op, rows: list[Row]) -> list[tuple[str, str]]:
+        return [(r["id"], r["type"]) for r in rows]
 
-    def _search(self, text, mode, fetch) -> list[SearchHit]:
-        return [SearchHit(r["id"], r["name"].value) for r in self._select(self.compiler.search(text, mode, fetch))]
+    def _decode_search(self, op, rows: list[Row]) -> list[SearchHit]:
+        return [SearchHit(r["id"], r["name"].value) for r in rows]
 
-    def _execute_tree(self, tree: Top, timeout: float | None = None) -> list[Term] | int:
-        rows = self._select(sexpr_compiler(self.compiler).compile(tree), timeout)
-        if isinstance(tree, Count):
-            return _int(rows[0]["n"])
+    def _decode_execute(self, op, rows: list[Row]) -> list[Term] | list[int]:
+        if isinstance(op.tree, Count):
+            return [_int(rows[0]["n"])]
         return [r["v0"] for r in rows]
+
+    def _decode_count_triples(self, op, rows: list[Row]) -> list[int]:
+        return [_int(rows[0]["n"])]
+
+    _decode_count_entities = _decode_count_triples
+
+    def _decode_relation_types(self, op, rows: list[Row]) -> list[str]:
+        return [_text(r["p"]) for r in rows]
+
+    def _decode_relation_counts(self, op, rows: list[Row]) -> list[tuple[str, int]]:
+        return [(_text(r["p"]), _int(r["n"])) for r in rows]
