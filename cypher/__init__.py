@@ -1,2 +1,4 @@
-"""The Cypher dialect: ``compiler`` (one builder per store operation, the read-only check,
-FalkorDB's parameter header) and ``schema`` (indexes, constraints, bulk writes)."""
+"""The Cypher dialects: ``compiler`` (one method per store operation, Neo4j and FalkorDB),
+``terms`` (relation quoting, literal keys), ``sexpr`` (S-expressions), ``schema`` (indexes,
+constraints, bulk writes), ``readonly`` (the raw-query guard) and ``params`` (FalkorDB's
+parameter header)."""

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Triple
+from engine.identifiers import positive_int
 from engine.results import LoadReport
 from engine.store import Store
 from loaders.formats import Format, detect_format, format_names, get_format
@@ -59,8 +60,7 @@ def load_files(
     files = _check_paths(paths)
     if batch_size is None:
         batch_size = store.load_batch_size
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"invalid batch_size {batch_size!r}: use a positive integer")
+    batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
     rejects = _RejectsFile(
         Path(rejects_path) if rejects_path is not None else Path.cwd() / (files[0].name + ".rejects.tsv"),

@@ -2,33 +2,20 @@
 
 Reads go through SPARQLWrapper (POST, JSON results) against one named graph, with a timeout
 and retries with exponential backoff on transient failures (connection refused or reset,
-timeouts, HTTP 5xx that are not query errors). Virtuoso loads through its own bulk loader:
-the triples are written as Turtle files (N-Triples lines) into a staging directory the server may read
-(``DirsAllowed`` in virtuoso.ini), then ``isql`` runs ``ld_dir`` + ``rdf_loader_run`` and the
-load list is checked for errors. ``loader="update"`` instead sends ``INSERT DATA`` batches to
-an authenticated SPARQL update endpoint (small loads, endpoints without isql).
-
-Virtuoso's answers are normalised back to the values that were loaded (see ``_virtuoso_literal``);
-what cannot be recovered is listed in :class:`SparqlEndpointStore`'s docstring.
+timeouts, HTTP 5xx that are not query errors; ``engine/stores/endpoint_errors.py``). Loading
+(Virtuoso's isql bulk loader, or ``INSERT DATA``) is in ``engine/stores/virtuoso_load.py``.
+Virtuoso's answers are normalised back to the values that were loaded
+(``engine/stores/virtuoso_literals.py``); what cannot be recovered is listed in
+:class:`SparqlEndpointStore`'s docstring.
 """
 from __future__ import annotations
 
-import ast
 import http.client
-import itertools
 import json
 import math
 import os
-import re
-import shutil
-import struct
-import subprocess
-import tempfile
 import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyoxigraph as ox
@@ -51,9 +38,13 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.graph import FREEBASE_NS, XSD, Literal, Term
+from engine.graph import FREEBASE_NS, Literal
+from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.results import QueryResult
+from engine.stores.endpoint_errors import QueryRejected, server_message, transient
 from engine.stores.sparql_store import Row, SparqlStore
+from engine.stores.virtuoso_literals import virtuoso_literal
+from engine.stores.virtuoso_load import VirtuosoLoading
 from engine.timeouts import run_with_timeout
 from sparql.readonly import bind_parameters, ensure_read_only
 from sparql.virtuoso import EXACT_SUFFIX
@@ -64,20 +55,8 @@ FLAVOURS = ("virtuoso", "generic")
 _DIALECT_OF_FLAVOUR = {"virtuoso": "virtuoso", "generic": "sparql"}
 LOADERS = ("isql", "update")
 
-_GRAPH_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>\"'{}|^`\\]+")
-# "Virtuoso 37000 Error SP030: ..." — a query or SQL error the server reports, not a failure
-# to retry; class 40 (transaction rollback, deadlock) is the exception.
-_VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error")
-_FLOATS = {XSD + "float", XSD + "double"}
-_DATES = {XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"}
-_YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
-_LOAD_MARK = "KGQA-LOAD:"
-_COUNT_MARK = "KGQA-COUNT:"
-_INTEGER = XSD + "integer"
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-
-class SparqlEndpointStore(SparqlStore):
+class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     """A SPARQL 1.1 endpoint (Virtuoso by default), read and written in one named graph.
 
     ``uri`` is the endpoint (``http://host:8890/sparql``); ``?graph=IRI`` in it, or the
@@ -136,10 +115,8 @@ class SparqlEndpointStore(SparqlStore):
         if loader not in LOADERS:
             raise InvalidInputError(f"invalid loader {loader!r}: use one of {', '.join(LOADERS)}")
         for name, value in (("loaders", loaders), ("chunk_size", chunk_size), ("batch_size", batch_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"invalid {name} {value!r}: use a positive integer")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidInputError(f"invalid timeout {timeout!r}: use a positive number of seconds")
+            positive_int(value, name)
+        positive_seconds(timeout)
         if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
             raise InvalidInputError(f"invalid backoff {backoff!r}: use a number of seconds ≥ 0")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -149,7 +126,7 @@ class SparqlEndpointStore(SparqlStore):
             raise InvalidInputError(f"invalid SPARQL endpoint {uri!r}: give http(s)://host:port/sparql")
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         graph = graph or next((v for k, v in query if k == "graph"), None) or DEFAULT_GRAPH
-        if not _GRAPH_IRI.fullmatch(graph):
+        if not IRI_PATTERN.fullmatch(graph):
             raise InvalidInputError(f"invalid graph IRI {graph!r}: give an absolute IRI such as {DEFAULT_GRAPH}")
         self.flavour = flavour
         super().__init__(DIALECTS[_DIALECT_OF_FLAVOUR[flavour]](namespace, graph))  # type: ignore[arg-type]
@@ -219,7 +196,7 @@ class SparqlEndpointStore(SparqlStore):
         retrying = Retrying(
             stop=stop_after_attempt(self.retries + 1),
             wait=wait_exponential(multiplier=self.backoff, max=30),
-            retry=retry_if_exception(_transient),
+            retry=retry_if_exception(transient),
             reraise=True,
         )
         try:
@@ -227,10 +204,10 @@ class SparqlEndpointStore(SparqlStore):
         except KGQAError:
             raise
         except (QueryBadFormed, URITooLong) as e:
-            raise QueryRejected(_server_message(e)) from e
+            raise QueryRejected(server_message(e)) from e
         except EndPointInternalError as e:
-            message = _server_message(e)
-            if _transient(e):
+            message = server_message(e)
+            if transient(e):
                 raise self._unavailable(f"it keeps failing ({message})") from e
             if "S1T00" in message and timeout is not None:
                 raise QueryTimeoutError(f"Virtuoso refused or stopped it: {message}") from e
@@ -272,8 +249,8 @@ class SparqlEndpointStore(SparqlStore):
             return "_:" + value
         datatype, lang = binding.get("datatype"), binding.get("xml:lang")
         if self.flavour == "virtuoso":
-            return _virtuoso_literal(value, datatype, lang, None if exact is None else str(exact["value"]))
-        return Literal.make(value, datatype, lang)
+            return virtuoso_literal(value, datatype, lang, None if exact is None else str(exact["value"]))
+        return Literal(value, datatype, lang)
 
     def _rows(self, result: dict[str, Any], compiled: bool) -> tuple[list[str], list[Row]]:
         """Column names and decoded rows; a compiled query's ``__exact`` companions fold into
@@ -325,211 +302,5 @@ class SparqlEndpointStore(SparqlStore):
         # COUNT over that graph ran for over five minutes (the same count took 0.2 s on another
         # run), while the quad table answers in milliseconds.
         if self.flavour == "virtuoso" and self.loader != "update" and self.staging_dir is not None:
-            out = self._isql(
-                f"SELECT '{_COUNT_MARK}' || cast(COUNT(*) AS VARCHAR) FROM DB.DBA.RDF_QUAD "
-                f"WHERE G = iri_to_id({_sql_string(self.graph)});"
-            )
-            counts = _marked(out, _COUNT_MARK)
-            if counts:
-                return int(counts[0])
-            raise StoreError(f"Virtuoso's SQL port gave no triple count for {self.uri}: {out[-300:]!r}")
+            return self._quad_count()
         return super().count_triples()
-
-    # ------------------------------------------------------------------ writing
-    def _add_ntriples(self, lines: Iterable[str]) -> None:
-        if self.loader == "update":
-            self._insert_data(lines)
-        else:
-            self._bulk_load(lines)
-
-    def _object_text(self, obj: Term) -> str:
-        """N-Triples, except that xsd:integer values within 64 bits are bare Turtle numbers,
-        because Virtuoso's Turtle parser turns a quoted ``"2147483648"^^xsd:integer`` (anything
-        beyond 32 bits) into an xsd:decimal. (The loader's fast lane never passes integers.)"""
-        if isinstance(obj, Literal) and obj.datatype == _INTEGER and _INT64_MIN <= int(obj.value) <= _INT64_MAX:
-            return obj.value
-        return self.terms.term(obj)
-
-    def _bulk_load(self, lines: Iterable[str]) -> None:
-        if self.staging_dir is None:
-            raise InvalidInputError(
-                f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
-                "the Virtuoso server can read (listed in DirsAllowed of its virtuoso.ini)"
-            )
-        try:
-            folder = tempfile.mkdtemp(prefix="kgqa-load-", dir=self.staging_dir)
-        except OSError as e:
-            raise StoreError(f"cannot write into the staging directory {self.staging_dir!r}: {e}") from e
-        try:
-            # Every file is written before the server reads any, so a bad triple stops the
-            # load before anything reaches the store.
-            os.chmod(folder, 0o755)  # the server may run as another user
-            if not self._stage(lines, folder):
-                return
-            here = _sql_string(os.path.abspath(folder) + "/%")
-            self._isql(f"ld_dir({_sql_string(os.path.abspath(folder))}, '*.ttl', {_sql_string(self.graph)});")
-            try:
-                with ThreadPoolExecutor(self.loaders) as pool:
-                    list(pool.map(self._isql, ["rdf_loader_run();"] * self.loaders))
-                report = self._isql(
-                    "checkpoint;\n"
-                    f"SELECT '{_LOAD_MARK}' || ll_file || ' ' || coalesce(ll_error, 'was not loaded') "
-                    f"FROM DB.DBA.load_list WHERE ll_file LIKE {here} AND (ll_state <> 2 OR ll_error IS NOT NULL);"
-                )
-            finally:  # the staged files go away, so their rows in the load list must too
-                self._isql(f"DELETE FROM DB.DBA.load_list WHERE ll_file LIKE {here};")
-            failures = _marked(report, _LOAD_MARK)
-            if failures:
-                raise StoreError(
-                    f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
-                    "file up to the error may have been loaded; loading again is safe)"
-                )
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    def _stage(self, lines: Iterable[str], folder: str) -> int:
-        """Write the lines as Turtle files of ``chunk_size`` lines; return how many."""
-        lines = iter(lines)
-        count = part = 0
-        try:
-            while True:
-                path = os.path.join(folder, f"part-{part:05d}.ttl")
-                with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-                    for line in itertools.islice(lines, self.chunk_size):
-                        out.write(line)
-                        count += 1
-                os.chmod(path, 0o644)
-                if count < (part + 1) * self.chunk_size:  # the triples ran out
-                    if count == part * self.chunk_size:
-                        os.remove(path)
-                    return count
-                part += 1
-        except UnicodeEncodeError as e:
-            raise InvalidInputError(
-                f"triple {count + 1} of the load is not valid Unicode ({e.reason}): {e.object[:200]!r}"
-            ) from e
-        except OSError as e:
-            raise StoreError(f"cannot write the staging file in {folder!r}: {e}") from e
-
-    def _isql(self, sql: str) -> str:
-        """Run SQL statements through isql; raise on the first error it reports."""
-        if shutil.which(self.isql_command) is None:
-            raise StoreUnavailableError(
-                f"{self.isql_command} not found: Virtuoso's bulk loader needs it (apt-get install "
-                "virtuoso-opensource-7-bin, or isql_command= its path); loader='update' loads without it"
-            )
-        try:
-            done = subprocess.run(
-                [self.isql_command, self.isql, self.user, self.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
-                input=sql,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        except OSError as e:
-            raise StoreUnavailableError(f"cannot run {self.isql_command}: {e}") from e
-        output = done.stdout + done.stderr
-        errors = [line for line in output.splitlines() if line.startswith("*** Error")]
-        if errors:
-            if "Connect failed" in errors[0] or "CL0" in errors[0]:
-                raise StoreUnavailableError(
-                    f"cannot connect to Virtuoso's SQL port {self.isql} as {self.user!r}: {errors[0]}. "
-                    "Is the server running? Give isql='host:port' (its [Parameters] ServerPort) and the dba password."
-                )
-            raise StoreError(f"Virtuoso's bulk loader failed on {self.uri}: {' '.join(errors)} (SQL: {sql.strip()})")
-        return output
-
-    def _insert_data(self, lines: Iterable[str]) -> None:
-        lines = list(lines)  # every triple checked before any batch is sent
-        opener = self._update_opener()
-        for start in range(0, len(lines), self.batch_size):
-            text = f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(lines[start:start + self.batch_size])}}} }}"
-            data = urllib.parse.urlencode({"update": text}).encode()
-            request = urllib.request.Request(self.update_endpoint, data=data, method="POST")
-            request.add_header("Content-Type", "application/x-www-form-urlencoded")
-            try:
-                for attempt in Retrying(
-                    stop=stop_after_attempt(self.retries + 1),
-                    wait=wait_exponential(multiplier=self.backoff, max=30),
-                    retry=retry_if_exception(_transient),
-                    reraise=True,
-                ):
-                    with attempt, opener.open(request, timeout=self.timeout) as response:
-                        response.read()
-            except urllib.error.HTTPError as e:
-                raise StoreError(
-                    f"{self.update_endpoint} refused INSERT DATA (HTTP {e.code}): "
-                    f"{e.read().decode(errors='replace')[:500]}; check user/password and update permissions"
-                ) from e
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                raise StoreUnavailableError(f"cannot reach the update endpoint {self.update_endpoint}: {e}") from e
-
-    def _update_opener(self) -> urllib.request.OpenerDirector:
-        # A private opener: SPARQLWrapper's digest support installs a process-wide one.
-        passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
-        passwords.add_password(None, self.update_endpoint, self.user, self.password)
-        return urllib.request.build_opener(
-            urllib.request.HTTPDigestAuthHandler(passwords), urllib.request.HTTPBasicAuthHandler(passwords)
-        )
-
-
-class QueryRejected(Exception):
-    """The endpoint refused a query as malformed or failing (not a transient error)."""
-
-
-def _server_message(error: SPARQLWrapperException) -> str:
-    """The server's own words from a SPARQLWrapper exception (its message embeds the body's repr)."""
-    text = str(error)
-    _, _, body = text.partition("Response:\n")
-    try:
-        message = ast.literal_eval(body).decode("utf-8", "replace") if body else text
-    except (ValueError, SyntaxError, AttributeError):
-        message = body or text
-    # Virtuoso echoes the whole query after its message.
-    return message.split("\n\nSPARQL query:", 1)[0].strip()[:2000]
-
-
-def _transient(error: BaseException) -> bool:
-    if isinstance(error, EndPointInternalError):
-        found = _VIRTUOSO_ERROR.search(_server_message(error))
-        return found is None or found.group(1).startswith("40")
-    if isinstance(error, urllib.error.HTTPError):
-        return error.code >= 500 or error.code == 429
-    if isinstance(error, SPARQLWrapperException):
-        return False
-    return isinstance(error, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError))
-
-
-def _marked(output: str, mark: str) -> list[str]:
-    """The values of isql's output lines that a query tagged with ``mark``."""
-    return [line[len(mark):].strip() for line in output.splitlines() if line.startswith(mark)]
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact: str | None) -> Literal:
-    """A literal as Virtuoso returns it, turned back into the one that was loaded.
-
-    Virtuoso prints doubles and floats with six digits (``exact`` holds 17), stores xsd:float
-    in single precision and writes negative years with fewer than four digits (``-044``).
-    What :meth:`Literal.make` canonicalises anyway needs nothing here: booleans as 0/1,
-    dateTime fractions padded to milliseconds (``.250``).
-    """
-    if datatype in _FLOATS and exact is not None:
-        value = _shortest_float32(exact) if datatype == XSD + "float" else exact
-    elif datatype in _DATES:
-        value = _YEAR.sub(lambda m: m.group(1) + m.group(2).zfill(4), value, count=1)
-    return Literal.make(value, datatype, lang)
-
-
-def _shortest_float32(text: str) -> str:
-    """The shortest decimal that reads back as the same single-precision float."""
-    number = float(text)
-    single = struct.unpack("f", struct.pack("f", number))[0]
-    for digits in range(1, 10):
-        candidate = f"{single:.{digits}g}"
-        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == single:
-            return candidate
-    return repr(single)

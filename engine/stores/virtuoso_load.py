@@ -1,0 +1,212 @@
+"""Loading a SPARQL endpoint store: Virtuoso's bulk loader through ``isql``, or ``INSERT DATA``
+batches to an authenticated update endpoint (``loader="update"``).
+
+The bulk loader writes the triples as Turtle files (N-Triples lines) into a staging directory
+the server may read (``DirsAllowed`` in virtuoso.ini), then ``isql`` runs ``ld_dir`` +
+``rdf_loader_run`` and the load list is checked for errors. :class:`VirtuosoLoading` is a part
+of :class:`engine.stores.sparql_endpoint.SparqlEndpointStore`, which holds its settings.
+"""
+from __future__ import annotations
+
+import http.client
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
+from engine.graph import XSD, Literal, Term
+from engine.stores.endpoint_errors import transient
+from sparql.terms import Terms
+
+_LOAD_MARK = "KGQA-LOAD:"
+_COUNT_MARK = "KGQA-COUNT:"
+_INTEGER = XSD + "integer"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class VirtuosoLoading:
+    """The loading half of the endpoint store (its settings are the store's options)."""
+
+    uri: str
+    graph: str
+    terms: Terms
+    endpoint: str
+    timeout: float
+    retries: int
+    backoff: float
+    user: str
+    password: str
+    isql: str
+    isql_command: str
+    staging_dir: str | None
+    loaders: int
+    chunk_size: int
+    loader: str
+    update_endpoint: str
+    batch_size: int
+
+    def _quad_count(self) -> int:
+        """The triples of the store's graph, counted in Virtuoso's quad table over isql."""
+        out = self._isql(
+            f"SELECT '{_COUNT_MARK}' || cast(COUNT(*) AS VARCHAR) FROM DB.DBA.RDF_QUAD "
+            f"WHERE G = iri_to_id({_sql_string(self.graph)});"
+        )
+        counts = _marked(out, _COUNT_MARK)
+        if counts:
+            return int(counts[0])
+        raise StoreError(f"Virtuoso's SQL port gave no triple count for {self.uri}: {out[-300:]!r}")
+
+    def _add_ntriples(self, lines: Iterable[str]) -> None:
+        if self.loader == "update":
+            self._insert_data(lines)
+        else:
+            self._bulk_load(lines)
+
+    def _object_text(self, obj: Term) -> str:
+        """N-Triples, except that xsd:integer values within 64 bits are bare Turtle numbers,
+        because Virtuoso's Turtle parser turns a quoted ``"2147483648"^^xsd:integer`` (anything
+        beyond 32 bits) into an xsd:decimal. (The loader's fast lane never passes integers.)"""
+        if isinstance(obj, Literal) and obj.datatype == _INTEGER and _INT64_MIN <= int(obj.value) <= _INT64_MAX:
+            return obj.value
+        return self.terms.term(obj)
+
+    def _bulk_load(self, lines: Iterable[str]) -> None:
+        if self.staging_dir is None:
+            raise InvalidInputError(
+                f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
+                "the Virtuoso server can read (listed in DirsAllowed of its virtuoso.ini)"
+            )
+        try:
+            folder = tempfile.mkdtemp(prefix="kgqa-load-", dir=self.staging_dir)
+        except OSError as e:
+            raise StoreError(f"cannot write into the staging directory {self.staging_dir!r}: {e}") from e
+        try:
+            # Every file is written before the server reads any, so a bad triple stops the
+            # load before anything reaches the store.
+            os.chmod(folder, 0o755)  # the server may run as another user
+            if not self._stage(lines, folder):
+                return
+            here = _sql_string(os.path.abspath(folder) + "/%")
+            self._isql(f"ld_dir({_sql_string(os.path.abspath(folder))}, '*.ttl', {_sql_string(self.graph)});")
+            try:
+                with ThreadPoolExecutor(self.loaders) as pool:
+                    list(pool.map(self._isql, ["rdf_loader_run();"] * self.loaders))
+                report = self._isql(
+                    "checkpoint;\n"
+                    f"SELECT '{_LOAD_MARK}' || ll_file || ' ' || coalesce(ll_error, 'was not loaded') "
+                    f"FROM DB.DBA.load_list WHERE ll_file LIKE {here} AND (ll_state <> 2 OR ll_error IS NOT NULL);"
+                )
+            finally:  # the staged files go away, so their rows in the load list must too
+                self._isql(f"DELETE FROM DB.DBA.load_list WHERE ll_file LIKE {here};")
+            failures = _marked(report, _LOAD_MARK)
+            if failures:
+                raise StoreError(
+                    f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
+                    "file up to the error may have been loaded; loading again is safe)"
+                )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _stage(self, lines: Iterable[str], folder: str) -> int:
+        """Write the lines as Turtle files of ``chunk_size`` lines; return how many."""
+        lines = iter(lines)
+        count = part = 0
+        try:
+            while True:
+                path = os.path.join(folder, f"part-{part:05d}.ttl")
+                with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
+                    for line in itertools.islice(lines, self.chunk_size):
+                        out.write(line)
+                        count += 1
+                os.chmod(path, 0o644)
+                if count < (part + 1) * self.chunk_size:  # the triples ran out
+                    if count == part * self.chunk_size:
+                        os.remove(path)
+                    return count
+                part += 1
+        except UnicodeEncodeError as e:
+            raise InvalidInputError(
+                f"triple {count + 1} of the load is not valid Unicode ({e.reason}): {e.object[:200]!r}"
+            ) from e
+        except OSError as e:
+            raise StoreError(f"cannot write the staging file in {folder!r}: {e}") from e
+
+    def _isql(self, sql: str) -> str:
+        """Run SQL statements through isql; raise on the first error it reports."""
+        if shutil.which(self.isql_command) is None:
+            raise StoreUnavailableError(
+                f"{self.isql_command} not found: Virtuoso's bulk loader needs it (apt-get install "
+                "virtuoso-opensource-7-bin, or isql_command= its path); loader='update' loads without it"
+            )
+        try:
+            done = subprocess.run(
+                [self.isql_command, self.isql, self.user, self.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
+                input=sql,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except OSError as e:
+            raise StoreUnavailableError(f"cannot run {self.isql_command}: {e}") from e
+        output = done.stdout + done.stderr
+        errors = [line for line in output.splitlines() if line.startswith("*** Error")]
+        if errors:
+            if "Connect failed" in errors[0] or "CL0" in errors[0]:
+                raise StoreUnavailableError(
+                    f"cannot connect to Virtuoso's SQL port {self.isql} as {self.user!r}: {errors[0]}. "
+                    "Is the server running? Give isql='host:port' (its [Parameters] ServerPort) and the dba password."
+                )
+            raise StoreError(f"Virtuoso's bulk loader failed on {self.uri}: {' '.join(errors)} (SQL: {sql.strip()})")
+        return output
+
+    def _insert_data(self, lines: Iterable[str]) -> None:
+        lines = list(lines)  # every triple checked before any batch is sent
+        opener = self._update_opener()
+        for start in range(0, len(lines), self.batch_size):
+            text = f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(lines[start:start + self.batch_size])}}} }}"
+            data = urllib.parse.urlencode({"update": text}).encode()
+            request = urllib.request.Request(self.update_endpoint, data=data, method="POST")
+            request.add_header("Content-Type", "application/x-www-form-urlencoded")
+            try:
+                for attempt in Retrying(
+                    stop=stop_after_attempt(self.retries + 1),
+                    wait=wait_exponential(multiplier=self.backoff, max=30),
+                    retry=retry_if_exception(transient),
+                    reraise=True,
+                ):
+                    with attempt, opener.open(request, timeout=self.timeout) as response:
+                        response.read()
+            except urllib.error.HTTPError as e:
+                raise StoreError(
+                    f"{self.update_endpoint} refused INSERT DATA (HTTP {e.code}): "
+                    f"{e.read().decode(errors='replace')[:500]}; check user/password and update permissions"
+                ) from e
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                raise StoreUnavailableError(f"cannot reach the update endpoint {self.update_endpoint}: {e}") from e
+
+    def _update_opener(self) -> urllib.request.OpenerDirector:
+        # A private opener: SPARQLWrapper's digest support installs a process-wide one.
+        passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+        passwords.add_password(None, self.update_endpoint, self.user, self.password)
+        return urllib.request.build_opener(
+            urllib.request.HTTPDigestAuthHandler(passwords), urllib.request.HTTPBasicAuthHandler(passwords)
+        )
+
+
+
+def _marked(output: str, mark: str) -> list[str]:
+    """The values of isql's output lines that a query tagged with ``mark``."""
+    return [line[len(mark):].strip() for line in output.splitlines() if line.startswith(mark)]
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
