@@ -28,6 +28,7 @@ from benchmarks.baselines.csr_floor import CsrFloor
 from benchmarks.sources import QuestionPath
 from benchmarks.tasks import OPS, Answer, Retriever, Task, Workload, canonical
 from engine.graph import NAME_RELATION, Literal
+from engine.identifiers import UNBOUNDED
 from engine.results import ExpandResult, RelationsResult
 from engine.store import Store
 
@@ -116,9 +117,9 @@ def build_workloads(dataset: str, source: str, seeds: list[Seed], floor: CsrFloo
 
 def fanout(store: Store, seeds: list[str]) -> tuple[ExpandResult, RelationsResult]:
     """FiDeLiS's step: every (relation, neighbour) of the seeds, then the relations of each neighbour."""
-    hop = store.expand(seeds, None, "both")
+    hop = store.expand(seeds, None, "both", UNBOUNDED)
     neighbours = list(dict.fromkeys(e.dst for e in hop.edges if not isinstance(e.dst, Literal)))
-    return hop, (store.relations(neighbours, "both") if neighbours else RelationsResult([]))
+    return hop, (store.relations(neighbours, "both", UNBOUNDED) if neighbours else RelationsResult([]))
 
 
 class StoreRetriever(Retriever):
@@ -141,17 +142,17 @@ def run_on_store(store: Store, task: Task) -> Any:
     """The batched engine call(s) for a task."""
     ids = list(task.ids)
     if task.op == "follow_paths":
-        return store.follow_paths(ids, list(task.path), "both")
+        return store.follow_paths(ids, list(task.path), "both", UNBOUNDED)
     if task.op == "relations":
-        return store.relations(ids, "both")
+        return store.relations(ids, "both", UNBOUNDED)
     if task.op == "two_hop_relations":
-        return store.two_hop_relations(ids, task.path[0], "both")
+        return store.two_hop_relations(ids, task.path[0], "both", UNBOUNDED)
     if task.op == "subgraph":
-        return store.subgraph(ids, task.hops, "both")
+        return store.subgraph(ids, task.hops, "both", limit=UNBOUNDED)
     if task.op == "fanout":
         return fanout(store, ids)
     if task.op == "shortest_paths":
-        return store.shortest_paths(ids, list(task.targets), task.hops)
+        return store.shortest_paths(ids, list(task.targets), task.hops, UNBOUNDED)
     raise ValueError(f"unknown op {task.op!r}")
 
 

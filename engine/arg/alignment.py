@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.arg.generation import tokens
 from engine.errors import KGQAError, QueryTimeoutError
-from engine.identifiers import validate_timeout
+from engine.identifiers import UNBOUNDED, validate_timeout
 from engine.results import ExecuteResult
 from engine.sexpr import parse
 from engine.sexpr.tree import Entity, Relation, Top, Value, to_text
@@ -49,7 +49,7 @@ class Aligner:
         self.bm25 = BM25Okapi([tokens(r) or ["_"] for r in self.known]) if self.known else None
 
     def entity_ids(self, name: str) -> list[str]:
-        hits = [h.id for h in self.store.search(name, "exact", None).hits]
+        hits = [h.id for h in self.store.search(name, "exact", UNBOUNDED).hits]
         if not hits:
             words = sorted(tokens(name), key=len, reverse=True)
             if not words:
@@ -63,7 +63,7 @@ class Aligner:
             scores = bm25.get_scores(tokens(name))
             return [found[i].id for i in sorted(range(len(found)), key=lambda i: -scores[i])[: self.n_entities]]
         degree: dict[str, int] = {}
-        for row in self.store.relations(hits, "both").rows:
+        for row in self.store.relations(hits, "both", UNBOUNDED).rows:
             degree[row.id] = degree.get(row.id, 0) + row.count
         return sorted(set(hits), key=lambda i: (-degree.get(i, 0), i))[: self.n_entities]
 

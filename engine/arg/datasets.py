@@ -17,6 +17,7 @@ from engine.arg.candidates import Hop, Schema, path_forms
 from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.errors import InvalidInputError
+from engine.identifiers import UNBOUNDED
 from engine.sexpr.tree import to_text
 from engine.store import Store
 from loaders.questions import Question, metaqa_relation_path
@@ -31,7 +32,7 @@ def gold_hops(store: Store, q: Question) -> list[Hop]:
     hops: list[Hop] = []
     for i, relation in enumerate(q.path):
         here, there = q.path_entities[i], q.path_entities[i + 1]
-        edges = store.expand([here], [relation], "both").edges
+        edges = store.expand([here], [relation], "both", UNBOUNDED).edges
         forward = any(e.dst == there and e.forward for e in edges) or not any(e.dst == there for e in edges)
         hops.append((relation, "out" if forward else "in"))
     return hops

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.graph import NAME_RELATION, Literal, Term
+from engine.identifiers import UNBOUNDED
 from engine.store import Store
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class Explorer:
         if not missing:
             return {}
         ids = [self.terms[n] for n in missing]
-        edges = self.store.expand(ids, direction="both").edges  # type: ignore[arg-type]
+        edges = self.store.expand(ids, direction="both", limit=UNBOUNDED).edges  # type: ignore[arg-type]
         found: dict[int, tuple[list[int], list[int]]] = {n: ([], []) for n in missing}
         size = self.vocab.size
         for edge in edges:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.errors import InvalidIdentifierError
 from engine.graph import Literal, Path
-from engine.identifiers import validate_relation
+from engine.identifiers import UNBOUNDED, validate_relation
 from engine.render import render_path, term_text
 from engine.store import MAX_PATH_HOPS, Store
 
@@ -66,7 +66,7 @@ def ground(
             result.paths_per_plan.append(0)
             continue
         if key not in done:  # a repeated plan's paths are kept once, under its first occurrence
-            answer = store.follow_paths(topics, list(key), direction, limit, distinct_edges=False)
+            answer = store.follow_paths(topics, list(key), direction, UNBOUNDED if limit is None else limit, distinct_edges=False)
             done[key] = answer.paths
             result.truncated |= answer.truncated
             result.paths += answer.paths

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.graph import NAME_RELATION, Literal
+from engine.identifiers import UNBOUNDED
 from engine.models.lm import LanguageModel
 from engine.models.trie import TokenTrie
 from engine.rog.prompts import (
@@ -56,7 +57,7 @@ class Frontiers:
     def nodes(self, prefix: tuple[str, ...]) -> list[str]:
         if prefix not in self._nodes:
             parent = self.nodes(prefix[:-1])
-            edges = self.store.expand(parent, [prefix[-1]], self.direction).edges if parent else []
+            edges = self.store.expand(parent, [prefix[-1]], self.direction, UNBOUNDED).edges if parent else []
             # literals end walks: they are reached but never left
             self._nodes[prefix] = sorted({e.dst for e in edges if not isinstance(e.dst, Literal)})  # type: ignore[type-var]
         return self._nodes[prefix]
@@ -65,7 +66,7 @@ class Frontiers:
         """Relations of edges leaving the frontier of ``prefix``."""
         if prefix not in self._relations:
             nodes = self.nodes(prefix)
-            rows = self.store.relations(nodes, self.direction).rows if nodes else []
+            rows = self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else []
             self._relations[prefix] = frozenset(r.relation for r in rows if r.relation != NAME_RELATION)
         return self._relations[prefix]
 

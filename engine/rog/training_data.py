@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from engine.identifiers import UNBOUNDED
 from engine.rog.grounding import ground
 from engine.rog.prompts import format_plan, planning_prompt, reasoning_prompt
 from engine.store import Store
@@ -37,7 +38,7 @@ def gold_relation_paths(store: Store, question: Question, max_hops: int = 3) -> 
     targets = [a for a in question.answer_entities if a not in question.topic_entities]
     if not question.topic_entities or not targets:
         return []
-    paths = store.shortest_paths(question.topic_entities, targets, max_hops).paths
+    paths = store.shortest_paths(question.topic_entities, targets, max_hops, UNBOUNDED).paths
     return sorted({p.relations for p in paths})
 
 
