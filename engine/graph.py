@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Union
@@ -62,6 +63,8 @@ def _canonical_lexical(value: str, datatype: str) -> str:
         number = float(value.strip())
         if math.isnan(number) or math.isinf(number):
             raise ValueError(value)
+        if local == "float":  # single precision: the shortest decimal of its nearest float32
+            number = float(_shortest_float32(number))
         if number.is_integer() and abs(number) < 1e16:
             return str(int(number))
         return repr(number)
@@ -81,6 +84,19 @@ def _canonical_lexical(value: str, datatype: str) -> str:
     return value
 
 
+def _shortest_float32(number: float) -> str:
+    """The shortest decimal that reads back as the single-precision float nearest ``number``."""
+    try:
+        single = struct.unpack("f", struct.pack("f", number))[0]
+    except OverflowError as e:
+        raise ValueError(number) from e
+    for digits in range(1, 10):
+        candidate = f"{single:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == single:
+            return candidate
+    return repr(single)
+
+
 @dataclass(frozen=True, order=True)
 class Literal:
     """A literal: a lexical form with an optional datatype IRI or language tag.
@@ -88,8 +104,9 @@ class Literal:
     ``datatype`` is None for plain strings (xsd:string); ``lang`` is set only for
     language-tagged strings. Every Literal is in its canonical form, whichever way it was
     made (one rule, here): language tags lower-cased, xsd:string and rdf:langString folded
-    into plain strings, integer subtypes into xsd:integer, numbers, booleans and dates in
-    their canonical lexical form (``Literal("01", XSD + "integer").value == "1"``). An
+    into plain strings, integer subtypes into xsd:integer, numbers (xsd:float in single
+    precision, as XSD defines it), booleans and dates in their canonical lexical form
+    (``Literal("01", XSD + "integer").value == "1"``). An
     ill-typed value, a bad language tag or an unsafe datatype IRI raises InvalidInputError.
     """
 

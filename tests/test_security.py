@@ -59,8 +59,8 @@ def _graph() -> list[Triple]:
 
 
 @pytest.fixture
-def hostile_store(make_store, store_kind):
-    return make_store(store_kind, _graph())
+def hostile_store(store):
+    return store(_graph())
 
 
 def test_hostile_ids_are_matched_literally(hostile_store):

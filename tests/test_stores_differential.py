@@ -1,4 +1,5 @@
-"""Every store against the plain-Python reference, on the same random graphs.
+"""Every store (the ``store`` fixture of the contract tests) against the plain-Python
+reference, on the same random graphs.
 
 Each graph is loaded once per store; then a few hundred random calls of every operation must
 give exactly the reference's answer (or, under a limit, a subset of the right size).
@@ -64,24 +65,24 @@ def _calls(rng: random.Random, ids: list[str], literals: list):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_operation_matches_the_reference(make_store, store_kind, seed):
+def test_every_operation_matches_the_reference(store, seed):
     triples = random_graph(seed)
     reference = ReferenceStore(triples)
-    store = make_store(store_kind, triples)
-    assert store.count_triples() == len(triples)
-    assert store.stats() == reference.stats()
+    s = store(triples)
+    assert s.count_triples() == len(triples)
+    assert s.stats() == reference.stats()
     rng = random.Random(seed * 1000)
     for op, args, kwargs in _calls(rng, node_ids(triples), literal_objects(triples)):
         expected = getattr(reference, op)(*args, **kwargs)
-        got = getattr(store, op)(*args, **kwargs)
-        assert got == expected, f"{store_kind} {op}{args}{kwargs}"
+        got = getattr(s, op)(*args, **kwargs)
+        assert got == expected, f"{store.kind} {op}{args}{kwargs}"
 
 
 @pytest.mark.parametrize("seed", SEEDS[:2])
-def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed):
+def test_limits_cut_to_a_subset_of_the_full_answer(store, seed):
     triples = random_graph(seed, edges=60)
     reference = ReferenceStore(triples)
-    store = make_store(store_kind, triples)
+    s = store(triples)
     ids = node_ids(triples)
     literals = literal_objects(triples)
     rng = random.Random(seed)
@@ -101,9 +102,9 @@ def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed)
         ]
         for op, args, kwargs, field in cases:
             full = getattr(getattr(reference, op)(*args, **kwargs), field)
-            got = getattr(store, op)(*args, **kwargs, limit=limit)
+            got = getattr(s, op)(*args, **kwargs, limit=limit)
             rows = getattr(got, field)
-            where = f"{store_kind} {op}{args} limit={limit}"
+            where = f"{store.kind} {op}{args} limit={limit}"
             if len(full) > limit:
                 assert got.truncated and len(rows) == limit, where
                 assert all(row in full for row in rows), where
@@ -111,12 +112,12 @@ def test_limits_cut_to_a_subset_of_the_full_answer(make_store, store_kind, seed)
                 assert not got.truncated and rows == full, where
 
 
-def test_loading_twice_changes_nothing(make_store, store_kind):
+def test_loading_twice_changes_nothing(store):
     triples = random_graph(7)
-    store = make_store(store_kind, triples)
-    before = store.stats()
-    store.add_triples(triples)
-    assert store.stats() == before
+    s = store(triples)
+    before = s.stats()
+    s.add_triples(triples)
+    assert s.stats() == before
 
 
 # Hypothesis draws many more graphs than the servers could load in reasonable time; the

@@ -1,7 +1,8 @@
 """The Virtuoso / SPARQL-endpoint store: what the differential tests cannot see.
 
 Bulk loading through isql, errors (load, unreachable, retries), the read-only guard, graph
-isolation, literal round trips against the embedded store, and the Virtuoso flavour's text.
+isolation, literal round trips against the embedded store, and the Virtuoso dialect's text.
+The shared behaviour of every store is in test_contract.py.
 Tests that need the server share the session's Virtuoso (started by ``make_store``); the HTTP
 behaviour tests run against a tiny local fake endpoint.
 """
@@ -24,7 +25,7 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.graph import NAME_RELATION, XSD, Literal, Triple
+from engine.graph import XSD, Literal, Triple
 from engine.open import open_store
 from engine.ops import CountTriples, Expand, Names, Relations, Types, Walks
 from engine.reference import ReferenceStore
@@ -178,28 +179,6 @@ def test_literals_round_trip_exactly_as_on_the_embedded_store(server, loader):
     assert sorted(rows, key=repr) == sorted(expected, key=repr)
 
 
-def test_names_and_search_with_non_ascii_and_long_text(server):
-    triples = [
-        Triple("m.1", NAME_RELATION, Literal.make("Évian straße", lang="en")),
-        Triple("m.2", NAME_RELATION, Literal.make("Delta-Ä")),
-    ]
-    store = _store(server)
-    store.add_triples(triples)
-    reference = ReferenceStore(triples)
-    assert store.names(["m.1", "m.2"]) == {"m.1": "Évian straße", "m.2": "Delta-Ä"}
-    for text, mode in [("Évian straße", "exact"), ("évi", "prefix"), ("ä", "contains"), ("STRASSE", "contains")]:
-        assert store.search(text, mode) == reference.search(text, mode), (text, mode)
-    assert store.search("x" * 10_000, "contains").hits == []
-
-
-def test_many_ids_in_one_call(server):
-    triples = [Triple(f"n{i}", "r", f"n{i + 1}") for i in range(3000)]
-    store = _store(server)
-    store.add_triples(triples)
-    ids = [f"n{i}" for i in range(0, 3000, 2)]
-    assert store.expand(ids, direction="out") == ReferenceStore(triples).expand(ids, direction="out")
-
-
 # ----------------------------------------------------------------------------- reading
 def test_two_stores_on_one_server_do_not_see_each_other(server):
     first, second = _store(server), _store(server)
@@ -279,26 +258,6 @@ def test_the_generic_flavour_reads_any_endpoint(server):
     assert sorted(construct.rows) == [["a", "r", "b"], ["b", "r", "c"]]
 
 
-def test_walks_never_reuse_an_edge_and_self_loops_count_once(server):
-    triples = [
-        Triple("x", "r", "x"),
-        Triple("x", "r", "y"),
-        Triple("y", "r", "x"),
-        Triple("y", "s", Literal.make("1990", XSD + "gYear")),
-    ]
-    store = _store(server)
-    store.add_triples(triples)
-    reference = ReferenceStore(triples)
-    for direction in ("out", "in", "both"):
-        for path in (["r"], ["r", "r"], ["r", "r", "r"], ["r", "s"]):
-            assert store.follow_paths(["x", "y"], path, direction) == reference.follow_paths(["x", "y"], path, direction)
-        assert store.expand(["x"], direction=direction) == reference.expand(["x"], direction=direction)
-        assert store.relations(["x"], direction) == reference.relations(["x"], direction)
-        assert store.two_hop_relations(["x"], "r", direction) == reference.two_hop_relations(["x"], "r", direction)
-    assert store.shortest_paths(["x"], ["y"], 3) == reference.shortest_paths(["x"], ["y"], 3)
-
-
-# ----------------------------------------------------------------------------- HTTP behaviour
 class _FakeEndpoint:
     """Answers each POST with the next scripted (status, headers, body); records the requests."""
 

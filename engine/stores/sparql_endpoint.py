@@ -77,7 +77,6 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
 
     What Virtuoso cannot give back exactly:
 
-    - xsd:float is single precision: more than 7 significant digits come back rounded;
     - an xsd:integer beyond 64 bits comes back as xsd:decimal;
     - literals are kept by value: for one subject and relation, equal numbers of different
       types (``1`` and ``1.0``) or date-like literals of one instant (``1850``^^gYear,

@@ -1,13 +1,12 @@
 """Virtuoso's answers turned back into the literals that were loaded.
 
 Virtuoso prints doubles and floats with six digits (the compiled queries add a companion
-column with 17, see ``sparql/virtuoso.py``), stores xsd:float in single precision and writes
-negative years with fewer than four digits (``-044``).
+column with 17, see ``sparql/virtuoso.py``) and writes negative years with fewer than four
+digits (``-044``).
 """
 from __future__ import annotations
 
 import re
-import struct
 
 from engine.graph import XSD, Literal
 
@@ -19,24 +18,13 @@ _YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
 def virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact: str | None) -> Literal:
     """A literal as Virtuoso returns it, turned back into the one that was loaded.
 
-    Virtuoso prints doubles and floats with six digits (``exact`` holds 17), stores xsd:float
-    in single precision and writes negative years with fewer than four digits (``-044``).
-    What :class:`Literal` canonicalises anyway needs nothing here: booleans as 0/1,
-    dateTime fractions padded to milliseconds (``.250``).
+    Virtuoso prints doubles and floats with six digits (``exact`` holds 17) and writes
+    negative years with fewer than four digits (``-044``). What :class:`Literal`
+    canonicalises anyway needs nothing here: booleans as 0/1, dateTime fractions padded to
+    milliseconds (``.250``), xsd:float in single precision.
     """
     if datatype in _FLOATS and exact is not None:
-        value = _shortest_float32(exact) if datatype == XSD + "float" else exact
+        value = exact
     elif datatype in _DATES:
         value = _YEAR.sub(lambda m: m.group(1) + m.group(2).zfill(4), value, count=1)
     return Literal(value, datatype, lang)
-
-
-def _shortest_float32(text: str) -> str:
-    """The shortest decimal that reads back as the same single-precision float."""
-    number = float(text)
-    single = struct.unpack("f", struct.pack("f", number))[0]
-    for digits in range(1, 10):
-        candidate = f"{single:.{digits}g}"
-        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == single:
-            return candidate
-    return repr(single)
