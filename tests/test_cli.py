@@ -124,3 +124,26 @@ def test_console_script_is_installed(kgqa_script, tmp_path):
     assert json.loads(done.stdout)["edges"] == [{"src": "m.a", "relation": "r.x", "dst": "m.b", "forward": True}]
     done = run("query", "expand", "m.a", "--relation", "x} DROP")
     assert done.returncode == 2 and "invalid relation name 'x} DROP'" in done.stderr
+
+
+def test_explain_prints_the_compiled_query_without_running_it(demo_store, capsys):
+    code, out, _ = run(capsys, "query", "expand", "m.0kq01", "--relation", "film.film.directed_by",
+                       "--limit", "5", "--explain", "--store", demo_store, "--json")  # fmt: skip
+    assert code == 0
+    (call,) = json.loads(out)
+    assert call["op"] == "expand" and call["params"] == {"ids": ["m.0kq01"]}
+    assert "<http://rdf.freebase.com/ns/film.film.directed_by>" in call["text"] and call["text"].endswith("LIMIT 6")
+    code, out, _ = run(capsys, "query", "shortest_paths", "--sources", "m.0kq20", "--targets", "m.0kq01",
+                       "--max-hops", "2", "--explain", "--store", demo_store)  # fmt: skip
+    assert code == 0 and out.count("-- walks\n") == 2 and '-- parameters: {"pairs": [["m.0kq20", "m.0kq01"]]}' in out
+    code, out, _ = run(capsys, "sexpr", "(JOIN (R film.film.directed_by) m.0kq01)", "--explain", "--store", demo_store)
+    assert code == 0 and out.startswith("-- execute\nSELECT DISTINCT ?v0 ") and '"p0": "m.0kq01"' in out
+
+
+def test_limits_can_be_lifted_on_the_command_line(demo_store, capsys):
+    code, out, _ = run(capsys, "query", "expand", "m.0kq01", "--limit", "unbounded", "--store", demo_store, "--json")
+    assert code == 0 and json.loads(out)["truncated"] is False
+    code, out, _ = run(capsys, "query", "expand", "m.0kq01", "--limit", "1", "--store", demo_store, "--json")
+    assert code == 0 and json.loads(out)["truncated"] is True and len(json.loads(out)["edges"]) == 1
+    with pytest.raises(SystemExit):
+        main(["query", "expand", "m.0kq01", "--limit", "lots", "--store", demo_store])

@@ -253,7 +253,7 @@ class TestOperations:
             assert value in strings(params) or value.lower() in strings(params)
 
 
-class TestFalkorDBFlavour:
+class TestFalkorDBDialect:
     """FalkorDB's string index trims keys: entities are looked up trimmed, then checked exactly."""
 
     def test_lookups_start_trimmed_and_are_checked_exactly(self):

@@ -120,7 +120,8 @@ def _sexpr(args: argparse.Namespace) -> None:
     tree = parse(args.expression)
     with open_from_args(args) as store:
         if args.explain:
-            emit_explained(args, store.explain(Execute(tree, timeout=args.timeout)))
+            op = Execute(tree, timeout=args.timeout)
+            emit_explained(args, [(op, store.explain(op))])
             return
         emit(args, store.execute(tree, timeout=args.timeout))
 
