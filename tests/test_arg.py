@@ -194,15 +194,15 @@ def test_alignment_moves_on_past_a_candidate_that_times_out():
 
     from engine.arg.alignment import Aligner
     from engine.sexpr.tree import entities
-    from engine.timeouts import run_with_timeout
 
     class SlowOnP1(ReferenceStore):
         """Any expression about p1 takes seconds (as a costly query would)."""
 
-        def _execute_tree(self, tree, timeout=None):
-            if "p1" in entities(tree):
-                return run_with_timeout(lambda: time.sleep(3) or set(), timeout, "the test store")
-            return super()._execute_tree(tree, timeout)
+        def _answer_execute(self, op):  # run within the operation's timeout by the store
+            if "p1" in entities(op.tree):
+                time.sleep(3)
+                return []
+            return super()._answer_execute(op)
 
     name = Literal.make("The Prowler", lang="en")
     store = SlowOnP1([

@@ -142,8 +142,8 @@ UNCANONICAL = [
     Literal("2.50", XSD + "decimal"),
     Literal("1.0E0", XSD + "double"),
     Literal("1", XSD + "boolean"),
-    Literal("2001-05-04+00:00", XSD + "date"),
-    Literal("2020-05-17T10:20:30.250", XSD + "dateTime"),
+    Literal("1987-03-02+00:00", XSD + "date"),
+    Literal("1987-03-02T01:02:03.500", XSD + "dateTime"),
     Literal("plain", XSD + "string"),
 ]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.graph import NAME_RELATION, Literal, Term
-from engine.identifiers import UNBOUNDED
+from engine.identifiers import UNBOUNDED, positive_int
 from engine.store import Store
 
 if TYPE_CHECKING:
@@ -97,8 +97,8 @@ class Explorer:
     def __init__(
         self, store: Store, vocab: RelationVocab, *, max_degree: int | None = 1000, cache_size: int = 200_000
     ) -> None:
-        if max_degree is not None and max_degree < 1:
-            raise ValueError(f"max_degree must be positive or None, got {max_degree}")
+        if max_degree is not None:
+            positive_int(max_degree, "max_degree")
         self.store = store
         self.vocab = vocab
         self.max_degree = max_degree

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from engine.identifiers import positive_int
+
 
 @dataclass
 class LayerOutput:
@@ -59,10 +61,10 @@ class EtDLayer(nn.Module):
 
     def __init__(self, dim: int, top_k: int, max_nodes: int | None = None) -> None:
         super().__init__()
-        if dim < 1 or top_k < 1:
-            raise ValueError(f"dim and top_k must be positive, got dim={dim}, top_k={top_k}")
-        if max_nodes is not None and max_nodes < 1:
-            raise ValueError(f"max_nodes must be positive or None, got {max_nodes}")
+        positive_int(dim, "dim")
+        positive_int(top_k, "top_k")
+        if max_nodes is not None:
+            positive_int(max_nodes, "max_nodes")
         self.dim = dim
         self.top_k = top_k
         self.max_nodes = max_nodes
