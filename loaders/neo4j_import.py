@@ -27,7 +27,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cypher.schema import NEO4J_SCHEMA, canonical_triple, literal_key
+from cypher.schema import NEO4J_SCHEMA, canonical_triple
+from cypher.terms import literal_key
 from engine.graph import NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 

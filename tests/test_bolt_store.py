@@ -12,6 +12,7 @@ from pathlib import Path as FilePath
 import pytest
 
 from cypher import schema
+from cypher.terms import literal_key
 from engine.errors import (
     InvalidIdentifierError,
     InvalidInputError,
@@ -413,8 +414,8 @@ class TestNeo4jImport:
         assert literals[0] == ["key:ID(Literal)", "value", "datatype", "lang", ":LABEL"]
         by_value = {row[1]: row for row in literals[1:]}
         assert len(literals) - 1 == plan.literals == 8
-        assert by_value["5"] == [schema.literal_key(L("5", INT)), "5", INT, "", "Literal"]
-        assert by_value["Alpha"][3] == "en" and by_value["two\nlines"][0] == schema.literal_key(L("two\nlines"))
+        assert by_value["5"] == [literal_key(L("5", INT)), "5", INT, "", "Literal"]
+        assert by_value["Alpha"][3] == "en" and by_value["two\nlines"][0] == literal_key(L("two\nlines"))
         assert ',"",,,"Literal"' in FilePath(plan.node_files[1]).read_text(encoding="utf-8")  # "" stays "", not null
 
         relationships = {}
@@ -427,7 +428,7 @@ class TestNeo4jImport:
         )
         header, rows = relationships[("n.count", ":END_ID(Literal)")]
         assert header == [":START_ID(Entity)", ":END_ID(Literal)", ":TYPE"]
-        five = schema.literal_key(L("5", INT))
+        five = literal_key(L("5", INT))
         assert rows == [["b", five, "n.count"], ["c", five, "n.count"]]
         assert len(plan.relationship_files) == 7  # r.x, /film/y, p (entity and literal), name, type, n.count
         assert any("film_y" in f for f in plan.relationship_files)

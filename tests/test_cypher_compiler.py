@@ -7,7 +7,7 @@ import pytest
 from cypher import params as cypher_params
 from cypher import readonly, schema
 from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
-from cypher.terms import quote_relation
+from cypher.terms import literal_key, quote_relation
 from engine import ops
 from engine.errors import (
     InvalidIdentifierError,
@@ -322,7 +322,7 @@ class TestFalkorDBDialect:
             (schema.add_entities(FALKORDB), {"ids": ["a"]}),
             (
                 schema.merge_literal_edges("r", FALKORDB),
-                {"rows": [["a", schema.literal_key(Literal.make("x")), "x", None, None]]},
+                {"rows": [["a", literal_key(Literal.make("x")), "x", None, None]]},
             ),
         ]
 
@@ -449,7 +449,7 @@ class TestSchema:
 
     def test_literal_keys_tell_literals_apart_and_only_them(self):
         keys = {
-            schema.literal_key(lit)
+            literal_key(lit)
             for lit in (
                 Literal.make("1"),
                 Literal.make("1", XSD + "integer"),
@@ -461,7 +461,7 @@ class TestSchema:
             )
         }
         assert len(keys) == 7 and all(len(k) == 32 for k in keys)
-        assert schema.literal_key(Literal.make("x", lang="EN")) == schema.literal_key(Literal.make("x", lang="en"))
+        assert literal_key(Literal.make("x", lang="EN")) == literal_key(Literal.make("x", lang="en"))
 
     def test_edge_batches_group_by_relation_and_object_kind(self):
         lit = Literal.make("5", XSD + "integer")
@@ -480,7 +480,7 @@ class TestSchema:
             (schema.merge_entity_edges("s"), 1),
         ]
         assert batches[0][1] == {"rows": [["a", "b"], ["b", "c"]]}
-        assert batches[2][1] == {"rows": [["a", schema.literal_key(lit), "5", XSD + "integer", None]]}
+        assert batches[2][1] == {"rows": [["a", literal_key(lit), "5", XSD + "integer", None]]}
 
     def test_canonical_triple(self):
         t = schema.canonical_triple(Triple("a", "r", Literal("007", XSD + "integer")))
