@@ -1,4 +1,4 @@
-"""``kgqa bench load|retrieval|generate`` and ``python -m benchmarks …``.
+"""``kgqa bench load|retrieval|methods|generate`` and ``python -m benchmarks …``.
 
 ``add_arguments(parser)`` puts the sub-commands on any argparse parser (the ``kgqa`` CLI uses
 it); ``main(argv)`` runs them.
@@ -20,7 +20,7 @@ DEFAULT_STORES = "oxigraph,virtuoso,bolt"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,generate}")
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,methods,generate}")
     for name, text in (
         ("retrieval", "time every retrieval operation on every store against the baselines"),
         ("load", "time loading through the engine against each store's native bulk loader"),
@@ -47,6 +47,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "else <workdir>/results/<mode>)")
         p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
         p.set_defaults(bench_handler=_run)
+    text = "whole questions per second per method (store, model and other time; store and LLM calls per question)"
+    p = sub.add_parser("methods", help=text, description=text)
+    p.add_argument("--methods", default="rog,etd,arg", help="comma-separated (default rog,etd,arg)")
+    p.add_argument("--datasets", default="metaqa,pathquestion", help="comma-separated: metaqa, pathquestion (default both)")
+    p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds or URIs (default oxigraph,virtuoso)")
+    p.add_argument("--questions", type=int, default=20, help="questions per question set (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="torch device for every method (default: cuda when available)")
+    p.add_argument("--method-args", action="append", default=[], metavar="METHOD=OPTIONS",
+                   help='extra options of a method\'s run command, repeatable, e.g. rog="--model models/rog --plans 3"')
+    p.add_argument("--etd-checkpoints", type=Path, default=None,
+                   help="directory with <question set>/best.pt EtD checkpoints (without one, EtD is listed as skipped)")
+    p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, predictions")
+    p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/methods in a checkout)")
+    p.set_defaults(bench_handler=_methods)
+
     p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
     p.add_argument("size", help="about how many triples: 1M, 250k, 10M …")
     p.add_argument("--out", type=Path, required=True, help="output file (.nt or .nt.gz)")
@@ -84,6 +100,22 @@ def _run(args: argparse.Namespace) -> int:
     results = runner.run_retrieval(cfg) if args.bench_command == "retrieval" else runner.run_load(cfg)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / cfg.mode
     for path in report.write(results, out):
+        print(path)
+    return 0
+
+
+def _methods(args: argparse.Namespace) -> int:
+    from benchmarks import methods
+
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
+    cfg = methods.MethodsConfig(
+        methods=split(args.methods), datasets=split(args.datasets), stores=split(args.stores), questions=args.questions,
+        seed=args.seed, workdir=args.workdir.resolve(), device=args.device,
+        method_args=methods.parse_method_args(args.method_args), etd_checkpoints=args.etd_checkpoints,
+    )
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"
+    for path in methods.write(methods.run_methods(cfg), out):
         print(path)
     return 0
 

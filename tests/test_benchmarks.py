@@ -219,3 +219,25 @@ def test_generate_writes_ntriples(tmp_path, generated):
     assert main(["generate", "3k", "--out", str(path), "--seed", "1"]) == 0
     lines = path.read_text().splitlines()
     assert len(lines) > 1000 and all(line.endswith(" .") and line.startswith("<http://rdf.freebase.com/ns/") for line in lines)
+
+
+@pytest.mark.shared_data
+def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(shared_data, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["methods", "--methods", "rog,etd", "--datasets", "pathquestion", "--stores", "oxigraph", "--questions", "1",
+            "--method-args", "rog=--mode paths --plans 1 --max-hops 2", "--workdir", str(tmp_path / "work"), "--out", str(out)]
+    assert main(argv) == 0
+    results = json.loads((out / "methods.json").read_text())
+    rows = {(r["method"], r["dataset"]) for r in results["rows"]}
+    assert rows == {("rog", "pathquestion-2h"), ("rog", "pathquestion-3h")}
+    for r in results["rows"]:
+        s = r["seconds_per_question"]
+        assert r["questions"] == 1 and r["store"] == "oxigraph" and r["calls_per_question"]["llm"] >= 1
+        assert s["store"] > 0 and s["model"] > 0 and s["total"] >= s["store"] + s["model"]
+        assert r["rog"]["plans"] == 1
+        records = (tmp_path / "work" / "predictions" / f"rog-{r['dataset']}-oxigraph.jsonl").read_text().splitlines()
+        assert len(records) == 1 and json.loads(records[0])["seconds"]["total"] == pytest.approx(s["total"], abs=1e-4)
+    # EtD without a checkpoint is listed with the reason, never dropped
+    assert {(s["method"], s["dataset"]) for s in results["skipped"]} == {("etd", "pathquestion-2h"), ("etd", "pathquestion-3h")}
+    assert all("kgqa etd train" in s["reason"] for s in results["skipped"])
+    assert "| rog | pathquestion-2h | oxigraph |" in (out / "methods.md").read_text()

@@ -1,0 +1,193 @@
+"""Whole questions per second, per method: what a user waits for, split into store, model and
+other time, with the store and LLM calls per question.
+
+Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark parses the method's own
+command line (so its defaults and options are the user's), builds the method with the command's
+``build_method`` on a store the benchmark loaded, and answers a seeded sample of the held-out
+test split through :func:`engine.run.run_method`. Seconds and calls come from the run protocol's
+meter (:mod:`engine.run`); a method that cannot be built (no trained checkpoint, a model that is
+not there) is listed as skipped with the reason, never dropped.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shlex
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import runner, sources
+from engine.errors import KGQAError
+
+#: the knowledge graphs the benchmark loads -> the question sets asked over each
+QUESTION_SETS: dict[str, tuple[str, ...]] = {
+    "metaqa": ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop"),
+    "pathquestion": ("pathquestion-2h", "pathquestion-3h"),
+}
+METHODS = ("rog", "etd", "arg")
+#: per-question seconds of the EtD paper's Table 3 (WebQSP, 7B models on GPUs), for scale
+PAPER_ANCHORS = {"EtD": 1.29, "RoG": 1.98, "ToG": 16.7}
+
+
+@dataclass
+class MethodsConfig:
+    methods: list[str]
+    datasets: list[str]  # keys of QUESTION_SETS
+    stores: list[str]  # oxigraph, virtuoso, bolt or a store URI
+    questions: int  # per question set
+    seed: int
+    workdir: Path
+    device: str | None = None
+    #: extra command-line options per method, e.g. {"rog": ["--model", "models/rog"]}
+    method_args: dict[str, list[str]] = field(default_factory=dict)
+    #: EtD checkpoints: <dir>/<question set>/best.pt (``kgqa etd train --checkpoint-dir``)
+    etd_checkpoints: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+
+
+def parse_method_args(items: list[str]) -> dict[str, list[str]]:
+    """``["rog=--model m --plans 2", …]`` -> ``{"rog": ["--model", "m", "--plans", "2"]}``."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        method, sep, rest = item.partition("=")
+        if not sep or method not in METHODS:
+            raise KGQAError(f"--method-args {item!r}: write METHOD=OPTIONS with METHOD one of {', '.join(METHODS)}")
+        out.setdefault(method, []).extend(shlex.split(rest))
+    return out
+
+
+def _argv(cfg: MethodsConfig, method: str, question_set: str) -> list[str] | str:
+    """The method's ``run`` command line for one question set, or why it cannot run."""
+    argv = [method, "run", "--dataset", question_set, "--split", "test", "--sample", str(cfg.questions),
+            "--seed", str(cfg.seed), "--no-progress"]
+    if cfg.device:
+        argv += ["--device", cfg.device]
+    if method == "etd" and "--checkpoint" not in cfg.method_args.get("etd", []):
+        checkpoint = (cfg.etd_checkpoints or Path("-")) / question_set / "best.pt"
+        if not checkpoint.is_file():
+            return f"no EtD checkpoint at {checkpoint}: train one with `kgqa etd train --dataset {question_set} --checkpoint-dir …`"
+        argv += ["--checkpoint", str(checkpoint)]
+    return argv + cfg.method_args.get(method, [])
+
+
+def run_one(parser: argparse.ArgumentParser, store: Any, argv: list[str], out: Path) -> dict[str, Any]:
+    """One method over one question set on an opened store, as its command runs it."""
+    from engine.cli import run_questions
+    from engine.run import Meter, run_method
+
+    args = parser.parse_args(argv)
+    meter = Meter()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # model loaders may print
+        method = args.build_method(args, meter.store(store), meter)
+    setup = time.perf_counter() - started
+    questions = run_questions(args)
+    summary = run_method(method, questions, meter, out, progress=False)
+    return {"setup_s": round(setup, 2), **summary}
+
+
+def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
+    from engine.cli import build_parser
+
+    started = time.time()
+    parser = build_parser()
+    stores = runner.Stores(runner.RunConfig(
+        mode="methods", datasets=cfg.datasets, stores=cfg.stores, questions=cfg.questions, batch=1, batches=1,
+        budget=0.0, seed=cfg.seed, workdir=cfg.workdir,
+    ))
+    out: dict[str, Any] = {
+        "kind": "methods", "config": cfg.to_json(), "load_average_start": os.getloadavg(),
+        "rows": [], "skipped": [], "stores": {}, "anchors_s_per_question": PAPER_ANCHORS,
+    }
+    predictions = cfg.workdir / "predictions"
+    predictions.mkdir(parents=True, exist_ok=True)
+    try:
+        for spec in cfg.datasets:
+            if spec not in QUESTION_SETS:
+                raise KGQAError(f"unknown dataset {spec!r} for the methods benchmark: use {', '.join(QUESTION_SETS)}")
+            ds = sources.dataset(spec, cfg.workdir, cfg.seed)
+            for kind in cfg.stores:
+                runner.log(f"== {ds.name} on {kind}")
+                store = runner.load_store(stores, kind, ds, out["stores"])
+                if store is None:
+                    continue
+                label = runner.store_label(kind)
+                try:
+                    for question_set in QUESTION_SETS[spec]:
+                        for method in cfg.methods:
+                            argv = _argv(cfg, method, question_set)
+                            where = {"method": method, "dataset": question_set, "store": label}
+                            if isinstance(argv, str):
+                                out["skipped"].append({**where, "reason": argv})
+                                continue
+                            runner.log(f"   {method} on {question_set}")
+                            try:
+                                row = run_one(parser, store, argv, predictions / f"{method}-{question_set}-{label}.jsonl")
+                            except (KGQAError, SystemExit) as e:
+                                out["skipped"].append({**where, "reason": f"{type(e).__name__}: {e}"})
+                                runner.log(traceback.format_exc())
+                                continue
+                            out["rows"].append({**where, "device": cfg.device or _device(), **row})
+                finally:
+                    stores.discard(kind, store, ds.name)
+    finally:
+        stores.close()
+    out["seconds"] = round(time.time() - started, 1)
+    return out
+
+
+def _device() -> str:
+    from engine.models.device import pick_device
+
+    return pick_device()
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as a table per method, the paper anchors and what was skipped."""
+    lines = [
+        "# Whole questions per second",
+        "",
+        f"{results['config']['questions']} questions per set (seeded sample of the held-out test split, seed "
+        f"{results['config']['seed']}); seconds and calls per question from the method-run protocol's meter. "
+        "Anchors (EtD paper, Table 3, WebQSP, 7B models on GPUs): "
+        + ", ".join(f"{k} {v} s" for k, v in results["anchors_s_per_question"].items()) + " per question.",
+        "",
+        ("| method | dataset | store | device | n | q/s | p50 s | p95 s | store s/q | model s/q | other s/q | store share "
+        "| store calls/q | LLM calls/q | Hits@1 | F1 |"),
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results["rows"]:
+        s, c = r["seconds_per_question"], r["calls_per_question"]
+        share = s["store"] / s["total"] if s["total"] else 0.0
+        lines.append(
+            f"| {r['method']} | {r['dataset']} | {r['store']} | {r['device']} | {r['questions']} | "
+            f"{r.get('questions_per_second', 0):.2f} | {r['p50_seconds']:.3f} | {r['p95_seconds']:.3f} | "
+            f"{s['store']:.4f} | {s['model']:.3f} | {s['other']:.3f} | {share:.2%} | {c['store']:.1f} | {c['llm']:.1f} | "
+            f"{r['hits1']:.3f} | {r['f1']:.3f} |"
+        )
+    if results["skipped"]:
+        lines += ["", "Skipped:", ""] + [f"- {s['method']} on {s['dataset']} ({s['store']}): {s['reason']}" for s in results["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def write(results: dict[str, Any], out: Path) -> list[Path]:
+    """``methods.json`` and ``methods.md`` in ``out``."""
+    import json
+    from datetime import datetime, timezone
+
+    from benchmarks.report import machine
+
+    out.mkdir(parents=True, exist_ok=True)
+    results = dict(results, machine=machine(), finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    results["machine"]["load_average_start"] = [round(x, 2) for x in results.pop("load_average_start", ())]
+    paths = [out / "methods.json", out / "methods.md"]
+    paths[0].write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    paths[1].write_text(markdown(results))
+    return paths
