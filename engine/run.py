@@ -32,6 +32,8 @@ from loaders.questions import Question
 STAGES = ("store", "model")
 #: the kinds of calls a record counts
 CALLS = ("store", "llm")
+#: store methods that do not call the database (compiling for display, closing)
+STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
 #: language-model methods that cost a model call (tokenizer helpers do not)
 LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "score_batch"})
 
@@ -91,7 +93,7 @@ class Meter:
 
     def store(self, store: Any) -> Any:
         """``store`` with every public method timed as ``store`` and counted as a store call."""
-        return Metered(store, self, stage="store", kind="store")
+        return Metered(store, self, stage="store", kind="store", skip=STORE_UNMETERED)
 
     def lm(self, lm: Any) -> Any:
         """``lm`` with its generation and scoring methods timed as ``model``, counted as llm calls."""
@@ -101,8 +103,10 @@ class Meter:
 class Metered:
     """A proxy whose public methods run inside ``meter.stage(stage)`` and count one ``kind`` call."""
 
-    def __init__(self, target: Any, meter: Meter, *, stage: str, kind: str, only: frozenset[str] | None = None) -> None:
-        self._target, self._meter, self._stage, self._kind, self._only = target, meter, stage, kind, only
+    def __init__(
+        self, target: Any, meter: Meter, *, stage: str, kind: str, only: frozenset[str] | None = None, skip: frozenset[str] = frozenset()
+    ) -> None:
+        self._target, self._meter, self._stage, self._kind, self._only, self._skip = target, meter, stage, kind, only, skip
 
     @property
     def unwrapped(self) -> Any:
@@ -110,7 +114,7 @@ class Metered:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if name.startswith("_") or not callable(value) or (self._only is not None and name not in self._only):
+        if name.startswith("_") or not callable(value) or name in self._skip or (self._only is not None and name not in self._only):
             return value
         meter, stage, kind = self._meter, self._stage, self._kind
 

@@ -33,6 +33,11 @@ def test_metered_store_counts_every_public_call_once_and_meters_compose():
     assert dict(outer.operations) == {"store.expand": 1, "store.names": 1}
     assert unwrap(metered) is not store and unwrap(unwrap(metered)) is store
     assert metered.uri == store.uri  # attributes pass through uncounted
+    from engine.errors import UnsupportedOperationError
+    from engine.ops import Names
+
+    with pytest.raises(UnsupportedOperationError):  # the reference compiles nothing; either way no store call
+        metered.explain(Names(("a",)))
     assert outer.calls["store"] == 2
 
 
