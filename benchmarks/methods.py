@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import os
 import shlex
@@ -79,7 +80,7 @@ def _argv(cfg: MethodsConfig, method: str, question_set: str) -> list[str] | str
 
 def run_one(parser: argparse.ArgumentParser, store: Any, argv: list[str], out: Path) -> dict[str, Any]:
     """One method over one question set on an opened store, as its command runs it."""
-    from engine.cli import run_questions
+    from engine.cli_common import run_questions
     from engine.run import Meter, run_method
 
     args = parser.parse_args(argv)
@@ -93,11 +94,21 @@ def run_one(parser: argparse.ArgumentParser, store: Any, argv: list[str], out: P
     return {"setup_s": round(setup, 2), **summary}
 
 
-def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
-    from engine.cli import build_parser
+def method_parser(methods: list[str]) -> argparse.ArgumentParser:
+    """The ``kgqa`` command line of the methods' own commands (``engine.<method>.cli``)."""
+    parser = argparse.ArgumentParser(prog="kgqa")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for method in methods:
+        importlib.import_module(f"engine.{method}.cli").register(sub)
+    return parser
 
+
+def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
     started = time.time()
-    parser = build_parser()
+    unknown = sorted(set(cfg.methods) - set(METHODS))
+    if unknown:
+        raise KGQAError(f"unknown method(s) {', '.join(unknown)}: use {', '.join(METHODS)}")
+    parser = method_parser(cfg.methods)
     stores = runner.Stores(runner.RunConfig(
         mode="methods", datasets=cfg.datasets, stores=cfg.stores, questions=cfg.questions, batch=1, batches=1,
         budget=0.0, seed=cfg.seed, workdir=cfg.workdir,

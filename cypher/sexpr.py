@@ -11,7 +11,7 @@ through the dialect compiler's ``entity`` / ``entity_reached`` hooks (FalkorDB's
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cypher.terms import literal_key, quote_relation, where_clause
 from engine.graph import TYPE_RELATION, XSD
@@ -37,8 +37,14 @@ from engine.sexpr.tree import (
     path_hops,
 )
 
-if TYPE_CHECKING:
-    from cypher.compiler import CypherCompiler
+
+class CypherDialect(Protocol):
+    """What the builder takes from a Cypher dialect compiler (:class:`cypher.compiler.CypherCompiler`
+    or FalkorDB's): the pattern and conditions that match an entity node by a parameter."""
+
+    def entity(self, var: str, param: str) -> tuple[str, list[str]]: ...
+
+    def entity_reached(self, var: str, param: str) -> tuple[str, list[str]]: ...
 
 _OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _TYPE_PARAMS = {
@@ -51,7 +57,7 @@ _TYPE_PARAMS = {
 }
 
 
-def compile_sexpr(tree: Top, dialect: CypherCompiler) -> Compiled:
+def compile_sexpr(tree: Top, dialect: CypherDialect) -> Compiled:
     """Rows (id, value, datatype, lang), one per answer node, or one row (count)."""
     return _Builder(dialect).compile(tree)
 
@@ -80,7 +86,7 @@ def key_expression(var: str, kind: str | None) -> str:
 
 
 class _Builder:
-    def __init__(self, dialect: CypherCompiler) -> None:
+    def __init__(self, dialect: CypherDialect) -> None:
         self.dialect = dialect
         self.params: dict[str, Any] = dict(_TYPE_PARAMS)
         self.lines: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli import add_output_arguments
+from engine.cli_common import add_output_arguments
 from engine.results import to_json
 
 

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from engine.cli import add_output_arguments, add_store_arguments, open_from_args
+from engine.cli_common import add_output_arguments, add_store_arguments, open_from_args
 from engine.errors import InvalidInputError
 from engine.results import to_json
 

@@ -11,7 +11,8 @@ subclass) and takes that dialect's hooks from it: ``select``, ``literal_join`` a
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from engine.graph import TYPE_RELATION
 from engine.ops import Compiled
@@ -34,8 +35,18 @@ from engine.sexpr.tree import (
     path_hops,
 )
 
-if TYPE_CHECKING:
-    from sparql.compiler import SparqlCompiler
+
+class SparqlDialect(Protocol):
+    """What the S-expression compiler takes from a SPARQL dialect compiler
+    (:class:`sparql.compiler.SparqlCompiler` or Virtuoso's): its terms and literal keys, and
+    how it writes a SELECT and a join on a literal."""
+
+    t: Any
+    keys: Any
+
+    def select(self, head: str, body: str, tail: str = "", fetch: int | None = None, literals: Sequence[str] = ()) -> str: ...
+
+    def literal_join(self, var: str, rel: str, literal: Any, obj: str, bind: Callable[[Any], str]) -> str: ...
 
 _OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
@@ -74,7 +85,7 @@ def _given(node: Expr) -> bool:
 class SexprCompiler:
     """Compiles one tree; columns: ``v0`` (answers) or ``n`` (a count)."""
 
-    def __init__(self, base: SparqlCompiler) -> None:
+    def __init__(self, base: SparqlDialect) -> None:
         self.base = base
         self.t = base.t
         self.keys = base.keys

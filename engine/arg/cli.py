@@ -5,7 +5,7 @@ import argparse
 import time
 from typing import Any
 
-from engine.cli import (
+from engine.cli_common import (
     DATASET_HELP,
     add_output_arguments,
     add_run_arguments,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli import (
+from engine.cli_common import (
     DATASET_HELP,
     add_run_arguments,
     add_store_arguments,

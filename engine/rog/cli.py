@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.cli import (
+from engine.cli_common import (
     DATASET_HELP,
     add_output_arguments,
     add_run_arguments,
