@@ -257,7 +257,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"seconds per question: store {s['store']:.4f}  model {s['model']:.4f}  other {s['other']:.4f}"
             f"  total {s['total']:.4f}  (p50 {summary['p50_seconds']:.4f}, p95 {summary['p95_seconds']:.4f})"
         ),
-        f"calls per question: store {calls['store']:.1f}  llm {calls['llm']:.1f}",
+        f"calls per question: store {calls['store']:.2f}  llm {calls['llm']:.2f}",
     ]
     extra = summary.get(summary["method"])
     if extra:
