@@ -17,6 +17,7 @@ purpose (comments, the Freebase filters) yield nothing.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,14 +100,17 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def _first_line(src: Source) -> str | None:
-    for n, raw in enumerate(src, 1):
-        line = raw.decode("utf-8", "replace").strip("\r\n")
-        if n == 1:
-            line = line.lstrip("\ufeff")
-        if line.strip() and not line.startswith("#"):
-            return line
-        if n >= 1000:
-            break
+    try:
+        for n, raw in enumerate(src, 1):
+            line = raw.decode("utf-8", "replace").strip("\r\n")
+            if n == 1:
+                line = line.lstrip("\ufeff")
+            if line.strip() and not line.startswith("#"):
+                return line
+            if n >= 1000:
+                break
+    except (OSError, EOFError, zlib.error) as e:  # damaged gzip data
+        raise InvalidInputError(f"cannot read {str(src.path)!r} to tell its format: {e}") from e
     return None
 
 

@@ -2,6 +2,9 @@
 
 Bad lines never stop a load: each goes to a rejects file (``file:line<TAB>reason<TAB>line``)
 and the load goes on. Batches already handed to the store stay there whatever happens later.
+Compressed inputs are verified to their end before anything is loaded
+(:func:`loaders.source.verify_gzip`): a damaged gzip stream decodes to text that was never in
+the input, and gzip's own check comes only after it.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from engine.identifiers import positive_int
 from engine.results import LoadReport
 from engine.store import Store
 from loaders.formats import Format, detect_format, format_names, get_format
-from loaders.source import Reject, Source
+from loaders.source import Reject, Source, is_gzip, verify_gzip
 
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192
@@ -62,6 +65,7 @@ def load_files(
         batch_size = store.load_batch_size
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
+    _verify(files, progress)
     rejects = _RejectsFile(
         Path(rejects_path) if rejects_path is not None else Path.cwd() / (files[0].name + ".rejects.tsv"),
         always=rejects_path is not None,
@@ -179,6 +183,24 @@ class _Writer:
     def _raise(self) -> None:
         if self._error is not None:
             raise self._error
+
+
+def _verify(files: list[Path], progress: bool) -> None:
+    """Refuse every input that is damaged compressed data, before any file is loaded."""
+    compressed = [path for path in files if _starts_gzip(path)]
+    if not compressed:
+        return
+    with tqdm(
+        total=sum(p.stat().st_size for p in compressed), unit="B", unit_scale=True, unit_divisor=1024,
+        file=sys.stderr, disable=not progress, dynamic_ncols=True, desc="checking gzip",
+    ) as bar:
+        for path in compressed:
+            verify_gzip(path, bar.update)
+
+
+def _starts_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return is_gzip(f)
 
 
 def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Union
+from typing import IO, NoReturn, Union
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import Triple
@@ -82,6 +82,61 @@ class Source:
 
 
 PathOrSource = Union[str, os.PathLike, Source]
+
+
+# compressed bytes read, and at most this many bytes decompressed, per step of verify_gzip
+_VERIFY_CHUNK = 1 << 20
+# what zlib's messages mean to someone holding the file
+_ZLIB_REASONS = {
+    "incorrect data check": "its CRC-32 does not match its contents",
+    "incorrect length check": "its length field does not match its contents",
+    "incorrect header check": "a gzip header is damaged, or the file has trailing data that is not gzip",
+}
+
+
+def verify_gzip(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> None:
+    """Decompress a gzip file to its end, without keeping the text, and raise
+    InvalidInputError unless every member is intact (header, deflate data, CRC-32, length).
+
+    gzip checks a member's CRC only at its end, so a reader that loads as it decompresses
+    has stored whatever a damaged stream decodes to before the check fails: the loader
+    verifies first, so corrupt or truncated compressed input never reaches a store. A file
+    that is not gzip passes. ``progress`` gets the number of compressed bytes read, step by step.
+    """
+    path = Path(path)
+    with open(path, "rb") as raw:
+        if not is_gzip(raw):
+            return
+        decoder: zlib._Decompress | None = zlib.decompressobj(wbits=31)  # 16 + 15: one gzip member
+        members = 1
+        while chunk := raw.read(_VERIFY_CHUNK):
+            if progress is not None:
+                progress(len(chunk))
+            data = chunk
+            while data:
+                if decoder is None:  # between members: NUL padding, or the next member
+                    data = data.lstrip(b"\x00")
+                    if not data:
+                        break
+                    decoder, members = zlib.decompressobj(wbits=31), members + 1
+                try:
+                    decoder.decompress(data, _VERIFY_CHUNK)  # bounded output, discarded
+                except zlib.error as e:
+                    reason = str(e).partition(": ")[2] or str(e)
+                    _corrupt(path, _ZLIB_REASONS.get(reason, f"its deflate data is damaged ({reason})"), members, raw.tell())
+                if decoder.eof:
+                    data, decoder = decoder.unused_data, None
+                else:
+                    data = decoder.unconsumed_tail
+        if decoder is not None:
+            _corrupt(path, "it ends before its compressed stream does (truncated)", members, raw.tell())
+
+
+def _corrupt(path: Path, why: str, member: int, offset: int) -> NoReturn:
+    raise InvalidInputError(
+        f"input file {str(path)!r} is not intact gzip data: {why} (member {member}, near compressed byte "
+        f"{offset:,}); nothing was loaded from it. Download or compress it again (`gzip -t` checks a file)"
+    )
 
 
 def is_gzip(stream: IO[bytes]) -> bool:
