@@ -66,10 +66,9 @@ def load_files(
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
     _verify(files, progress)
-    rejects = _RejectsFile(
-        Path(rejects_path) if rejects_path is not None else Path.cwd() / (files[0].name + ".rejects.tsv"),
-        always=rejects_path is not None,
-    )
+    rejects_file = Path(rejects_path) if rejects_path is not None else Path.cwd() / (files[0].name + ".rejects.tsv")
+    _refuse_input_as_rejects(rejects_file, files)
+    rejects = _RejectsFile(rejects_file, always=rejects_path is not None)
     report = LoadReport()
     started = time.perf_counter()
     before = store.count_triples()
@@ -216,6 +215,18 @@ def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
         if not path.is_file():
             raise InvalidInputError(f"input {str(path)!r} is not a file; name the files themselves")
     return files
+
+
+def _refuse_input_as_rejects(rejects: Path, files: list[Path]) -> None:
+    """Writing the rejects file truncates it: it may not be one of the inputs (under any name)."""
+    if not rejects.exists():
+        return
+    for path in files:
+        if os.path.samefile(rejects, path):
+            raise InvalidInputError(
+                f"the rejects file {str(rejects)!r} is the input {str(path)!r}: writing rejects there would "
+                "destroy the input; give --rejects (rejects_path=) another file"
+            )
 
 
 def _plan(

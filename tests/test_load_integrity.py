@@ -81,3 +81,33 @@ def test_intact_multi_member_gzip_loads(tmp_path):
     store = ReferenceStore()
     report = load_files(store, path, "tsv", progress=False)
     assert report.loaded == len(CLEAN) and store.triples == set(CLEAN)
+
+
+@pytest.mark.parametrize("alias", ["same", "relative", "symlink", "hardlink"])
+def test_a_rejects_file_that_is_an_input_is_refused_and_the_input_kept(alias, tmp_path, monkeypatch):
+    source = tmp_path / "kb.tsv"
+    source.write_bytes(CLEAN_TSV + b"a bad line\n")
+    monkeypatch.chdir(tmp_path)
+    rejects = {
+        "same": source,
+        "relative": tmp_path / "sub" / ".." / "kb.tsv",
+        "symlink": tmp_path / "link.tsv",
+        "hardlink": tmp_path / "hard.tsv",
+    }[alias]
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.tsv").symlink_to(source)
+    (tmp_path / "hard.tsv").hardlink_to(source)
+    store = ReferenceStore()
+    with pytest.raises(InvalidInputError, match="is the input"):
+        load_files(store, source, "tsv", rejects_path=rejects, progress=False)
+    assert source.read_bytes() == CLEAN_TSV + b"a bad line\n"
+    assert store.count_triples() == 0
+
+
+def test_the_command_refuses_an_input_as_its_rejects_file(tmp_path, capsys):
+    source = tmp_path / "x.nt"
+    text = '<http://rdf.freebase.com/ns/m.1> <http://rdf.freebase.com/ns/r> "x" .\nnot n-triples\n'
+    source.write_text(text)
+    code = main(["load", str(source), "--rejects", str(source), "--store", str(tmp_path / "s"), "--no-progress"])
+    assert code == 2 and "is the input" in capsys.readouterr().err
+    assert source.read_text() == text
