@@ -173,6 +173,7 @@ def _run_load(args: argparse.Namespace) -> None:
             rejects_path=args.rejects,
             batch_size=args.batch_size,
             progress=not args.no_progress,
+            max_reject_share=None if args.max_reject_share >= 1 else args.max_reject_share,
         )
     if args.json:
         print(json.dumps(to_json(report), indent=2))
@@ -208,7 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", help="bulk-load dump or dataset files into a store")
     p.add_argument("files", nargs="+")
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
-    p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv, if any)")
+    p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv beside it, if any)")
+    p.add_argument(
+        "--max-reject-share", type=float, default=0.5, metavar="FRACTION",
+        help="stop, loading nothing of a file, when more than this share of its first 1000 lines is rejected "
+        "(a wrong --format); default 0.5, 1 never stops",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="triples per store call (default: the store's own)")
     p.add_argument("--no-progress", action="store_true")
     add_store_arguments(p)

@@ -75,28 +75,43 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "rog"
     if lowered.startswith("entity2text"):
         return "entity-names"
+    found, first = _sniff(p)
+    if found is not None:
+        return found
+    if first is None:
+        raise InvalidInputError(f"cannot tell the format of {str(p)!r}: it is empty; name one of {format_names()}")
+    raise InvalidInputError(f"cannot tell the format of {str(p)!r} from its first line {first[:80]!r}; name one of {format_names()}")
+
+
+def sniff_format(path: str | os.PathLike[str]) -> str | None:
+    """The format a file's content looks like (whatever its name says), or None."""
+    return _sniff(Path(path))[0]
+
+
+def _sniff(p: Path) -> tuple[str | None, str | None]:
+    """The format the content looks like, and the first non-blank line it was told from."""
     with Source(p) as src:
         head = src.binary().read(4)
         if head == b"PAR1":
-            return "rog"
+            return "rog", None
         src.binary().seek(0)
         first = _first_line(src)
     if first is None:
-        raise InvalidInputError(f"cannot tell the format of {str(p)!r}: it is empty; name one of {format_names()}")
+        return None, None
     if first.startswith(("@prefix", "ns:")) or (first.startswith("<") and first.count("\t") >= 3):
-        return "freebase"
+        return "freebase", first
     if first.startswith(("<", "_:")):
-        return "ntriples"
+        return "ntriples", first
     if first.startswith("{"):
-        return "rog"
+        return "rog", first
     tabs = first.count("\t")
     if tabs == 2:
-        return "tsv"
+        return "tsv", first
     if tabs == 1:
-        return "entity-names"
+        return "entity-names", first
     if tabs == 0 and first.count("|") == 2:
-        return "metaqa"
-    raise InvalidInputError(f"cannot tell the format of {str(p)!r} from its first line {first[:80]!r}; name one of {format_names()}")
+        return "metaqa", first
+    return None, first
 
 
 def _first_line(src: Source) -> str | None:

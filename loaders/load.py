@@ -26,11 +26,13 @@ from engine.graph import FREEBASE_NS, Triple
 from engine.identifiers import positive_int
 from engine.results import LoadReport
 from engine.store import Store
-from loaders.formats import Format, detect_format, format_names, get_format
+from loaders.formats import Format, detect_format, format_names, get_format, sniff_format
 from loaders.source import Reject, Source, is_gzip, verify_gzip
 
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192
+# the first lines of a file (triples and rejects) that must show it is read in the right format
+_FORMAT_SAMPLE = 1000
 
 
 def load_files(
@@ -43,6 +45,7 @@ def load_files(
     batch_size: int | None = None,
     progress: bool = True,
     reader_options: Mapping[str, Any] | None = None,
+    max_reject_share: float | None = 0.5,
 ) -> LoadReport:
     """Load every triple of ``paths`` into ``store`` and report what happened.
 
@@ -54,11 +57,16 @@ def load_files(
     overlaps the store's work on the last. N-Triples lines already in the store's own form
     (:meth:`engine.store.Store.canonical_ntriples`) go to it unparsed.
 
+    A file read in the wrong format rejects nearly every line: when more than
+    ``max_reject_share`` of a file's first 1000 lines (triples and rejects; all of them in a
+    shorter file) are rejected, the load stops before anything of that file is stored and
+    raises InvalidInputError naming the format its content looks like (None: never stop).
+
     Report: ``read`` valid triples read, ``loaded`` the growth of ``store.count_triples()``,
     ``duplicates`` = read - loaded (repeats within the input and triples already stored),
     ``rejected`` bad lines. Rejects are written to ``rejects_path`` (always created when
-    given), by default to ``<first input name>.rejects.tsv`` in the current directory,
-    created only when there are rejects.
+    given; never one of the inputs), by default to ``<first input>.rejects.tsv`` beside the
+    first input, created only when there are rejects.
     """
     files = _check_paths(paths)
     if batch_size is None:
@@ -66,7 +74,11 @@ def load_files(
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
     _verify(files, progress)
-    rejects_file = Path(rejects_path) if rejects_path is not None else Path.cwd() / (files[0].name + ".rejects.tsv")
+    if max_reject_share is not None and (
+        isinstance(max_reject_share, bool) or not isinstance(max_reject_share, (int, float)) or not 0 <= max_reject_share <= 1
+    ):
+        raise InvalidInputError(f"invalid max_reject_share {max_reject_share!r}: use a fraction from 0 to 1, or None")
+    rejects_file = Path(rejects_path) if rejects_path is not None else files[0].with_name(files[0].name + ".rejects.tsv")
     _refuse_input_as_rejects(rejects_file, files)
     rejects = _RejectsFile(rejects_file, always=rejects_path is not None)
     report = LoadReport()
@@ -93,7 +105,10 @@ def load_files(
             with Source(path) as src:
                 lines: list[str] = []
                 triples: list[Triple] = []
-                pending = 0
+                pending = seen = 0
+                # Nothing of a file goes to the store before its first lines show it is in the
+                # format it is read as (_FormatCheck).
+                check = _FormatCheck(path, fmt, max_reject_share, rejects)
                 for seen, item in enumerate(fmt.read(src, **options), 1):
                     kind = item.__class__
                     if kind is str:
@@ -102,17 +117,24 @@ def load_files(
                     elif kind is Reject:
                         report.rejected += 1
                         rejects.write(path, item)  # type: ignore[arg-type]
+                        check.rejected(item)  # type: ignore[arg-type]
                     else:
                         triples.append(item)  # type: ignore[arg-type]
                         pending += 1
-                    if pending >= batch_size:
+                    if not check.done:
+                        if seen >= _FORMAT_SAMPLE:
+                            check.judge(seen)
+                            lines, triples = _put_full_batches(writer, lines, triples, batch_size)
+                            pending = len(lines) + len(triples)
+                    elif pending >= batch_size:
                         writer.put(lines, triples)
                         lines, triples, pending = [], [], 0
                     if seen % _PROGRESS_EVERY == 0:
                         bar.update(done_bytes + src.tell() - bar.n)
                         bar.set_postfix(triples=writer.handed + pending, rejected=report.rejected, refresh=False)
-                if pending:
-                    writer.put(lines, triples)
+                if not check.done:
+                    check.judge(seen)
+                _put_full_batches(writer, lines, triples, batch_size, last=True)
             done_bytes += path.stat().st_size
             bar.set_postfix(triples=writer.handed, rejected=report.rejected, refresh=False)
             bar.update(done_bytes - bar.n)
@@ -182,6 +204,54 @@ class _Writer:
     def _raise(self) -> None:
         if self._error is not None:
             raise self._error
+
+
+def _put_full_batches(
+    writer: _Writer, lines: list[str], triples: list[Triple], size: int, last: bool = False
+) -> tuple[list[str], list[Triple]]:
+    """Hand over batches of ``size`` items (all of them when ``last``); return what is left."""
+    while lines or triples:
+        if not last and len(lines) + len(triples) < size:
+            break
+        batch_lines, batch_triples = lines[:size], triples[: max(0, size - len(lines))]
+        writer.put(batch_lines, batch_triples)
+        lines, triples = lines[len(batch_lines):], triples[len(batch_triples):]
+    return lines, triples
+
+
+class _FormatCheck:
+    """Judges a file by its first lines: when most are rejected, it is in another format than
+    the one it is read as (a wrong ``--format``, or a misleading file name)."""
+
+    def __init__(self, path: Path, fmt: Format, share: float | None, rejects: _RejectsFile) -> None:
+        self.path, self.fmt, self.share, self.rejects = path, fmt, share, rejects
+        self.done = share is None
+        self.count = 0
+        self.first: Reject | None = None
+
+    def rejected(self, reject: Reject) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = reject
+
+    def judge(self, seen: int) -> None:
+        """Raise if more than the allowed share of the ``seen`` first items were rejected."""
+        self.done = True
+        if self.first is None or self.count <= self.share * seen:  # type: ignore[operator]
+            return
+        try:
+            guess = sniff_format(self.path)
+        except InvalidInputError:
+            guess = None
+        if guess is not None and guess != self.fmt.name:
+            hint = f"its content looks like {guess}: load it with --format {guess}"
+        else:
+            hint = f"check that it is in that format; formats read: {format_names()}"
+        raise InvalidInputError(
+            f"{self.path}: {self.count:,} of its first {seen:,} lines were rejected as {self.fmt.name} "
+            f"(line {self.first.line_no}: {self.first.reason}); {hint}. Nothing of this file was loaded; "
+            f"its rejects are in {self.rejects.path}"
+        )
 
 
 def _verify(files: list[Path], progress: bool) -> None:
@@ -264,7 +334,9 @@ class _RejectsFile:
         try:
             self._file = open(self.path, "w", encoding="utf-8", newline="\n")
         except OSError as e:
-            raise InvalidInputError(f"cannot write the rejects file {str(self.path)!r}: {e.strerror}") from e
+            raise InvalidInputError(
+                f"cannot write the rejects file {str(self.path)!r}: {e.strerror}; name another with --rejects (rejects_path=)"
+            ) from e
         self.written = str(self.path)
         return self._file
 

@@ -85,12 +85,13 @@ def test_default_rejects_file_only_when_there_are_rejects(tmp_path, monkeypatch)
     clean = write(inputs / "clean.tsv", "a\tr\tb\n")
     report = load_files(ReferenceStore(), clean, progress=False)
     assert report.rejected == 0 and report.rejects_file is None
-    assert not (tmp_path / "clean.tsv.rejects.tsv").exists()
+    assert not (inputs / "clean.tsv.rejects.tsv").exists()
 
     dirty = write(inputs / "dirty.tsv", TSV)
     report = load_files(ReferenceStore(), [dirty, clean], progress=False)
-    expected = tmp_path / "dirty.tsv.rejects.tsv"  # in the current directory, not beside the input
+    expected = inputs / "dirty.tsv.rejects.tsv"  # beside the first input, never in the current directory
     assert report.rejects_file == str(expected)
+    assert not (tmp_path / "dirty.tsv.rejects.tsv").exists()
     assert len(expected.read_text().splitlines()) == 2
 
 

@@ -111,3 +111,62 @@ def test_the_command_refuses_an_input_as_its_rejects_file(tmp_path, capsys):
     code = main(["load", str(source), "--rejects", str(source), "--store", str(tmp_path / "s"), "--no-progress"])
     assert code == 2 and "is the input" in capsys.readouterr().err
     assert source.read_text() == text
+
+
+NT_LINE = "<http://rdf.freebase.com/ns/m.{0}> <http://rdf.freebase.com/ns/r.a> <http://rdf.freebase.com/ns/m.{1}> .\n"
+
+
+@pytest.mark.parametrize("name, fmt, looks_like", [
+    ("kb.nt", "metaqa", "ntriples"),     # a valid but wrong --format
+    ("kb.txt", "tsv", "metaqa"),
+    ("kb.nt", None, "tsv"),              # a misleading name: detected as N-Triples, holds TSV
+])
+def test_a_file_in_another_format_stops_early_and_names_its_format(name, fmt, looks_like, tmp_path, monkeypatch):
+    body = {
+        "ntriples": "".join(NT_LINE.format(i, i + 1) for i in range(3000)),
+        "metaqa": "".join(f"m.{i}|r.a|m.{i + 1}\n" for i in range(3000)),
+        "tsv": "".join(f"m.{i}\tr.a\tm.{i + 1}\n" for i in range(3000)),
+    }[looks_like]
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    source = tmp_path / name
+    source.write_text(body)
+    store = ReferenceStore()
+    with pytest.raises(InvalidInputError) as e:
+        load_files(store, source, fmt, batch_size=10, progress=False)
+    message = str(e.value)
+    assert str(source) in message and f"--format {looks_like}" in message and "1,000 of its first 1,000" in message
+    assert store.count_triples() == 0  # not even the batches read before the verdict
+    rejects = tmp_path / (name + ".rejects.tsv")  # beside the input, not in the current directory
+    assert len(rejects.read_text().splitlines()) == 1000 and not list(elsewhere.iterdir())
+
+
+def test_a_wrong_format_fails_the_command_on_every_store(store_kind, make_store, tmp_path, capsys):
+    store = make_store(store_kind)
+    good = tmp_path / "good.txt"
+    good.write_text("a|r|b\n")
+    source = tmp_path / "kb.txt"
+    source.write_text("".join(NT_LINE.format(i, i + 1) for i in range(20)))
+    with pytest.raises(InvalidInputError, match="looks like ntriples"):
+        load_files(store, [good, source], "metaqa", progress=False)
+    assert store.count_triples() == 1  # the good file before it stays loaded
+
+
+def test_mostly_good_files_and_the_share_option(tmp_path, capsys):
+    source = tmp_path / "kb.txt"
+    lines = [f"m.{i}|r.a|m.{i + 1}" if (i + 1) % 5 else "bad line" for i in range(100)]  # 20 % rejected
+    source.write_text("\n".join(lines) + "\n")
+    report = load_files(ReferenceStore(), source, "metaqa", progress=False)
+    assert (report.loaded, report.rejected) == (80, 20)
+    assert report.rejects_file == str(tmp_path / "kb.txt.rejects.tsv")
+    with pytest.raises(InvalidInputError, match="20 of its first 100 lines"):
+        load_files(ReferenceStore(), source, "metaqa", max_reject_share=0.1, progress=False)
+    tsv = tmp_path / "kb.tsv"
+    tsv.write_text(source.read_text())
+    store = str(tmp_path / "store")
+    assert main(["load", str(tsv), "--format", "tsv", "--store", store, "--no-progress"]) == 2
+    assert "looks like metaqa" in capsys.readouterr().err
+    args = ["load", str(tsv), "--format", "tsv", "--store", store, "--no-progress", "--max-reject-share", "1", "--json"]
+    assert main(args) == 0
+    assert '"rejected": 100' in capsys.readouterr().out
