@@ -54,6 +54,7 @@ from engine.identifiers import (
     validate_relations,
     validate_timeout,
 )
+from engine.limits import TermCheck
 from engine.ops import (
     CallRecord,
     Compiled,
@@ -110,9 +111,10 @@ def pick_name(names: Iterable[Literal]) -> str | None:
     return None if best is None else best[1]
 
 
-def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
+def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -> Iterator[Triple]:
     """Pass triples through, raising on the first that may not enter a store (literal objects
-    are valid and canonical by construction)."""
+    are valid and canonical by construction) or, with ``check`` (:meth:`Store.term_check`),
+    that the store cannot keep exactly."""
     for t in triples:
         if not isinstance(t, Triple):
             raise InvalidInputError(f"expected a Triple, got {t!r}")
@@ -120,7 +122,17 @@ def checked_triples(triples: Iterable[Triple]) -> Iterator[Triple]:
         validate_relation(t.relation)
         if not isinstance(t.object, Literal):
             validate_id(t.object)
+        if check is not None:
+            why = check(t)
+            if why is not None:
+                raise InvalidInputError(f"cannot load {_shown(t)}: {why}")
         yield t
+
+
+def _shown(triple: Triple, width: int = 200) -> str:
+    """A triple for a message, cut short (a term may be megabytes long)."""
+    text = repr(triple)
+    return text if len(text) <= width else text[: width - 20] + f"… ({len(text):,} characters)"
 
 
 def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], list[Literal]]:
@@ -237,10 +249,17 @@ class Store(ABC):
     def add_triples(self, triples: Iterable[Triple]) -> None:
         """Add triples through the store's bulk path; triples already present are no-ops.
 
-        Every triple is validated on its way in (ids, relation names, literal objects), so a
-        bad one stops the load before it reaches the store.
+        Every triple is validated on its way in (ids, relation names, literal objects, and
+        the store's own limits, :meth:`term_check`), so a bad one stops the call before any
+        of it reaches the store.
         """
-        self._add_triples(checked_triples(triples))
+        self._add_triples(checked_triples(triples, self.term_check()))
+
+    def term_check(self) -> TermCheck | None:
+        """The test of what this store keeps exactly (terms within its measured limits,
+        :mod:`engine.limits`): a triple → why it cannot be stored, or None. None when the
+        store holds every valid triple."""
+        return None
 
     def _add_triples(self, triples: Iterable[Triple]) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot load triples")

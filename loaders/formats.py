@@ -11,7 +11,9 @@
 
 Every triple reader is a generator over one file that yields :class:`~engine.graph.Triple`
 objects and, for a line that cannot become a triple, a :class:`~loaders.source.Reject` carrying
-its 1-based line number, so one bad line never stops a load. Lines a reader filters out on
+its 1-based line number, so one bad line never stops a load. Every reader takes ``check``, a
+store's :meth:`~engine.store.Store.term_check`: a triple beyond what that store keeps exactly
+is a reject too. Lines a reader filters out on
 purpose (comments, the Freebase filters) yield nothing.
 """
 from __future__ import annotations

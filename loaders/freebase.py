@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from engine.graph import FREEBASE_NS, XSD, Literal, Term, Triple
+from engine.limits import TermCheck
 from loaders.ntriples import (
     BLANK_LABEL,
     IRI_BODY,
@@ -44,6 +45,7 @@ def read_freebase(
     languages: str | tuple[str, ...] | list[str] | None = ("en",),
     drop_domains: str | tuple[str, ...] | list[str] = (),
     drop_predicates: str | tuple[str, ...] | list[str] = DEFAULT_DROP_PREDICATES,
+    check: TermCheck | None = None,
 ) -> Iterator[Item]:
     """Triples of the Freebase RDF dump, filtered the customary way.
 
@@ -161,4 +163,4 @@ def read_freebase(
         prefixes[name] = unescape(iri[1:-1])
         predicates.clear()  # cached predicate fields may have meant another IRI
 
-    return parse_lines(source, parse)
+    return parse_lines(source, parse, check)

@@ -26,7 +26,13 @@ from engine.graph import FREEBASE_NS, Triple
 from engine.identifiers import positive_int
 from engine.results import LoadReport
 from engine.store import Store
-from loaders.formats import Format, detect_format, format_names, get_format, sniff_format
+from loaders.formats import (
+    Format,
+    detect_format,
+    format_names,
+    get_format,
+    sniff_format,
+)
 from loaders.source import Reject, Source, is_gzip, verify_gzip
 
 # how many items to read between two progress-bar updates
@@ -94,6 +100,7 @@ def load_files(
         dynamic_ncols=True,
     )
     writer = _Writer(store)
+    check = store.term_check()  # a triple the store cannot hold exactly is a reject, with its line
     try:
         done_bytes = 0
         for path, (fmt, options) in plans:
@@ -102,13 +109,14 @@ def load_files(
             lane = store.canonical_ntriples(options["namespace"]) if fmt.name == "ntriples" else None
             if lane is not None:
                 options = {**options, "verbatim": lane.accepts}
+            options = {**options, "check": check}
             with Source(path) as src:
                 lines: list[str] = []
                 triples: list[Triple] = []
                 pending = seen = 0
                 # Nothing of a file goes to the store before its first lines show it is in the
                 # format it is read as (_FormatCheck).
-                check = _FormatCheck(path, fmt, max_reject_share, rejects)
+                judge = _FormatCheck(path, fmt, max_reject_share, rejects)
                 for seen, item in enumerate(fmt.read(src, **options), 1):
                     kind = item.__class__
                     if kind is str:
@@ -117,13 +125,13 @@ def load_files(
                     elif kind is Reject:
                         report.rejected += 1
                         rejects.write(path, item)  # type: ignore[arg-type]
-                        check.rejected(item)  # type: ignore[arg-type]
+                        judge.rejected(item)  # type: ignore[arg-type]
                     else:
                         triples.append(item)  # type: ignore[arg-type]
                         pending += 1
-                    if not check.done:
+                    if not judge.done:
                         if seen >= _FORMAT_SAMPLE:
-                            check.judge(seen)
+                            judge.judge(seen)
                             lines, triples = _put_full_batches(writer, lines, triples, batch_size)
                             pending = len(lines) + len(triples)
                     elif pending >= batch_size:
@@ -132,8 +140,8 @@ def load_files(
                     if seen % _PROGRESS_EVERY == 0:
                         bar.update(done_bytes + src.tell() - bar.n)
                         bar.set_postfix(triples=writer.handed + pending, rejected=report.rejected, refresh=False)
-                if not check.done:
-                    check.judge(seen)
+                if not judge.done:
+                    judge.judge(seen)
                 _put_full_batches(writer, lines, triples, batch_size, last=True)
             done_bytes += path.stat().st_size
             bar.set_postfix(triples=writer.handed, rejected=report.rejected, refresh=False)
@@ -230,6 +238,8 @@ class _FormatCheck:
         self.first: Reject | None = None
 
     def rejected(self, reject: Reject) -> None:
+        if reject.unstorable:  # well formed, beyond the store's limits: no sign of a wrong format
+            return
         self.count += 1
         if self.first is None:
             self.first = reject

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 from engine.errors import InvalidIdentifierError, InvalidInputError
 from engine.graph import FREEBASE_NS, Literal, Term, Triple
+from engine.limits import TermCheck
 from loaders.source import (
     BadLine,
     Item,
@@ -128,7 +129,11 @@ def _diagnose(line: str) -> str:
 
 
 def read_ntriples(
-    source: PathOrSource, *, namespace: str = FREEBASE_NS, verbatim: Callable[[str], bool] | None = None
+    source: PathOrSource,
+    *,
+    namespace: str = FREEBASE_NS,
+    verbatim: Callable[[str], bool] | None = None,
+    check: TermCheck | None = None,
 ) -> Iterator[Item | str]:
     """Triples of a W3C N-Triples file.
 
@@ -139,6 +144,8 @@ def read_ntriples(
 
     ``verbatim`` (the loader's fast lane, :class:`sparql.ntriples.CanonicalNTriples`): a line
     it accepts is yielded as its text, unparsed, for a store that can take it as it is.
+    ``check`` (a store's :meth:`~engine.store.Store.term_check`) rejects a parsed triple that
+    the store cannot hold.
     """
     terms = NTriplesTerms(namespace)
     match = _TRIPLE_LINE.fullmatch
@@ -167,4 +174,4 @@ def read_ntriples(
             obj = terms.literal(string, datatype, lang)
         return Triple(subject, relation, obj)
 
-    return parse_lines(source, parse)
+    return parse_lines(source, parse, check)

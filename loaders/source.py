@@ -16,15 +16,18 @@ from typing import IO, NoReturn, Union
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import Triple
 from engine.identifiers import validate_id, validate_relation
+from engine.limits import TermCheck
 
 
 @dataclass(frozen=True)
 class Reject:
-    """A line that could not become a triple: where, what, and why."""
+    """A line that could not become a triple: where, what, and why. ``unstorable``: the line
+    is well formed, but its triple is beyond what the store keeps exactly."""
 
     line_no: int
     text: str
     reason: str
+    unstorable: bool = False
 
 
 Item = Union[Triple, Reject]
@@ -183,9 +186,12 @@ def numbered_lines(src: Source) -> Iterator[tuple[int, str] | Reject]:
         yield Reject(n + 1, "", f"the file cannot be read past this point: {e}")
 
 
-def parse_lines(source: PathOrSource, parse: Callable[[str], Triple | str | None]) -> Iterator[Item]:
+def parse_lines(
+    source: PathOrSource, parse: Callable[[str], Triple | str | None], check: TermCheck | None = None
+) -> Iterator[Item]:
     """Drive a one-line parser over a file: ``parse`` returns a Triple, None to skip the
-    line, or raises BadLine / an identifier or literal error to reject it."""
+    line, or raises BadLine / an identifier or literal error to reject it. ``check`` (a
+    store's :meth:`~engine.store.Store.term_check`) rejects a triple the store cannot hold."""
     with Opened(source) as src:
         for item in numbered_lines(src):
             if item.__class__ is Reject:
@@ -198,6 +204,11 @@ def parse_lines(source: PathOrSource, parse: Callable[[str], Triple | str | None
                 yield Reject(n, line, str(e))
                 continue
             if triple is not None:
+                if check is not None and triple.__class__ is Triple:
+                    why = check(triple)  # type: ignore[arg-type]
+                    if why is not None:
+                        yield Reject(n, line, why, unstorable=True)
+                        continue
                 yield triple
 
 

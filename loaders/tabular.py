@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, Literal, Triple
+from engine.limits import TermCheck
 from loaders.source import (
     BadLine,
     Item,
@@ -29,7 +30,7 @@ def normalise_mid(node_id: str) -> str:
     return node_id
 
 
-def read_metaqa(source: PathOrSource) -> Iterator[Item]:
+def read_metaqa(source: PathOrSource, *, check: TermCheck | None = None) -> Iterator[Item]:
     """Triples of MetaQA's ``kb.txt``: ``subject|relation|object``, all three taken verbatim
     (objects such as years and ratings are entity ids, as in the MetaQA questions)."""
     relation = RelationNames()
@@ -42,10 +43,10 @@ def read_metaqa(source: PathOrSource) -> Iterator[Item]:
             raise BadLine(f"expected subject|relation|object, found {len(fields)} field(s)")
         return Triple(check_id(fields[0]), relation(fields[1]), check_id(fields[2]))
 
-    return parse_lines(source, parse)
+    return parse_lines(source, parse, check)
 
 
-def read_tsv(source: PathOrSource) -> Iterator[Item]:
+def read_tsv(source: PathOrSource, *, check: TermCheck | None = None) -> Iterator[Item]:
     """Triples of ``subject<TAB>relation<TAB>object`` files (FB15k-237, PathQuestion KBs).
 
     Freebase ids written as paths become RDF-dump ids (``/m/027rn`` → ``m.027rn``, ``/g/…``
@@ -62,10 +63,10 @@ def read_tsv(source: PathOrSource) -> Iterator[Item]:
         s, r, o = fields
         return Triple(check_id(normalise_mid(s)), relation(r), check_id(normalise_mid(o)))
 
-    return parse_lines(source, parse)
+    return parse_lines(source, parse, check)
 
 
-def read_entity_names(source: PathOrSource) -> Iterator[Item]:
+def read_entity_names(source: PathOrSource, *, check: TermCheck | None = None) -> Iterator[Item]:
     """``mid<TAB>name`` lines (FB15k-237 ``entity2text``) as English ``type.object.name`` triples."""
 
     def parse(line: str) -> Triple | None:
@@ -79,7 +80,7 @@ def read_entity_names(source: PathOrSource) -> Iterator[Item]:
             raise BadLine("empty name")
         return Triple(check_id(normalise_mid(mid)), NAME_RELATION, Literal.make(name, lang="en"))
 
-    return parse_lines(source, parse)
+    return parse_lines(source, parse, check)
 
 
 # ---------------------------------------------------------------------------- RoG files
@@ -126,7 +127,7 @@ def rog_rows(src: Source, columns: tuple[str, ...]) -> Iterator[tuple[int, str, 
         yield n, line, row
 
 
-def read_rog(source: PathOrSource) -> Iterator[Item]:
+def read_rog(source: PathOrSource, *, check: TermCheck | None = None) -> Iterator[Item]:
     """The ``graph`` triples ``[head, relation, tail]`` of every row of a RoG-style file
     (JSONL or parquet); every term is taken as an entity id. Rows share triples: the store
     deduplicates. A bad triple is rejected alone, with its row number."""
@@ -145,6 +146,12 @@ def read_rog(source: PathOrSource) -> Iterator[Item]:
                 try:
                     if not isinstance(edge, (list, tuple)) or len(edge) != 3 or not all(isinstance(t, str) for t in edge):
                         raise BadLine("graph entry is not [head, relation, tail] strings")
-                    yield Triple(check_id(edge[0]), relation(edge[1]), check_id(edge[2]))
+                    triple = Triple(check_id(edge[0]), relation(edge[1]), check_id(edge[2]))
                 except (BadLine, KGQAError) as e:
                     yield Reject(n, json.dumps(edge, ensure_ascii=False), f"row {row.get('id')!r}: {e}")
+                    continue
+                why = None if check is None else check(triple)
+                if why is None:
+                    yield triple
+                else:
+                    yield Reject(n, json.dumps(edge, ensure_ascii=False), f"row {row.get('id')!r}: {why}", unstorable=True)

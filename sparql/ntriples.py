@@ -42,17 +42,21 @@ _TYPED = (
 
 class CanonicalNTriples:
     """``accepts(line)``: whether an N-Triples line (without its line ending) is in the exact
-    form the engine writes for ``namespace``, so that a store may load its text unchanged."""
+    form the engine writes for ``namespace``, so that a store may load its text unchanged;
+    lines longer than ``max_chars`` never are (the store's term limits need the full parse)."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, max_chars: int | None = None) -> None:
         ns = re.escape(namespace)
         self.namespace = namespace
+        self.max_chars = max_chars  # longer lines are left to the full parse
         self._line = re.compile(
             rf"<{ns}{_LOCAL}> <{ns}{_RELATION}> (?:<{ns}{_LOCAL}>|{_STRING}(?:{_LANG})?|{_TYPED}) \."
         )
         self._relations: dict[str, bool] = {}  # encoded relation -> valid relation name?
 
     def accepts(self, line: str) -> bool:
+        if self.max_chars is not None and len(line) > self.max_chars:
+            return False
         m = self._line.fullmatch(line)
         if m is None:
             return False

@@ -9,7 +9,7 @@ import pytest
 
 from engine.cli import main
 from engine.errors import InvalidInputError
-from engine.graph import Triple
+from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.reference import ReferenceStore
 from engine.store import Store
 from loaders.load import load_files
@@ -170,3 +170,101 @@ def test_mostly_good_files_and_the_share_option(tmp_path, capsys):
     args = ["load", str(tsv), "--format", "tsv", "--store", store, "--no-progress", "--max-reject-share", "1", "--json"]
     assert main(args) == 0
     assert '"rejected": 100' in capsys.readouterr().out
+
+
+NS = FREEBASE_NS
+#: the longest ASCII id each store keeps exactly, measured (engine/limits.py): Virtuoso cuts IRIs
+#: (namespace + id) past 1,880 bytes, FalkorDB's index keeps ids of 4,096 bytes
+ID_MAX = {"oxigraph": None, "virtuoso": 1880 - len(NS), "bolt": 4096, "neo4j": 8000}
+LITERAL_MAX = {"bolt": 16_384}
+
+
+def _long_id(tag: str, size: int) -> str:
+    return f"{tag}-".ljust(size, "x")
+
+
+def test_a_nul_character_is_a_reject_with_its_line_on_the_bolt_store_and_kept_elsewhere(store_kind, make_store, tmp_path):
+    lines = [
+        f"<{NS}m.1> <{NS}film.r> <{NS}m.2> .",
+        f'<{NS}m.1> <{NS}type.object.name> "plain" .',
+        f'<{NS}m.1> <{NS}type.object.name> "a\\u0000b" .',  # valid N-Triples
+        f"<{NS}m.3> <{NS}film.r> <{NS}m.4> .",
+        f'<{NS}m.3> <{NS}type.object.name> "other" .',
+    ]
+    source = tmp_path / "nul.nt"
+    source.write_text("\n".join(lines) + "\n")
+    store = make_store(store_kind)
+    rejects = tmp_path / "rejects.tsv"
+    report = load_files(store, source, rejects_path=rejects, progress=False)
+    names = {e.dst for e in store.expand(["m.1"], ["type.object.name"], direction="out").edges}
+    assert {e.dst for e in store.expand(["m.1", "m.3"], ["film.r"], direction="out").edges} == {"m.2", "m.4"}
+    assert Literal("other") in {e.dst for e in store.expand(["m.3"], direction="out").edges}
+    if store_kind in ("bolt", "neo4j") and store._falkordb:  # type: ignore[attr-defined]
+        assert (report.read, report.rejected, store.count_triples()) == (4, 1, 4)
+        where, reason, _ = rejects.read_text().splitlines()[0].split("\t", 2)
+        assert where == f"{source}:3" and "NUL" in reason
+        assert names == {Literal("plain")}
+        with pytest.raises(InvalidInputError, match="NUL"):  # the API refuses the whole call, writing none of it
+            store.add_triples([Triple("m.9", "film.r", "m.8"), Triple("m.9", "type.object.name", Literal("x\x00"))])
+        assert store.count_triples() == 4
+    else:
+        assert (report.read, report.rejected, store.count_triples()) == (5, 0, 5)
+        assert names == {Literal("plain"), Literal("a\x00b")}
+
+
+def test_terms_beyond_a_stores_limits_are_rejects_and_distinct_terms_never_merge(store_kind, make_store, tmp_path):
+    limit = ID_MAX[store_kind] or 5000
+    at_limit = [_long_id(f"a{i}", limit) for i in (1, 2)]  # distinct only in their first bytes
+    shared = "z" * (limit - 1)
+    twins = [shared + "-1", shared + "-2"]  # one byte too long: cut to the limit, they would be one node
+    lines = [
+        f"s\tr\t{at_limit[0]}",
+        f"s\tr\t{at_limit[1]}",
+        f"s\tr\t{twins[0]}",
+        f"s\tr\t{twins[1]}",
+        f"{_long_id('b', 2000)}\tr\tt",  # the 2,000- and 4,000-character ids
+        f"{_long_id('c', 4000)}\tr\tt",
+        f"{_long_id('d', 10_000)}\tr\tt",
+        "s\tr\tshort",
+    ]
+    source = tmp_path / "long.tsv"
+    source.write_text("\n".join(lines) + "\n")
+    store = make_store(store_kind)
+    rejects = tmp_path / "rejects.tsv"
+    load_files(store, source, "tsv", rejects_path=rejects, progress=False)
+    kept = [i for i, line in enumerate(lines, 1) if ID_MAX[store_kind] is None or max(map(len, line.split("\t"))) <= limit]
+    rejected = [line.split("\t")[0] for line in (rejects.read_text().splitlines() if rejects.exists() else [])]
+    assert rejected == [f"{source}:{i}" for i in range(1, len(lines) + 1) if i not in kept]
+    # every kept id comes back whole from the short end of its edge, none cut, none merged
+    objects = {e.dst for e in store.expand(["s"], direction="out").edges}
+    subjects = {e.dst for e in store.expand(["t"], direction="in").edges}
+    expected = [line.split("\t") for i, line in enumerate(lines, 1) if i in kept]
+    assert objects == {o for s, _, o in expected if s == "s"}
+    assert subjects == {s for s, _, o in expected if o == "t"}
+    assert store.count_triples() == len(kept)
+    if ID_MAX[store_kind] is not None:
+        with pytest.raises(InvalidInputError, match="keeps at most"):
+            store.add_triples([Triple("s", "r", "fine"), Triple("s", "r", twins[0])])
+        assert store.count_triples() == len(kept)
+
+
+def test_literals_beyond_a_stores_limit_are_rejects(store_kind, make_store, tmp_path):
+    limit = {"virtuoso": 10_000_000, "bolt": LITERAL_MAX["bolt"]}.get(store_kind)
+    store = make_store(store_kind)
+    size = limit or 12_000_000
+    values = ["v" * (size - 60_000 if store_kind == "virtuoso" else size), "w" * (size + 1)]
+    if store_kind == "virtuoso":
+        values[0] = "v" * 1000  # a literal near Virtuoso's 9.9 MB limit takes minutes to load: see engine/limits.py
+    lines = [f'<{NS}m.{i}> <{NS}common.topic.description> "{v}" .' for i, v in enumerate(values)]
+    source = tmp_path / "lit.nt"
+    source.write_text("\n".join(lines) + "\n")
+    rejects = tmp_path / "rejects.tsv"
+    load_files(store, source, rejects_path=rejects, progress=False)
+    stored = {e.dst for e in store.expand(["m.0", "m.1"], direction="out").edges}
+    if limit is None:
+        assert stored == {Literal(v) for v in values}
+        assert not rejects.exists() or rejects.read_text() == ""
+    else:
+        assert stored == {Literal(values[0])}
+        where, reason, _ = rejects.read_text().splitlines()[0].split("\t", 2)
+        assert where == f"{source}:2" and "keeps at most" in reason

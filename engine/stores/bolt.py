@@ -50,6 +50,7 @@ from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
 from cypher.params import inline_parameters
 from cypher.readonly import check_read_only
 from cypher.terms import literal_key
+from engine import limits
 from engine.errors import (
     InvalidInputError,
     QueryTimeoutError,
@@ -58,6 +59,7 @@ from engine.errors import (
 )
 from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple
 from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
+from engine.limits import TermCheck, term_check
 from engine.ops import (
     Compiled,
     CountEntities,
@@ -184,6 +186,7 @@ class BoltStore(Store):
             self._driver.close()
             raise
         self.compiler: CypherCompiler = FALKORDB if self._falkordb else NEO4J
+        self._term_check = term_check(limits.FALKORDB if self._falkordb else limits.NEO4J)
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> bool:
@@ -314,11 +317,16 @@ class BoltStore(Store):
             self._rows((statement, {}), write=True)
         self._schema_ready = True
 
-    def add_triples(self, triples: Iterable[Triple]) -> None:
-        """MERGE the triples in batches of ``batch_size`` rows, one statement per relationship
-        type and object kind; loading the same triples again changes nothing. Each batch is
-        its own transaction, so a failure keeps what earlier batches wrote."""
-        rows = list(dict.fromkeys(schema.canonical_triple(t) for t in triples))
+    def term_check(self) -> TermCheck | None:
+        return self._term_check
+
+    def _add_triples(self, triples: Iterable[Triple]) -> None:
+        """MERGE the triples (validated and checked against the server's limits by
+        :meth:`add_triples` before any is written) in batches of ``batch_size`` rows, one
+        statement per relationship type and object kind; loading the same triples again
+        changes nothing. Each batch is its own transaction, so a failure keeps what earlier
+        batches wrote."""
+        rows = list(dict.fromkeys(triples))
         if not rows:
             return
         self._ensure_schema()

@@ -40,6 +40,7 @@ from engine.errors import (
 )
 from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
+from engine.limits import VIRTUOSO
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
 from engine.stores.sparql_store import Row, SparqlStore
@@ -128,6 +129,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         if not IRI_PATTERN.fullmatch(graph):
             raise InvalidInputError(f"invalid graph IRI {graph!r}: give an absolute IRI such as {DEFAULT_GRAPH}")
         self.flavour = flavour
+        self.limits = VIRTUOSO if flavour == "virtuoso" else None
         super().__init__(DIALECTS[_DIALECT_OF_FLAVOUR[flavour]](namespace, graph))  # type: ignore[arg-type]
         self.uri = uri
         self.graph = graph

@@ -13,6 +13,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from engine.graph import Edge, Literal, Path, Term, Triple
+from engine.limits import TermCheck, TermLimits, term_check
 from engine.ops import Compiled, CountEntities, CountTriples, Op, RelationCounts
 from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
 from engine.sexpr.tree import Count
@@ -37,11 +38,14 @@ def _int(value: Any) -> int:
 class SparqlStore(Store):
     dialect = "sparql"
     compiler: SparqlCompiler
+    #: what the server keeps exactly (:mod:`engine.limits`); None: every valid triple
+    limits: TermLimits | None = None
 
     def __init__(self, compiler: SparqlCompiler) -> None:
         self.compiler = compiler
         self.terms: Terms = compiler.t
         self._decoded: dict[str, Any] = {}  # IRI or literal text -> id or Literal
+        self._term_check: TermCheck | None = None
 
     def _from_ox(self, term: Any) -> Any:
         """A pyoxigraph term in the engine's terms: an IRI as its id, a Literal, ``_:`` + a
@@ -78,7 +82,14 @@ class SparqlStore(Store):
     def canonical_ntriples(self, namespace: str) -> CanonicalNTriples | None:
         if namespace != self.terms.namespace:
             return None
-        return CanonicalNTriples(namespace)
+        # A lane line is ASCII but for its literal, so a line within the IRI limit holds only
+        # terms within every limit; longer lines take the full parse and the term check.
+        return CanonicalNTriples(namespace, max_chars=None if self.limits is None else self.limits.id_bytes)
+
+    def term_check(self) -> TermCheck | None:
+        if self.limits is not None and self._term_check is None:
+            self._term_check = term_check(self.limits, self.terms.iri_of, self.terms.literal)
+        return self._term_check
 
     def _add_triples(self, triples: Iterable[Triple]) -> None:
         self._add_ntriples(self._ntriples(triples))
