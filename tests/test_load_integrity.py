@@ -2,8 +2,11 @@
 cut terms in silence, destroy its input, or load a file in the wrong format without saying so."""
 from __future__ import annotations
 
+import fcntl
 import gzip
+import os
 import random
+import shutil
 
 import pytest
 
@@ -268,3 +271,51 @@ def test_literals_beyond_a_stores_limit_are_rejects(store_kind, make_store, tmp_
         assert stored == {Literal(values[0])}
         where, reason, _ = rejects.read_text().splitlines()[0].split("\t", 2)
         assert where == f"{source}:2" and "keeps at most" in reason
+
+
+def _load_list(server) -> list[str]:
+    """The files of the server's bulk-load list that lie in its staging directory."""
+    store = server.new_store("load-list")
+    out = store._isql(f"SELECT 'ROW:' || ll_file FROM DB.DBA.load_list WHERE starts_with(ll_file, '{server.staging}/');")
+    return [line[4:] for line in out.splitlines() if line.startswith("ROW:")]
+
+
+def test_a_killed_virtuoso_load_leaves_nothing_that_later_loads_keep(make_store, servers):
+    """A load killed between ld_dir and the end of rdf_loader_run leaves its folder of staged
+    files and its rows in DB.DBA.load_list; the next load forgets them, and leaves a live
+    load's folder alone."""
+    make_store("virtuoso")
+    server = servers["virtuoso"]
+    store = server.new_store("after-a-kill")
+    staging = server.staging
+
+    def staged(name: str, lock: bool) -> tuple[object, int | None]:
+        folder = staging / name
+        folder.mkdir()
+        (folder / "part-00000.ttl").write_text(f"<http://e.org/{name}> <http://e.org/r> <http://e.org/x> .\n")
+        held = None
+        if lock:  # as a running load holds it
+            (folder / "lock").touch()
+            held = os.open(folder / "lock", os.O_RDONLY)
+            fcntl.flock(held, fcntl.LOCK_EX)
+        else:  # as a killed load leaves it: the lock file, free
+            (folder / "lock").touch()
+        store._isql(f"ld_dir('{folder}', '*.ttl', 'http://kgqa-engine/test/killed');")
+        return folder, held
+
+    dead, _ = staged("kgqa-load-killed", lock=False)
+    live, held = staged("kgqa-load-running", lock=True)
+    gone = "kgqa-load-deleted-by-hand"
+    store._isql(f"INSERT INTO DB.DBA.load_list (ll_file, ll_graph, ll_state) VALUES ('{staging}/{gone}/part-00000.ttl', 'http://g', 1);")
+    try:
+        before = _load_list(server)
+        assert any("killed" in f for f in before) and any(gone in f for f in before)
+        store.add_triples([Triple("m.1", "r", "m.2")])
+        after = _load_list(server)
+        assert after == [f"{live}/part-00000.ttl"]  # the running load's row only
+        assert not dead.exists() and live.exists()
+        assert store.count_triples() == 1
+    finally:
+        os.close(held)  # type: ignore[arg-type]
+        store._isql(f"DELETE FROM DB.DBA.load_list WHERE starts_with(ll_file, '{live}/');")
+        shutil.rmtree(live, ignore_errors=True)

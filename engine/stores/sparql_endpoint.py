@@ -70,7 +70,9 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
       port 1111), ``user``/``password`` (default dba/dba), ``staging_dir`` (a directory this
       process can write and the server can read: inside its ``DirsAllowed``, on the same
       machine or a shared mount), ``isql_command`` (default ``isql-vt``), ``loaders``
-      (parallel ``rdf_loader_run`` sessions), ``chunk_size`` (triples per staged file);
+      (parallel ``rdf_loader_run`` sessions), ``chunk_size`` (triples per staged file),
+      ``load_timeout`` (seconds the bulk loader may take per staged file; every other isql
+      call gets ``timeout``);
     - ``loader="update"``: ``INSERT DATA`` batches of ``batch_size`` triples to
       ``update_endpoint`` (default: ``/sparql-auth`` beside ``/sparql``) as ``user``/``password``.
 
@@ -106,6 +108,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         isql_command: str = "isql-vt",
         loaders: int = 1,
         chunk_size: int = 2_000_000,
+        load_timeout: float = 3600.0,
         loader: str = "isql",
         update_endpoint: str | None = None,
         batch_size: int = 10_000,
@@ -117,6 +120,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         for name, value in (("loaders", loaders), ("chunk_size", chunk_size), ("batch_size", batch_size)):
             positive_int(value, name)
         positive_seconds(timeout)
+        positive_seconds(load_timeout, "load_timeout")
         if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
             raise InvalidInputError(f"invalid backoff {backoff!r}: use a number of seconds ≥ 0")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -148,6 +152,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
         self.loaders = loaders
         self.chunk_size = chunk_size
+        self.load_timeout = float(load_timeout)
         self.loader = loader
         self.update_endpoint = update_endpoint or self.endpoint.rsplit("/", 1)[0] + "/sparql-auth"
         self.batch_size = batch_size

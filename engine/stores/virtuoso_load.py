@@ -3,7 +3,8 @@ batches to an authenticated update endpoint (``loader="update"``).
 
 The bulk loader writes the triples as Turtle files (N-Triples lines) into a staging directory
 the server may read (``DirsAllowed`` in virtuoso.ini), then ``isql`` runs ``ld_dir`` +
-``rdf_loader_run`` and the load list is checked for errors. :class:`VirtuosoLoading` is a part
+``rdf_loader_run`` and the load list is checked for errors; what dead loads left in the load
+list is cleared first (``engine/stores/staging.py``). Every isql call has a deadline. :class:`VirtuosoLoading` is a part
 of :class:`engine.stores.sparql_endpoint.SparqlEndpointStore`, which holds its settings.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import itertools
 import os
 import shutil
 import subprocess
-import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,10 +26,12 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.graph import XSD, Literal, Term
 from engine.stores.endpoint_errors import transient
+from engine.stores.staging import PREFIX, StagingFolder, abandoned_folders
 from sparql.terms import Terms
 
 _LOAD_MARK = "KGQA-LOAD:"
 _COUNT_MARK = "KGQA-COUNT:"
+_FILE_MARK = "KGQA-FILE:"
 _INTEGER = XSD + "integer"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -50,6 +53,7 @@ class VirtuosoLoading:
     staging_dir: str | None
     loaders: int
     chunk_size: int
+    load_timeout: float
     loader: str
     update_endpoint: str
     batch_size: int
@@ -85,36 +89,62 @@ class VirtuosoLoading:
                 f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
                 "the Virtuoso server can read (listed in DirsAllowed of its virtuoso.ini)"
             )
-        try:
-            folder = tempfile.mkdtemp(prefix="kgqa-load-", dir=self.staging_dir)
-        except OSError as e:
-            raise StoreError(f"cannot write into the staging directory {self.staging_dir!r}: {e}") from e
-        try:
+        with StagingFolder(self.staging_dir) as folder:
             # Every file is written before the server reads any, so a bad triple stops the
             # load before anything reaches the store.
-            os.chmod(folder, 0o755)  # the server may run as another user
-            if not self._stage(lines, folder):
+            count = self._stage(lines, folder.path)
+            if not count:
                 return
-            here = _sql_string(os.path.abspath(folder) + "/%")
-            self._isql(f"ld_dir({_sql_string(os.path.abspath(folder))}, '*.ttl', {_sql_string(self.graph)});")
+            self._forget_dead_loads()
+            mine = f"starts_with(ll_file, {_sql_string(folder.path + '/')})"
+            self._isql(f"ld_dir({_sql_string(folder.path)}, '*.ttl', {_sql_string(self.graph)});")
+            deadline = self.load_timeout * -(-count // self.chunk_size)  # per staged file
             try:
                 with ThreadPoolExecutor(self.loaders) as pool:
-                    list(pool.map(self._isql, ["rdf_loader_run();"] * self.loaders))
-                report = self._isql(
-                    "checkpoint;\n"
-                    f"SELECT '{_LOAD_MARK}' || ll_file || ' ' || coalesce(ll_error, 'was not loaded') "
-                    f"FROM DB.DBA.load_list WHERE ll_file LIKE {here} AND (ll_state <> 2 OR ll_error IS NOT NULL);"
-                )
+                    list(pool.map(lambda _: self._isql("rdf_loader_run();", deadline, "the bulk load"), range(self.loaders)))
+                failures = self._wait_for_files(mine, deadline)
+                self._isql("checkpoint;", deadline, "the checkpoint after the bulk load")
             finally:  # the staged files go away, so their rows in the load list must too
-                self._isql(f"DELETE FROM DB.DBA.load_list WHERE ll_file LIKE {here};")
-            failures = _marked(report, _LOAD_MARK)
+                self._isql(f"DELETE FROM DB.DBA.load_list WHERE {mine};")
             if failures:
                 raise StoreError(
                     f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
                     "file up to the error may have been loaded; loading again is safe)"
                 )
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+
+    def _wait_for_files(self, mine: str, deadline: float) -> list[str]:
+        """Wait until the load list has loaded our files, and return those that failed. A
+        loader session of another load on the server may have taken some of them: our own
+        ``rdf_loader_run`` then returns while they are still being loaded."""
+        query = (
+            f"SELECT '{_LOAD_MARK}' || cast(ll_state AS VARCHAR) || ' ' || ll_file || ' ' || "
+            f"coalesce(ll_error, 'was not loaded') FROM DB.DBA.load_list "
+            f"WHERE {mine} AND (ll_state <> 2 OR ll_error IS NOT NULL);"
+        )
+        give_up = time.monotonic() + deadline
+        while True:
+            rows = [row.split(" ", 1) for row in _marked(self._isql(query), _LOAD_MARK)]
+            if not any(state == "1" for state, _ in rows) or time.monotonic() > give_up:
+                return [what for _, what in rows]
+            time.sleep(0.2)
+
+    def _forget_dead_loads(self) -> None:
+        """Drop the load-list rows and staged files of loads from this staging directory whose
+        process has died (:mod:`engine.stores.staging`): left there, they stay in the load list
+        for ever and every ``rdf_loader_run`` on the server takes them up again."""
+        assert self.staging_dir is not None
+        prefix = _sql_string(os.path.join(os.path.abspath(self.staging_dir), PREFIX))
+        listed = _marked(
+            self._isql(f"SELECT DISTINCT '{_FILE_MARK}' || ll_file FROM DB.DBA.load_list WHERE starts_with(ll_file, {prefix});"),
+            _FILE_MARK,
+        )
+        dead = abandoned_folders(self.staging_dir, listed)
+        if dead:
+            self._isql("\n".join(
+                f"DELETE FROM DB.DBA.load_list WHERE starts_with(ll_file, {_sql_string(folder + '/')});" for folder in dead
+            ))
+            for folder in dead:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _stage(self, lines: Iterable[str], folder: str) -> int:
         """Write the lines as Turtle files of ``chunk_size`` lines; return how many."""
@@ -140,13 +170,16 @@ class VirtuosoLoading:
         except OSError as e:
             raise StoreError(f"cannot write the staging file in {folder!r}: {e}") from e
 
-    def _isql(self, sql: str) -> str:
-        """Run SQL statements through isql; raise on the first error it reports."""
+    def _isql(self, sql: str, timeout: float | None = None, what: str = "") -> str:
+        """Run SQL statements through isql; raise on the first error it reports, and when it
+        has not finished within ``timeout`` seconds (default: the store's ``timeout``):
+        ``what`` names the work for that message (default: answering at all)."""
         if shutil.which(self.isql_command) is None:
             raise StoreUnavailableError(
                 f"{self.isql_command} not found: Virtuoso's bulk loader needs it (apt-get install "
                 "virtuoso-opensource-7-bin, or isql_command= its path); loader='update' loads without it"
             )
+        limit = self.timeout if timeout is None else timeout
         try:
             done = subprocess.run(
                 [self.isql_command, self.isql, self.user, self.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
@@ -154,7 +187,18 @@ class VirtuosoLoading:
                 capture_output=True,
                 text=True,
                 check=False,
+                timeout=limit,
             )
+        except subprocess.TimeoutExpired as e:
+            if what:
+                raise StoreError(
+                    f"{what} on {self.uri} did not finish within {limit:g} s (load_timeout= seconds per staged "
+                    "file): the server may be stopped, or still at work; check it, then load again (that is safe)"
+                ) from e
+            raise StoreUnavailableError(
+                f"Virtuoso's SQL port {self.isql} did not answer within {limit:g} s (timeout=): is the server "
+                "stopped or overloaded? Check it, or give isql='host:port' of a running server"
+            ) from e
         except OSError as e:
             raise StoreUnavailableError(f"cannot run {self.isql_command}: {e}") from e
         output = done.stdout + done.stderr
