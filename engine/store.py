@@ -528,6 +528,8 @@ class Store(ABC):
         try:
             result = self._call(Execute(tree, timeout=timeout))
         except QueryTimeoutError as e:
+            if timeout is None:
+                raise  # the store's own deadline (a server that stopped answering): its message says so
             text = to_text(tree)
             shown = text if len(text) <= 300 else text[:300] + "…"
             raise QueryTimeoutError(

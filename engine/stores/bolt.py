@@ -11,8 +11,12 @@ Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
   parameters are bound in FalkorDB's own ``CYPHER name=value`` header instead
   (:func:`cypher.params.inline_parameters`);
 - after a client says GOODBYE (the driver does on close) it leaves the next connection given
-  the same socket number unanswered; the store takes that number itself after closing
+  the same socket number unanswered; the store closes its connections without GOODBYE
+  (:meth:`BoltStore._drop_connections`), takes a stuck number itself after closing
   (:meth:`BoltStore._unstick_falkordb`) and retries a connect whose handshake went unanswered;
+- it sends a message over 64 KiB as one chunk whose 16-bit length wraps, which the driver
+  reads as garbage or waits on forever: the store keeps what it loads small enough
+  (:mod:`engine.limits`), and every call has a deadline;
 - its string index trims the keys it stores and does not check its hits, so entities are
   looked up and created differently there (:class:`cypher.compiler.FalkorDBCompiler`);
 - it ignores the database name: every transaction uses the graph ``falkordb``, so two stores
@@ -43,7 +47,13 @@ from neo4j.exceptions import (
     ServiceUnavailable,
     SessionExpired,
 )
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_fixed,
+)
 
 from cypher import schema
 from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
@@ -139,7 +149,9 @@ class BoltStore(Store):
     ``uri`` is ``bolt://[user:password@]host[:port][?database=NAME]`` (also ``neo4j://`` for a
     cluster, and the ``+s`` / ``+ssc`` TLS schemes). Credentials come from the arguments, else
     the URI, else ``NEO4J_USER`` / ``NEO4J_PASSWORD``. ``batch_size`` bounds the rows of one
-    bulk write; ``timeout`` (seconds) bounds connecting and each transaction.
+    bulk write; ``timeout`` (seconds) bounds connecting and every call (each statement of a
+    load too): past it the call raises :class:`engine.errors.QueryTimeoutError`, also when the
+    server has stopped answering.
     ``namespace`` is accepted for symmetry with the RDF stores and ignored.
     """
 
@@ -194,14 +206,21 @@ class BoltStore(Store):
         handshake is retried: a server just started, or a FalkorDB socket number left stuck
         by another client's GOODBYE, which the unanswered connection has now taken."""
         retrying = Retrying(
-            stop=stop_after_attempt(3),
+            # a second attempt gets past a stuck socket number; a silent server costs two waits
+            stop=stop_after_attempt(3) | stop_after_delay(1.5 * self.timeout),
             wait=wait_fixed(0.5),
             retry=retry_if_exception_type((ServiceUnavailable, SessionExpired)),
             reraise=True,
         )
         try:
             retrying(self._driver.verify_connectivity)
-            return self._detect_falkordb()
+            # a server that took the handshake and then stopped answering must not hang us
+            return run_with_timeout(self._detect_falkordb, self.timeout, f"the Bolt server at {self.uri}")
+        except QueryTimeoutError as e:
+            raise StoreUnavailableError(
+                f"the Bolt server at {self.uri} took the connection but did not answer within {self.timeout:g} s "
+                "(timeout=): is it stopped or overloaded?"
+            ) from e
         except (ServiceUnavailable, SessionExpired) as e:
             raise StoreUnavailableError(
                 f"cannot reach the Bolt server at {self.uri}: {e}. Check that it is running and that "
@@ -243,9 +262,25 @@ class BoltStore(Store):
         if self._closed:
             return
         self._closed = True
+        if self._falkordb:
+            self._drop_connections()
         self._driver.close()
         if self._falkordb:
             self._unstick_falkordb()
+
+    def _drop_connections(self) -> None:
+        """Close every pooled connection without Bolt's GOODBYE, which leaves FalkorDB 4.16
+        unable to answer the next client given the same socket number: a store used by 8
+        threads left 8 of them, and the next stores to open waited out their timeouts. (The
+        driver has no public way to skip GOODBYE: this reaches into its pool.)"""
+        pool = getattr(self._driver, "_pool", None)
+        if pool is None or not hasattr(pool, "connections"):
+            return
+        with pool.lock:
+            connections = [c for queue in pool.connections.values() for c in queue]
+        for connection in connections:
+            with contextlib.suppress(Exception):  # best effort: driver.close() follows anyway
+                connection.kill()
 
     # ------------------------------------------------------------------ running Cypher
     def _transact(
@@ -280,15 +315,28 @@ class BoltStore(Store):
     def _execute(
         self, text: str, params: dict[str, Any], *, write: bool, timeout: float | None = None
     ) -> tuple[list[str], list[list[Any]]]:
-        """:meth:`_transact` with driver errors turned into the engine's. A ``timeout`` is the
-        transaction's, which Neo4j enforces; FalkorDB ignores it, so the call also stops
-        waiting at the deadline (:mod:`engine.timeouts`)."""
+        """:meth:`_transact` with driver errors turned into the engine's, and a deadline: the
+        call's ``timeout``, else the store's. Neo4j stops a transaction at its timeout;
+        FalkorDB ignores it, and a stopped server (or a FalkorDB answer the driver cannot read,
+        see :mod:`engine.limits`) answers nothing at all, so the call stops waiting at the
+        deadline (:mod:`engine.timeouts`)."""
+        limit = self.timeout if timeout is None else timeout
+        # on Neo4j the server's own stop normally comes first; the deadline is a backstop
+        deadline, server = (limit, "FalkorDB") if self._falkordb else (limit + 1.0, "the Bolt server")
         try:
-            if timeout is None:
-                return self._transact(text, params, write=write)
-            # on Neo4j the server's own stop normally comes first; the deadline is a backstop
-            deadline, server = (timeout, "FalkorDB") if self._falkordb else (timeout + 1.0, "the Bolt server")
             return run_with_timeout(lambda: self._transact(text, params, write=write, timeout=timeout), deadline, server)
+        except QueryTimeoutError as e:
+            if timeout is not None:
+                raise  # a deadline the caller chose (execute): reported as such
+            cause = (
+                ", or its answer holds a row over 64 KiB, which FalkorDB's Bolt endpoint cannot send"
+                if self._falkordb else ""
+            )
+            raise QueryTimeoutError(
+                f"the Bolt server at {self.uri} did not answer within {limit:g} s (the store's timeout=): it may "
+                f"be stopped or overloaded{cause}. {'A write may still complete; loading again is safe. ' if write else ''}"
+                "Raise timeout= for long calls"
+            ) from e
         except (ServiceUnavailable, SessionExpired) as e:
             raise StoreUnavailableError(f"lost the Bolt server at {self.uri}: {e}") from e
         except AuthError as e:
