@@ -13,6 +13,7 @@ tokenizer's chat template, a named template such as RoG's LLaMA-2 one, or nothin
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -67,6 +68,9 @@ class Generation:
     text: str
     score: float | None = None
     tokens: tuple[TokenLogprob, ...] | None = None
+    #: tokens the model read (template included) and wrote, where the model tells
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class LanguageModel(ABC):
@@ -96,6 +100,11 @@ class LanguageModel(ABC):
         allowed_tokens: AllowedTokens | None = None,
     ) -> list[Generation]:
         """The ``num_return`` (default ``num_beams``) best sequences, best first."""
+
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256) -> list[Generation]:
+        """Greedy decoding of independent prompts, one generation per prompt in order; the
+        default decodes them one by one (local models batch them)."""
+        return [self.generate(p, max_new_tokens=max_new_tokens) for p in prompts]
 
     def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
         """The log-probability of each token of ``continuation`` as the answer to ``prompt``."""
@@ -220,7 +229,34 @@ class TransformersLM(LanguageModel):
         steps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0].tolist()
         pairs = list(zip(new, steps))
         tokens = tuple(TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in pairs) if logprobs else None
-        return Generation(self._decode(new), sum(lp for _, lp in pairs), tokens)
+        return Generation(self._decode(new), sum(lp for _, lp in pairs), tokens, start, len(new))
+
+    #: prompts decoded together by :meth:`generate_batch` (sorted by length, so padding stays small)
+    batch_size: int = 8
+
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256) -> list[Generation]:
+        """Greedy decoding of several prompts, left-padded into batches of similar length."""
+        import torch
+
+        encoded = [self.prompt_ids(p) for p in prompts]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        out: list[Generation | None] = [None] * len(encoded)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(encoded[i]) for i in chunk)
+            ids = torch.tensor([[self._pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=self.device)
+            mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=self.device)
+            with torch.no_grad():
+                sequences = self.model.generate(
+                    input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+                    pad_token_id=self._pad, eos_token_id=self.eos_token_id,
+                )
+            for row, i in enumerate(chunk):
+                new = sequences[row, width:].tolist()
+                if self.eos_token_id in new:  # what follows the end is padding
+                    new = new[: new.index(self.eos_token_id) + 1]
+                out[i] = Generation(self._decode(new), None, None, len(encoded[i]), len(new))
+        return out  # type: ignore[return-value]
 
     def beam_search(
         self,
@@ -341,6 +377,11 @@ class OpenAIChatLM(LanguageModel):
                 tokens = tuple(TokenLogprob(t["token"], float(t["logprob"])) for t in content) if content else None
                 score = sum(t.logprob for t in tokens) if tokens else None
                 out.append(Generation((choice["message"].get("content") or "").strip(), score, tokens))
+            usage = reply.get("usage") or {}
+            if len(out) == 1 and isinstance(usage.get("prompt_tokens"), int):
+                out[0] = dataclasses.replace(
+                    out[0], prompt_tokens=usage["prompt_tokens"], completion_tokens=usage.get("completion_tokens")
+                )
             return out
         except (KeyError, TypeError, ValueError) as e:
             raise KGQAError(f"{self.url} returned an unexpected reply: {str(reply)[:300]}") from e
