@@ -23,7 +23,7 @@ from engine.results import to_json
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
-    "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.metrics_cli", "engine.servers.cli",
+    "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.fidelis.cli", "engine.metrics_cli", "engine.servers.cli",
     "engine.webqsp_cli",
 )
 

@@ -227,6 +227,20 @@ def evaluate_rog(records: Iterable[dict[str, Any]]) -> RogMetrics:
     return RogMetrics(n, *mean)
 
 
+def validity_ratio(steps: Iterable[bool]) -> float | None:
+    """FiDeLiS's VR: the share of reasoning steps that are triples of the graph (None: no step)."""
+    flags = list(steps)
+    return sum(flags) / len(flags) if flags else None
+
+
+def coverage_ratio(retrieved: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> float | None:
+    """FiDeLiS's CR: the share of ground-truth relation paths among the retrieved candidates'
+    relation paths (None: no gold path)."""
+    have = {tuple(p) for p in retrieved}
+    wanted = list(dict.fromkeys(tuple(p) for p in gold))
+    return sum(p in have for p in wanted) / len(wanted) if wanted else None
+
+
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     """The records of a predictions JSONL file (each needs ``answers`` and ``prediction``)."""
     records = []

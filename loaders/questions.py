@@ -117,6 +117,16 @@ def metaqa_relation_path(qtype: str) -> list[tuple[str, str]]:
     return hops
 
 
+def gold_relation_path(q: Question) -> list[str] | None:
+    """The relations of a question's gold path: PathQuestion's annotated path, or the one a
+    MetaQA question type implies; None when the dataset gives neither."""
+    if q.path:
+        return list(q.path)
+    if q.qtype:
+        return [relation for relation, _ in metaqa_relation_path(q.qtype)]
+    return None
+
+
 _HOP_DIR = re.compile(r"(\d+)-hop")
 
 

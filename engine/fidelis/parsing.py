@@ -1,0 +1,111 @@
+"""Reading the LLM's replies: the F.1 plan (JSON), F.4 indices, F.2/F.3 yes or no, F.5 answers.
+
+Small models rarely write clean JSON, so the plan parser takes the first JSON object it can
+find (code fences and chatter around it are ignored) and, failing that, falls back to the
+question itself as keywords and statement; the fallback is reported, never hidden.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from engine.fidelis.prompts import PLACEHOLDER
+
+_INT = re.compile(r"\d+")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """F.1's three parts; ``parsed`` is False when the reply was unusable and the question
+    stands in for keywords and statement."""
+
+    keywords: list[str]
+    steps: list[str]
+    statement: str
+    parsed: bool = True
+    raw: str = field(default="", compare=False)
+
+    @property
+    def keyword_text(self) -> str:
+        """The keywords joined into the one string Path-RAG embeds (Eq. 2's K)."""
+        return ", ".join(self.keywords)
+
+    @property
+    def context(self) -> str:
+        """The planning steps as F.4's ``plan_context``."""
+        return ", ".join(self.steps)
+
+    def conclusion(self, answer: str) -> str:
+        """The declarative statement with its placeholder filled (F.2's conclusion)."""
+        statement = self.statement if PLACEHOLDER in self.statement else f"{self.statement.rstrip('.')} {PLACEHOLDER}"
+        return statement.replace(PLACEHOLDER, answer).strip().rstrip(".")
+
+
+def _json_objects(text: str):
+    """Every JSON object that starts at a ``{`` of ``text``, in order."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if isinstance(v, (str, int, float)) and str(v).strip()]
+    return []
+
+
+def parse_plan(reply: str, question: str) -> Plan:
+    """The first JSON object with usable ``keywords`` (or a ``declarative_statement``); else
+    the fallback plan: the question as the keywords and the statement."""
+    for obj in _json_objects(reply):
+        keywords = _strings(obj.get("keywords"))
+        statement = obj.get("declarative_statement")
+        statement = statement.strip() if isinstance(statement, str) else ""
+        if keywords or statement:
+            return Plan(
+                keywords=keywords or [question],
+                steps=_strings(obj.get("planning_steps")),
+                statement=statement or question,
+                raw=reply,
+            )
+    return Plan(keywords=[question], steps=[], statement=question, parsed=False, raw=reply)
+
+
+def parse_indices(reply: str, n_candidates: int, k: int) -> list[int]:
+    """F.4's answer: the first ``k`` distinct 1-based indices in range, as 0-based positions
+    (numbers out of range are dropped)."""
+    chosen: list[int] = []
+    for match in _INT.finditer(reply):
+        i = int(match.group()) - 1
+        if 0 <= i < n_candidates and i not in chosen:
+            chosen.append(i)
+            if len(chosen) == k:
+                break
+    return chosen
+
+
+def parse_yes(reply: str) -> bool | None:
+    """Yes (True) or no (False) from the first of those words in the reply; None when neither
+    appears (counted as no by the caller, as the authors' code does)."""
+    for word in _WORD.findall(reply):
+        lowered = word.lower()
+        if lowered in ("yes", "no"):
+            return lowered == "yes"
+    return None
+
+
+def parse_answers(reply: str) -> list[str]:
+    """F.5's answer split on commas, newlines and semicolons (the code splits on ``", "``),
+    a leading ``Answer:`` dropped, duplicates removed."""
+    text = re.sub(r"^\s*(answer|a)\s*:\s*", "", reply.strip(), flags=re.IGNORECASE)
+    parts = [p.strip().strip(".").strip() for p in re.split(r",|\n|;", text)]
+    return list(dict.fromkeys(p for p in parts if p))
