@@ -272,6 +272,10 @@ def test_reply_parsers():
     plan = parse_plan(reply, "q?")
     assert (plan.keywords, plan.steps, plan.parsed, plan.keyword_text) == (["a", "b"], ["x"], True, "a, b")
     assert plan.conclusion("Y") == "X is Y"
+    cut = parse_plan('{"keywords": ["a", "b", "a", "a",\n "a', "q?")  # ran out of tokens
+    assert (cut.keywords, cut.statement, cut.parsed, cut.partial) == (["a", "b"], "q?", True, True)
+    cut = parse_plan('{"keywords": ["a"], "planning_steps": ["s1", "s', "q?")
+    assert (cut.keywords, cut.steps) == (["a"], ["s1"])
     fallback = parse_plan("{not json", "What is X?")
     assert not fallback.parsed and fallback.conclusion("Y") == "What is X? Y"
     assert parse_indices("[3, 1, 3, 99, 2]", 5, 2) == [2, 0]

@@ -52,6 +52,16 @@ def test_greedy_logprobs_match_rescoring(lm):
     assert all(t.logprob <= 0 for t in rescored)
 
 
+def test_generate_batch_equals_one_by_one(lm):
+    prompts = ["Name a colour.", "What is 2 + 2? Answer with a number.", "Say yes or no: is water wet?"]
+    single = [lm.generate(p, max_new_tokens=6) for p in prompts]
+    batched = lm.generate_batch(prompts, max_new_tokens=6)
+    assert [g.text for g in batched] == [g.text for g in single]  # left padding changes nothing
+    assert [g.prompt_tokens for g in batched] == [len(lm.prompt_ids(p)) for p in prompts] == [g.prompt_tokens for g in single]
+    assert all(1 <= g.completion_tokens <= 6 for g in batched)
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
+
+
 def test_constrained_beam_search_stays_in_the_trie(lm):
     options = ["directed_by", "starred_actors", "has_genre"]
     sequences = [lm.encode(o) + [lm.eos_token_id] for o in options]

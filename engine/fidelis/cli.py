@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["llm", "paths"], default="llm",
                    help="llm: answer with F.5 (default); paths: the reasoning paths' ends are the answers")
     p.add_argument("--batch-size", type=int, default=4, help="questions searched in lock step (default 4)")
+    for stage, default in (("plan", 256), ("rank", 32), ("verify", 8), ("answer", 64)):
+        p.add_argument(f"--{stage}-tokens", type=int, default=default, help=f"most new tokens of a {stage} reply (default {default})")
     p.add_argument("--neighbour-limit", type=int, default=20_000, help="most edges of one batched neighbourhood fetch")
     p.add_argument("--lookahead-limit", type=int, default=200_000, help="most edges of one batched lookahead fetch")
     p.set_defaults(handler=_run)
@@ -141,6 +143,8 @@ def _run(args: argparse.Namespace) -> None:
     config = SearchConfig(
         width=args.width, depth=args.depth, top_n=args.top_n, alpha=args.alpha, verifier=args.verifier,
         answer_mode=args.mode, neighbour_limit=args.neighbour_limit, lookahead_limit=args.lookahead_limit,
+        plan_tokens=args.plan_tokens, rank_tokens=args.rank_tokens, verify_tokens=args.verify_tokens,
+        answer_tokens=args.answer_tokens,
     )
     if args.batch_size < 1:
         raise InvalidInputError(f"--batch-size must be at least 1, not {args.batch_size}")

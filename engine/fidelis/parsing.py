@@ -19,12 +19,13 @@ _WORD = re.compile(r"[A-Za-z]+")
 @dataclass(frozen=True)
 class Plan:
     """F.1's three parts; ``parsed`` is False when the reply was unusable and the question
-    stands in for keywords and statement."""
+    stands in for keywords and statement; ``partial`` when they were read from JSON cut short."""
 
     keywords: list[str]
     steps: list[str]
     statement: str
     parsed: bool = True
+    partial: bool = False  # recovered from JSON cut short
     raw: str = field(default="", compare=False)
 
     @property
@@ -63,9 +64,28 @@ def _strings(value: object) -> list[str]:
     return []
 
 
+_STRING = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _cut_field(reply: str, key: str) -> list[str]:
+    """The complete strings of a field of JSON cut short (the reply ran out of tokens): the
+    quoted strings after ``"key":`` up to the next key or the end."""
+    match = re.search(rf'"{key}"\s*:\s*', reply)
+    if not match:
+        return []
+    rest = reply[match.end():]
+    nxt = re.search(r'"(keywords|planning_steps|declarative_statement)"\s*:', rest)
+    body = rest[: nxt.start()] if nxt else rest
+    try:
+        return [json.loads(f'"{m.group(1)}"').strip() for m in re.finditer(_STRING, body)]
+    except json.JSONDecodeError:
+        return []
+
+
 def parse_plan(reply: str, question: str) -> Plan:
     """The first JSON object with usable ``keywords`` (or a ``declarative_statement``); else
-    the fallback plan: the question as the keywords and the statement."""
+    the complete strings of JSON cut short (``partial``; repeated keywords kept once); else the
+    fallback plan: the question as the keywords and the statement."""
     for obj in _json_objects(reply):
         keywords = _strings(obj.get("keywords"))
         statement = obj.get("declarative_statement")
@@ -77,6 +97,11 @@ def parse_plan(reply: str, question: str) -> Plan:
                 statement=statement or question,
                 raw=reply,
             )
+    keywords = list(dict.fromkeys(k for k in _cut_field(reply, "keywords") if k))
+    if keywords:
+        statement = next(iter(_cut_field(reply, "declarative_statement")), "") or question
+        steps = list(dict.fromkeys(_cut_field(reply, "planning_steps")))
+        return Plan(keywords=keywords, steps=steps, statement=statement, partial=True, raw=reply)
     return Plan(keywords=[question], steps=[], statement=question, parsed=False, raw=reply)
 
 

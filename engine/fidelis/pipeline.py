@@ -44,7 +44,8 @@ class FidelisMethod:
         retrieved = {r for s in o.searches for r in s.retrieved}
         kept = {p.relations for s in o.searches for p in s.reasoning_paths}
         extras: dict[str, Any] = {
-            "plan": {"keywords": o.plan.keywords, "steps": o.plan.steps, "statement": o.plan.statement, "parsed": o.plan.parsed},
+            "plan": {"keywords": o.plan.keywords, "steps": o.plan.steps, "statement": o.plan.statement, "parsed": o.plan.parsed,
+                     "partial": o.plan.partial},
             "searches": [
                 {"topic": s.topic, "steps": s.steps, "verified": [text(p) for p in s.finished], "paths": [text(p) for p in s.reasoning_paths]}
                 for s in o.searches
@@ -94,6 +95,7 @@ def summarize(records: Sequence[dict[str, Any]], config: SearchConfig | None = N
         "prompt_tokens": sum(e["llm"]["prompt_tokens"] for e in extras) / n,
         "completion_tokens": sum(e["llm"]["completion_tokens"] for e in extras) / n,
         "plans_parsed": sum(e["plan"]["parsed"] for e in extras) / n,
+        "plans_partial": sum(e["plan"].get("partial", False) for e in extras) / n,
         "malformed": malformed,
         "embedding_seconds": sum(e["embedding_seconds"] for e in extras) / n,
         "store_share": sum(r["seconds"]["store"] for r in records) / total if total > 0 else 0.0,
