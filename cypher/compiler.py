@@ -35,6 +35,7 @@ from engine.ops import (
     Compiler,
     CountEntities,
     CountTriples,
+    Entities,
     Execute,
     Expand,
     LiteralRelations,
@@ -273,6 +274,10 @@ class CypherCompiler(Compiler):
 
     def count_entities(self, op: CountEntities) -> Compiled:
         return Compiled("MATCH (n:Entity) RETURN count(n) AS count", {})
+
+    def entities(self, op: Entities) -> Compiled:
+        params: dict[str, Any] = {}
+        return Compiled("MATCH (a:Entity) RETURN a.id AS id" + _limit(op.limit, params), params)
 
     def relation_types(self, op: RelationTypes) -> Compiled:
         return Compiled("CALL db.relationshipTypes() YIELD relationshipType RETURN relationshipType", {})

@@ -161,6 +161,13 @@ class CountEntities(Op):
 
 
 @dataclass(frozen=True)
+class Entities(Op):
+    """Rows (id): every node that is not a literal (what ``count_entities`` counts)."""
+
+    name: ClassVar[str] = "entities"
+
+
+@dataclass(frozen=True)
 class RelationTypes(Op):
     """The relation names in use (a cheap catalogue lookup where the database keeps one)."""
 
@@ -178,7 +185,7 @@ class RelationCounts(Op):
 #: every operation, in the order of the README's table
 OPERATIONS: tuple[type[Op], ...] = (
     Relations, LiteralRelations, Expand, Walks, TwoHopRelations, LiteralTwoHopRelations,
-    Names, Types, Search, Execute, CountTriples, CountEntities, RelationTypes, RelationCounts,
+    Names, Types, Search, Execute, CountTriples, CountEntities, Entities, RelationTypes, RelationCounts,
 )  # fmt: skip
 
 

@@ -175,6 +175,9 @@ class ReferenceStore(Store):
             if t.relation == TYPE_RELATION and t.subject in wanted and not isinstance(t.object, Literal)
         ]
 
+    def _answer_entities(self, op) -> list[str]:
+        return list({t.subject for t in self.triples} | {t.object for t in self.triples if not isinstance(t.object, Literal)})
+
     def _answer_search(self, op) -> list[SearchHit]:
         text, mode = op.text, op.mode
         needle = text.lower()

@@ -81,6 +81,12 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
+class EntitiesResult:
+    ids: list[str]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
     rows: list[list[Any]]

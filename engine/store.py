@@ -59,6 +59,7 @@ from engine.ops import (
     CallRecord,
     Compiled,
     Compiler,
+    Entities,
     Execute,
     Expand,
     LiteralRelations,
@@ -72,6 +73,7 @@ from engine.ops import (
     Walks,
 )
 from engine.results import (
+    EntitiesResult,
     ExecuteResult,
     ExpandResult,
     PathsResult,
@@ -488,6 +490,15 @@ class Store(ABC):
             for i, cls in self._call(Types(tuple(ids), timeout=validate_timeout(timeout))):
                 found.setdefault(i, set()).add(cls)
         return {i: sorted(found.get(i, ())) for i in ids}
+
+    def entities(self, limit: int | str | None = None, *, timeout: float | None = None) -> EntitiesResult:
+        """Every entity id, sorted: the subjects and non-literal objects of the stored edges
+        (what :meth:`stats` counts). For enumerating a graph (an embedding index); a graph with
+        more entities than the default bound needs ``limit=UNBOUNDED`` or a larger bound."""
+        limit = validate_limit(limit)
+        ids = self._call(Entities(limit=_fetch(limit), timeout=validate_timeout(timeout)))
+        ids, truncated = _cut(ids, limit, lambda i: i)
+        return EntitiesResult(ids, truncated)
 
     def search(
         self, text: str, mode: str = "exact", limit: int | str | None = 10, *, timeout: float | None = None

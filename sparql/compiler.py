@@ -23,6 +23,7 @@ from engine.ops import (
     Compiler,
     CountEntities,
     CountTriples,
+    Entities,
     Execute,
     Expand,
     LiteralRelations,
@@ -248,6 +249,10 @@ class SparqlCompiler(Compiler):
     def count_entities(self, op: CountEntities) -> Compiled:
         body = "{ ?e ?p ?o } UNION { ?s ?p ?e . FILTER(!isLiteral(?e)) }"
         return Compiled(self.select("(COUNT(DISTINCT ?e) AS ?n)", body), {})
+
+    def entities(self, op: Entities) -> Compiled:
+        body = "{ ?e ?p ?o } UNION { ?s ?p ?e . FILTER(!isLiteral(?e)) }"
+        return Compiled(self.select("DISTINCT ?e", body, "", op.limit), {})
 
     def relation_types(self, op: RelationTypes) -> Compiled:
         return Compiled(self.select("DISTINCT ?p", "?s ?p ?o"), {})

@@ -46,6 +46,8 @@ CASES: list[Op] = [
     ops.Execute(parse("(ARGMAX film.film film.film.release_date)")),
     ops.CountTriples(),
     ops.CountEntities(),
+    ops.Entities(),
+    ops.Entities(limit=11),
     ops.RelationTypes(),
     ops.RelationCounts(),
     ops.RelationCounts(("film.film.directed_by", "type.object.name")),

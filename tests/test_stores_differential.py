@@ -58,6 +58,7 @@ def _calls(rng: random.Random, ids: list[str], literals: list):
         yield "two_hop_relations", (seeds, rng.choice(RELATIONS)), {"direction": direction}
     yield "names", (ids + ["no-such-node"],), {}
     yield "types", (ids,), {}
+    yield "entities", (), {}
     for name in NAMES:
         for mode in ("exact", "prefix", "contains"):
             text = name if mode == "exact" else name[1:4].lower() if mode == "contains" else name[:2].upper()
@@ -99,6 +100,7 @@ def test_limits_cut_to_a_subset_of_the_full_answer(store, seed):
             ("relations", (_anchors(rng, ids, literals),), {}, "rows"),
             ("two_hop_relations", (_anchors(rng, ids, literals), NAME_RELATION), {}, "rows"),
             ("search", ("a",), {"mode": "contains"}, "hits"),
+            ("entities", (), {}, "ids"),
         ]
         for op, args, kwargs, field in cases:
             full = getattr(getattr(reference, op)(*args, **kwargs), field)

@@ -6,12 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from engine.cli import (
+from engine.cli_common import (
     add_output_arguments,
     add_run_arguments,
     add_store_arguments,
     open_from_args,
-    run_from_args,
 )
 from engine.errors import InvalidInputError
 
@@ -43,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_search)
 
     p = commands.add_parser("run", help="answer a question set and write predictions JSONL")
-    add_run_arguments(p, "fidelis")
+    add_run_arguments(p, "fidelis", build_method)
     p.add_argument("--prompt-template", default=None, help="chat (tokenizer's), raw, llama2 or a string with {prompt}")
     p.add_argument("--index", default=None, help=INDEX_HELP + "; built when missing, refused when stale")
     p.add_argument("--encoder", default=None, help=ENCODER_HELP)
@@ -61,7 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{stage}-tokens", type=int, default=default, help=f"most new tokens of a {stage} reply (default {default})")
     p.add_argument("--neighbour-limit", type=int, default=20_000, help="most edges of one batched neighbourhood fetch")
     p.add_argument("--lookahead-limit", type=int, default=200_000, help="most edges of one batched lookahead fetch")
-    p.set_defaults(handler=_run)
 
 
 def _index_dir(args: argparse.Namespace, store) -> Path:
@@ -134,25 +132,24 @@ def _search(args: argparse.Namespace) -> None:
             print(f"  {score:.4f}  {key}")
 
 
-def _run(args: argparse.Namespace) -> None:
+def build_method(args: argparse.Namespace, store, meter):
+    """FiDeLiS as ``kgqa fidelis run`` configures it: the store's index (built when missing,
+    refused when stale unless --rebuild-index) and the language model."""
     from engine.fidelis.pipeline import FidelisMethod
     from engine.fidelis.search import SearchConfig
     from engine.models.lm import load_lm
     from engine.run import unwrap
 
+    if args.batch_size < 1:
+        raise InvalidInputError(f"--batch-size must be at least 1, not {args.batch_size}")
     config = SearchConfig(
         width=args.width, depth=args.depth, top_n=args.top_n, alpha=args.alpha, verifier=args.verifier,
         answer_mode=args.mode, neighbour_limit=args.neighbour_limit, lookahead_limit=args.lookahead_limit,
         plan_tokens=args.plan_tokens, rank_tokens=args.rank_tokens, verify_tokens=args.verify_tokens,
         answer_tokens=args.answer_tokens,
     )
-    if args.batch_size < 1:
-        raise InvalidInputError(f"--batch-size must be at least 1, not {args.batch_size}")
-
-    def build(store, meter):
-        index = open_index(unwrap(store), _index_dir(args, unwrap(store)), args.encoder, args.device,
-                           rebuild=args.rebuild_index, progress=not args.no_progress)
-        lm = meter.lm(load_lm(args.model, args.device, args.prompt_template))
-        return FidelisMethod(store, lm, index, config, meter, batch_size=args.batch_size)
-
-    run_from_args(args, build)
+    plain = unwrap(store)
+    index = open_index(plain, _index_dir(args, plain), args.encoder, args.device,
+                       rebuild=args.rebuild_index, progress=not args.no_progress)
+    lm = meter.lm(load_lm(args.model, args.device, args.prompt_template))
+    return FidelisMethod(store, lm, index, config, meter, batch_size=args.batch_size)

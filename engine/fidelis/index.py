@@ -28,6 +28,7 @@ import numpy as np
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, Literal, Term
+from engine.identifiers import UNBOUNDED
 from engine.store import Store
 
 FORMAT = 1
@@ -129,7 +130,7 @@ class EmbeddingIndex:
         started = time.perf_counter()
         stamp = fingerprint(store)
         relations = sorted(r for r in store.stats().relations if r != NAME_RELATION)
-        entities = store.entities().ids
+        entities = store.entities(limit=UNBOUNDED).ids
         if not relations or not entities:
             raise InvalidInputError(f"the store {store.uri!r} holds no triples to index: load a graph first with `kgqa load`")
         texts: list[str] = []

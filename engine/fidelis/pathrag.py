@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from engine.graph import Edge, Literal, Path, Term
+from engine.identifiers import UNBOUNDED
 from engine.store import Store
 
 ALPHA = 0.3
@@ -83,7 +84,7 @@ class Neighbourhoods:
         by_src: dict[Term, list[Edge]] = defaultdict(list)
         if not ids:
             return cls(by_src, False)
-        result = store.expand(ids, direction="both", limit=limit)
+        result = store.expand(ids, direction="both", limit=UNBOUNDED if limit is None else limit)
         for edge in result.edges:
             by_src[edge.src].append(edge)
         return cls(by_src, result.truncated)

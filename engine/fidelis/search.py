@@ -41,6 +41,7 @@ from engine.fidelis.pathrag import (
     score_steps,
 )
 from engine.graph import Edge, Literal, Path, Term
+from engine.identifiers import UNBOUNDED
 from engine.models.lm import LanguageModel
 from engine.render import render_path, term_text
 from engine.store import Store
@@ -308,5 +309,6 @@ def check_steps(store: Store, paths: Sequence[Path]) -> dict[Path, list[bool]]:
     srcs = sorted({e.src for e in steps if isinstance(e.src, str)})
     found: set[Edge] = set()
     if srcs:
-        found = set(store.expand(srcs, relations=sorted({e.relation for e in steps}), direction="both").edges)
+        rels = sorted({e.relation for e in steps})
+        found = set(store.expand(srcs, relations=rels, direction="both", limit=UNBOUNDED).edges)
     return {p: [e in found for e in p.edges()] for p in paths}

@@ -449,6 +449,9 @@ class BoltStore(Store):
 
     _decode_count_entities = _decode_count_triples
 
+    def _decode_entities(self, op, rows: list[list[Any]]) -> list[str]:
+        return [i for (i,) in rows]
+
     def _decode_relation_types(self, op, rows: list[list[Any]]) -> list[str]:
         return [t for (t,) in rows]
 

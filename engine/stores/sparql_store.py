@@ -173,6 +173,9 @@ class SparqlStore(Store):
 
     _decode_count_entities = _decode_count_triples
 
+    def _decode_entities(self, op, rows: list[Row]) -> list[str]:
+        return [r["e"] for r in rows]
+
     def _decode_relation_types(self, op, rows: list[Row]) -> list[str]:
         return [_text(r["p"]) for r in rows]
 
