@@ -124,11 +124,11 @@ def test_loading_twice_changes_nothing(store):
 
 # Hypothesis draws many more graphs than the servers could load in reasonable time; the
 # embedded store runs them all, and shares its compiler with the Virtuoso store.
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from engine.graph import Literal, Triple  # noqa: E402
-from engine.stores.oxigraph import OxigraphStore  # noqa: E402
+from engine.graph import Literal, Triple
+from engine.stores.oxigraph import OxigraphStore
 
 _node = st.sampled_from(["a", "b", "c", "d", "Évian", "x'y"])
 _object = st.one_of(_node, st.sampled_from([Literal.make("v"), Literal.make("w", lang="en")]))
