@@ -24,7 +24,7 @@ from engine.results import to_json
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
     "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.fidelis.cli", "engine.metrics_cli", "engine.servers.cli",
-    "engine.webqsp_cli",
+    "engine.webqsp_cli", "engine.models.cli",
 )
 
 def _limit(text: str) -> int | str:
