@@ -239,10 +239,10 @@ def test_training_data_equals_plain_python_bfs(make_store, store_kind):
             expected |= _bfs_relation_paths(TRIPLES, q.topic_entities[0], answer, 3)
         assert set(examples[q.id].relation_paths) == expected, q.id
     q2 = examples["q2"]
-    assert [r["output"] for r in q2.planning_records()] == ["<PATH>starred_actors<SEP>has_genre</PATH>"]
+    assert [r["target"] for r in q2.planning_records()] == ["<PATH>starred_actors<SEP>has_genre</PATH>"]
     record = q2.reasoning_record()
-    assert record["output"] == "Science Fiction"
-    assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in record["instruction"]
+    assert record["target"] == "Science Fiction"
+    assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in record["prompt"]
 
 
 # ----------------------------------------------------------------------------- CLI end to end
@@ -274,3 +274,63 @@ def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["overall"]["questions"] == 2
     assert report["overall"]["recall"] == 1.0  # one-hop grounded plans reach every answer here
+
+
+# ----------------------------------------------------------------------------- training
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    from tests.tiny_lm import make_tiny_lm
+
+    return make_tiny_lm(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def test_plans_stop_at_the_closing_marker():
+    seen = {}
+
+    class Recording(LanguageModel):
+        def generate(self, prompt, **kw):
+            raise AssertionError("planning uses beam search")
+
+        def beam_search(self, prompt, **kw):
+            seen.update(kw)
+            return [Generation("<PATH>directed_by</PATH>")]
+
+    plans = generate_plans(Recording(), "who directed [Titanic]", k=1)
+    assert plans[0].relations == ["directed_by"]
+    assert seen["stop"]("<PATH>directed_by</PATH>") and not seen["stop"]("<PATH>directed_by<SEP>")
+
+
+def test_rog_train_from_export_training(tmp_path, tiny, capsys):
+    from engine.models.lm import TransformersLM
+    from engine.rog.training_data import sft_samples
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))
+    qa = tmp_path / "qa_dev.txt"
+    qa.write_text("who directed [Titanic]\tJames Cameron\nwho starred in films by [James Cameron]\tLeonardo DiCaprio|Sam Worthington\n")
+    store, data = str(tmp_path / "store"), tmp_path / "export"
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    assert main(["rog", "export-training", "--dataset", str(qa), "--store", store, "--out", str(data)]) == 0
+    capsys.readouterr()
+    planning = [json.loads(line) for line in (data / "planning.jsonl").read_text().splitlines()]
+    assert {(r["prompt"], r["target"]) for r in planning} == {
+        (planning_prompt("who directed [Titanic]"), "<PATH>directed_by</PATH>"),
+        (planning_prompt("who starred in films by [James Cameron]"), "<PATH>directed_by<SEP>starred_actors</PATH>"),
+    }
+    # reasoning prompts keep the paths that fit the budget, as at inference
+    tokens = TransformersLM.load(tiny, "cpu")
+    question = "who starred in films by [James Cameron]"
+    paths = [json.loads(line) for line in (data / "reasoning.jsonl").read_text().splitlines()][1]["paths"]
+    assert len(paths) == 2
+    budget = len(tokens.encode(reasoning_prompt(question, []))) + len(tokens.encode(paths[0] + "\n"))
+    samples = sft_samples([data], ["reasoning"], tokens, budget)["reasoning"]
+    assert samples[1].prompt == reasoning_prompt(question, fit_paths(tokens, reasoning_prompt(question, []), paths, budget))
+    assert paths[0] in samples[1].prompt and paths[1] not in samples[1].prompt and samples[1].target == "Leonardo DiCaprio\nSam Worthington"
+
+    out = tmp_path / "model"
+    args = ["rog", "train", "--data", str(data), "--model", tiny, "--out", str(out), "--epochs", "2", "--batch-size", "2",
+            "--prompt-tokens", "300", "--device", "cpu", "--no-progress", "--json"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["examples"] == 4 and len(summary["train_loss"]) == 2  # 2 planning + 2 reasoning
+    assert load_lm(str(out), "cpu").generate("x", max_new_tokens=2).text is not None

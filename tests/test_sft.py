@@ -4,7 +4,6 @@ downloaded."""
 from __future__ import annotations
 
 import json
-import string
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from engine.models.sft import (
     train,
     write_samples,
 )
+from tests.tiny_lm import make_tiny_lm
 
 #: four prompts a two-layer model can learn by heart
 MEMORISE = [Sample("q: red", "apple"), Sample("q: blue", "sky"), Sample("q: green", "grass!"), Sample("q: gold", "sun")]
@@ -31,23 +31,7 @@ MEMORISE = [Sample("q: red", "apple"), Sample("q: blue", "sky"), Sample("q: gree
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    vocab = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", *string.printable[:95]])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one token per character
-    tok.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-    )
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(str(path))
-    tokenizer.save_pretrained(str(path))
-    return str(path)
+    return make_tiny_lm(tmp_path_factory.mktemp("tiny-llama"))
 
 
 FAST = SftConfig(epochs=40, lr=1e-2, batch_size=2, warmup=0.0, schedule="constant", device="cpu")
@@ -60,7 +44,7 @@ def test_read_samples_names_the_file_and_line(tmp_path: Path):
     assert read_samples(good) == MEMORISE
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a", "target": "b"}\n\n{"prompt": "a", "output": "b"}\n')
-    with pytest.raises(ParseError, match=r"bad\.jsonl:3: .*\"target\""):
+    with pytest.raises(ParseError, match=r"bad\.jsonl:3: .*'target'"):
         read_samples(bad)
     bad.write_text('{"prompt": "a", "target": "b"}\nnot json\n')
     with pytest.raises(ParseError, match=r"bad\.jsonl:2: not JSON"):

@@ -1,7 +1,7 @@
 """Logical-form generation: demonstrations chosen at random (ARG) or by BM25 similarity to the
 question (ARG-R), the prompt, and K forms from a causal LM (``engine.models.lm``: a local
 transformers model or an OpenAI-compatible endpoint), each cut to its first balanced
-S-expression."""
+S-expression (a local model stops generating there)."""
 from __future__ import annotations
 
 import random
@@ -84,8 +84,13 @@ def generate_outputs(lm: LanguageModel, question: str, references: Sequence[str]
     """K raw generations (greedy for K = 1, beam search otherwise)."""
     prompt = build_prompt(question, references, demos)
     if k == 1:
-        return [lm.generate(prompt, max_new_tokens=128).text]
-    return [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128)]
+        return [lm.generate(prompt, max_new_tokens=128, stop=_complete).text]
+    return [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128, stop=_complete)]
+
+
+def _complete(text: str) -> bool:
+    """Generation ends at the first balanced S-expression."""
+    return first_sexpr(text) is not None
 
 
 def forms_of(outputs: Sequence[str]) -> list[str]:

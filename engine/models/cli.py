@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_train)
 
 
-def add_sft_arguments(p: argparse.ArgumentParser) -> None:
-    """``--model``, ``--out`` and the training settings of :class:`engine.models.sft.SftConfig`."""
+def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: bool = True) -> None:
+    """``--model``, ``--out`` and the training settings of :class:`engine.models.sft.SftConfig`
+    (``--seed`` and ``--json`` left out where the command has its own)."""
     p.add_argument("--model", default=None, help="base model: HF id, directory or .gguf (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--out", required=True, help="directory for the trained model (every --model option accepts it)")
     p.add_argument("--epochs", type=int, default=1)
@@ -28,7 +29,8 @@ def add_sft_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--grad-accum", type=int, default=1, help="batches per optimiser step (default 1)")
     p.add_argument("--max-length", type=int, default=512, help="prompt + target tokens (default 512)")
-    p.add_argument("--seed", type=int, default=0)
+    if seed:
+        p.add_argument("--seed", type=int, default=0)
     p.add_argument("--val-fraction", type=float, default=0.0, help="share held out for a validation loss per epoch")
     p.add_argument("--patience", type=int, default=None, help="stop after this many epochs without a better validation loss")
     p.add_argument("--weight-decay", type=float, default=0.0)
@@ -39,7 +41,8 @@ def add_sft_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-template", default=None, help="chat (the tokenizer's, default when it has one), raw, llama2 or a string with {prompt}: use the same at inference")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     p.add_argument("--no-progress", action="store_true")
-    add_output_arguments(p)
+    if output:
+        add_output_arguments(p)
 
 
 def sft_config(args: argparse.Namespace) -> object:

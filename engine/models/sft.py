@@ -104,12 +104,13 @@ class SftSummary:
 
 
 # ----------------------------------------------------------------------------- data
-def read_samples(path: str | Path) -> list[Sample]:
-    """The samples of a JSONL file of ``{"prompt": str, "target": str}`` objects."""
+def read_jsonl(path: str | Path, keys: Sequence[str] = ("prompt", "target")) -> list[dict[str, Any]]:
+    """The objects of a JSONL file, each checked to hold ``keys`` (strings, or lists for
+    ``paths``); blank lines skipped. Errors name the file and line."""
     path = Path(path)
     if not path.is_file():
-        raise InvalidInputError(f"training data {str(path)!r} is not a file: give a JSONL file of {{prompt, target}} lines")
-    samples = []
+        raise InvalidInputError(f"training data {str(path)!r} is not a file: give a JSONL file with {', '.join(keys)} on each line")
+    rows = []
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -118,12 +119,17 @@ def read_samples(path: str | Path) -> list[Sample]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ParseError(f"not JSON ({e.msg})", source=str(path), line=n) from e
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not isinstance(row.get("target"), str):
-                raise ParseError('each line must be an object with string "prompt" and "target"', source=str(path), line=n)
-            samples.append(Sample(row["prompt"], row["target"]))
-    if not samples:
-        raise InvalidInputError(f"training data {str(path)!r} holds no samples: write one {{prompt, target}} object per line")
-    return samples
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), list if k == "paths" else str) for k in keys):
+                raise ParseError(f"each line must be an object with {', '.join(repr(k) for k in keys)}", source=str(path), line=n)
+            rows.append(row)
+    if not rows:
+        raise InvalidInputError(f"training data {str(path)!r} holds no samples: write one object per line")
+    return rows
+
+
+def read_samples(path: str | Path) -> list[Sample]:
+    """The samples of a JSONL file of ``{"prompt": str, "target": str}`` objects."""
+    return [Sample(row["prompt"], row["target"]) for row in read_jsonl(path)]
 
 
 def write_samples(samples: Iterable[Sample], path: str | Path) -> int:

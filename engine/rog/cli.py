@@ -1,4 +1,4 @@
-"""``kgqa rog run`` and ``kgqa rog export-training``."""
+"""``kgqa rog run``, ``kgqa rog export-training`` and ``kgqa rog train``."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,7 @@ from engine.cli_common import (
     open_from_args,
     run_questions,
 )
+from engine.models.cli import add_sft_arguments, run_training
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +49,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_export)
+
+    p = commands.add_parser(
+        "train", help="fine-tune one model on the planning (Eq. 4/8) and reasoning (Eq. 10) data of export-training directories"
+    )
+    p.add_argument("--data", nargs="+", required=True, help="directories written by `kgqa rog export-training`")
+    p.add_argument("--tasks", nargs="+", choices=["planning", "reasoning"], default=["planning", "reasoning"],
+                   help="which samples to train on (default both, one model as the paper; train twice for two)")
+    p.add_argument("--prompt-tokens", type=int, default=4096,
+                   help="a reasoning prompt keeps the paths that fit this many tokens (default 4096; give `kgqa rog run` the same)")
+    p.add_argument("--plans-per-question", type=int, default=None,
+                   help="train on at most this many of a question's gold relation paths, a seeded sample (default: all, as RoG)")
+    p.add_argument("--reasoning-per-set", type=int, default=None,
+                   help="at most this many reasoning samples from each --data directory, a seeded sample (default: all)")
+    add_sft_arguments(p)
+    p.set_defaults(handler=_train)
 
 
 def build_method(args: argparse.Namespace, store, meter):
@@ -93,3 +109,17 @@ def _export(args: argparse.Namespace) -> None:
     print(json.dumps(counts, indent=2) if args.json else
           f"{counts['with_paths']}/{counts['questions']} questions with shortest paths: "
           f"{counts['planning']} planning and {counts['reasoning']} reasoning examples in {out}")
+
+
+def _train(args: argparse.Namespace) -> None:
+    from engine.models.lm import load_lm
+    from engine.rog.training_data import sft_samples
+
+    tokens = load_lm(args.model, "cpu", args.prompt_template) if "reasoning" in args.tasks else None  # the tokenizer, to fit paths
+    samples = sft_samples(
+        args.data, args.tasks, tokens, args.prompt_tokens,
+        plans_per_question=args.plans_per_question, reasoning_per_directory=args.reasoning_per_set, seed=args.seed,
+    )
+    if not args.json:
+        print("samples: " + ", ".join(f"{task} {len(found)}" for task, found in samples.items()))
+    run_training(args, [s for task in args.tasks for s in samples[task]])

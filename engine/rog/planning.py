@@ -179,6 +179,11 @@ class PlanConstraint:
         return self._allowed(state) or [self.eos]
 
 
+def _closed(text: str) -> bool:
+    """A plan is complete at its first ``</PATH>``: free decoding stops there."""
+    return PATH_CLOSE in text
+
+
 def generate_plans(
     lm: LanguageModel,
     question: str,
@@ -201,6 +206,7 @@ def generate_plans(
         allowed = PlanConstraint(lm, max_hops, vocabulary, frontiers if mode == "grounded" else None)
         max_new_tokens = allowed.max_new_tokens()
     beams = lm.beam_search(
-        planning_prompt(question), num_beams=k, num_return=k, max_new_tokens=max_new_tokens, allowed_tokens=allowed
+        planning_prompt(question), num_beams=k, num_return=k, max_new_tokens=max_new_tokens, allowed_tokens=allowed,
+        stop=_closed,
     )
     return [Plan(b.text, parse_plan(b.text), b.score) for b in beams]
