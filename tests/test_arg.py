@@ -333,3 +333,32 @@ def test_run_command(tmp_path, capsys, monkeypatch):
     assert main(["eval", str(out), "--json"]) == 0  # ARG's output is scored by `kgqa eval` like every method's
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == summary["hits1"]
 
+
+class StopRecordingLM(ScriptedLM):
+    """Records the stop condition each generation was given."""
+
+    def generate(self, prompt, stop=None, **kw):
+        self.stop = stop
+        return super().generate(prompt, **kw)
+
+
+def test_generator_samples_are_the_inference_prompt_without_demos(bi):
+    from engine.arg.alignment import Aligner
+    from engine.arg.datasets import generator_samples
+    from engine.arg.generation import DemoPicker
+    from engine.arg.pipeline import answer_question
+    from engine.arg.prompts import Demo
+    from loaders.questions import Question
+
+    store = _named_store()
+    q = Question("t:1", "which films share a director with [M]", ["The Prowler"], ["M"], ["The Prowler"], 2)
+    gold = to_text(path_forms("M", [("directed_by", "out"), ("directed_by", "in")])[0])
+    [sample] = generator_samples(store, [(q, gold)], bi, Scorer(bi), k=5)
+    assert sample.target == "(JOIN directed_by (JOIN (R directed_by) [M]))"
+    lm = StopRecordingLM(["(JOIN directed_by (JOIN (R directed_by) [M])) and more"])
+    picker = DemoPicker([Demo("who directed [X]", "(JOIN (R directed_by) [X])")], 0, "bm25")  # --n-demos 0
+    got = answer_question(store, q.question, q.topic_entities, lm, picker, bi, Scorer(bi), Aligner(store), k=5)
+    assert lm.prompts == [sample.prompt] and "References:" in sample.prompt and "who directed [X]" not in sample.prompt
+    assert got.generated == ["(JOIN directed_by (JOIN (R directed_by) [M]))"]
+    # generation ends at the first balanced form
+    assert lm.stop("Logical Form: (JOIN (R a) [x (y)])") and not lm.stop("(JOIN (R a) [x (y)]")

@@ -161,7 +161,9 @@ def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixtu
     data = tmp_path / "train.jsonl"
     write_samples(MEMORISE, data)
     main(["lm", "train", "--data", str(data), "--model", tiny, "--out", str(tmp_path / "cli"), "--epochs", "3",
-          "--lr", "1e-2", "--batch-size", "2", "--device", "cpu", "--no-progress", "--json"])
+          "--lr", "1e-2", "--batch-size", "2", "--device", "cpu", "--no-progress", "--json", "--prompt-template", "Q: {prompt} A:"])
     summary = json.loads(capsys.readouterr().out)
     assert summary["examples"] == 4 and len(summary["train_loss"]) == 3
-    assert load_lm(str(tmp_path / "cli"), "cpu").name == str(tmp_path / "cli")
+    lm = load_lm(str(tmp_path / "cli"), "cpu")
+    assert lm.name == str(tmp_path / "cli")
+    assert lm.template == "Q: {prompt} A:"  # the directory remembers the template it was trained with

