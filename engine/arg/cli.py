@@ -1,4 +1,4 @@
-"""``kgqa sexpr`` and ``kgqa arg retrieve | train-ranker | ask | recall | run``."""
+"""``kgqa sexpr`` and ``kgqa arg retrieve | train-ranker | train | ask | recall | run``."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +16,7 @@ from engine.cli_common import (
     parse_anchors,
     run_questions,
 )
+from engine.models.cli import add_sft_arguments, run_training
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_train)
+
+    p = arg.add_parser(
+        "train", help="fine-tune the generator: (question, top-k references) → gold S-expression, the inference prompt with no demonstrations",
+    )
+    _dataset_arguments(p, "train")
+    _ranker_arguments(p)
+    add_store_arguments(p)
+    add_sft_arguments(p, seed=False)
+    p.set_defaults(handler=_train_generator)
 
     p = arg.add_parser("ask", help="answer one question: retrieval, few-shot generation, alignment, execution, vote")
     p.add_argument("question")
@@ -158,6 +168,16 @@ def _train(args: argparse.Namespace) -> None:
         items = [(q, gold_hops(store, q)) for q in run_questions(args)]
         examples = training_examples(store, items, seed=args.seed)
     emit(args, train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed))
+
+
+def _train_generator(args: argparse.Namespace) -> None:
+    """Train with ``kgqa arg run --n-demos 0 --k K`` in mind: the same prompt."""
+    from engine.arg.datasets import generator_samples
+
+    bi, scorer, schema = _models(args)
+    with open_from_args(args) as store:
+        samples = generator_samples(store, _gold_items(store, run_questions(args)), bi, scorer, args.k, schema)
+    run_training(args, samples)
 
 
 def _ask(args: argparse.Namespace) -> None:

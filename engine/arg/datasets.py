@@ -13,12 +13,15 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from engine.arg.candidates import Hop, Schema, path_forms
+from engine.arg.candidates import Hop, Schema, path_forms, with_names
+from engine.arg.prompts import build_prompt
 from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.errors import InvalidInputError
 from engine.identifiers import UNBOUNDED
-from engine.sexpr.tree import to_text
+from engine.models.sft import Sample
+from engine.sexpr import parse
+from engine.sexpr.tree import entities, to_text
 from engine.store import Store
 from loaders.questions import Question, metaqa_relation_path
 
@@ -101,3 +104,18 @@ def training_examples(store: Store, items: list[tuple[Question, list[Hop]]], neg
                 if hop[0] != hops[1][0]:
                     out.append(Example(q.question, f"One-hop Relation: {first}\nRelation: {hop[0]}", 0.0))
     return out
+
+
+def generator_samples(
+    store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K, schema: Schema | None = None
+) -> list[Sample]:
+    """Fine-tuning samples for the generator (``kgqa arg train``): the inference prompt without
+    demonstrations (the question and its top-k references, as ``kgqa arg run --n-demos 0``
+    builds it) → the gold form (``items``: question, gold form with ids), ids written as names."""
+    ids = sorted({i for _, form in items for i in entities(parse(form))})
+    names = store.names(ids) if ids else {}
+    samples = []
+    for q, form in items:
+        references = [r.text for r in retrieve(store, q.question, q.topic_entities, bi, scorer, k, schema).references]
+        samples.append(Sample(build_prompt(q.question, references, []), with_names(parse(form), names)))
+    return samples
