@@ -1,9 +1,11 @@
-"""The guard of raw Cypher (``Store.query``): refuse anything that writes."""
+"""The guard of raw Cypher (``Store.query``): refuse anything that writes, and a ``$parameter``
+the call does not give (FalkorDB would read it as null, a wildcard in some patterns)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from engine.errors import ReadOnlyViolationError
+from engine.errors import InvalidInputError, ReadOnlyViolationError
 
 # String literals, comments and backticked names, scanned left to right so that one cannot
 # hide another (a quote inside a comment, ``//`` inside a string). Backticked names become a
@@ -51,3 +53,25 @@ def check_read_only(text: str) -> None:
                 )
 
 
+# `$name`, `$`any name`` or `$0`, outside strings, comments and backticked names.
+_PARAMETER = re.compile(_OPAQUE.pattern + r"|\$(?:([A-Za-z_]\w*)|`((?:[^`]|``)*)`|(\d+))", re.DOTALL)
+
+
+def check_parameters(text: str, params: dict[str, Any]) -> None:
+    """Raise unless every ``$name`` of ``text`` is given in ``params`` and every parameter appears."""
+    named = set()
+    for match in _PARAMETER.finditer(text):
+        plain, quoted, number = match.group(2, 3, 4)
+        if plain is not None or number is not None:
+            named.add(plain if plain is not None else number)
+        elif quoted is not None:
+            named.add(quoted.replace("``", "`"))
+    missing = sorted(named - set(params))
+    if missing:
+        raise InvalidInputError(
+            f"query parameter(s) {', '.join('$' + m for m in missing)} not given: pass a value for each "
+            f"(--param {missing[0]}=ID, or params={{{missing[0]!r}: …}})"
+        )
+    unknown = sorted(set(params) - named)
+    if unknown:
+        raise InvalidInputError(f"query parameters {unknown} do not appear in the query as $name placeholders")

@@ -115,6 +115,9 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p = op("query", "raw read-only SPARQL or Cypher")
     p.add_argument("text")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="bind $NAME (an id); repeatable")
+    p.add_argument(
+        "--allow-service", action="store_true", help="let a SPARQL query send SERVICE requests to other servers"
+    )
 
 
 def _run_operation(args: argparse.Namespace) -> None:
@@ -157,7 +160,7 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
         if not sep:
             raise KGQAError(f"--param {item!r}: write NAME=VALUE")
         params[key] = value
-    return store.query(args.text, params)
+    return store.query(args.text, params, allow_service=args.allow_service)
 
 
 # --------------------------------------------------------------------- load, stats, demo

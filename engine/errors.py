@@ -42,7 +42,12 @@ class StoreUnavailableError(StoreError):
     """The store cannot be reached (server down, wrong URI, wrong credentials)."""
 
 
-class ReadOnlyViolationError(KGQAError, PermissionError):
+class QueryRefusedError(KGQAError, PermissionError):
+    """``query`` was handed something it does not run: a write, a server's built-in function,
+    federation, another graph, or a server's own extension of the query language."""
+
+
+class ReadOnlyViolationError(QueryRefusedError):
     """``query`` was handed something that would write to the store."""
 
 

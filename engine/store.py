@@ -551,11 +551,16 @@ class Store(ABC):
             return ExecuteResult([], int(result[0]) if result else 0)  # nothing while explaining
         return ExecuteResult(sorted(set(result), key=term_key))
 
-    def query(self, text: str, params: dict[str, Any] | None = None) -> QueryResult:
-        """Raw read-only query in the store's own language; anything that writes is refused."""
+    def query(
+        self, text: str, params: dict[str, Any] | None = None, *, allow_service: bool = False
+    ) -> QueryResult:
+        """Raw read-only query in the store's own language, with ``$name`` parameters bound from
+        ``params`` (each one the text names must be given). Anything that writes is refused; on
+        SPARQL stores so are server built-in functions, other graphs than the store's, and
+        ``SERVICE`` unless ``allow_service`` (see :mod:`sparql.readonly`)."""
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("query text must be a non-empty string")
-        return self._query(text, dict(params or {}))
+        return self._query(text, dict(params or {}), bool(allow_service))
 
     @abstractmethod
-    def _query(self, text: str, params: dict[str, Any]) -> QueryResult: ...
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult: ...

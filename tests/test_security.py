@@ -37,7 +37,6 @@ SPARQL_WRITES = [
     "DELETE WHERE { ?s ?p ?o }",
     "LOAD <http://example.org/x.nt>",
     "PREFIX x: <http://x/> SELECT * WHERE { ?s ?p ?o } ; DELETE WHERE { ?s ?p ?o }",
-    "select * where { ?s ?p ?o . FILTER(bif:exec('shutdown')) }",
 ]
 CYPHER_WRITES = [
     "CREATE (n:Entity {id: 'x'})",

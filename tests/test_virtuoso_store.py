@@ -21,7 +21,7 @@ import pytest
 from engine.errors import (
     InvalidIdentifierError,
     InvalidInputError,
-    ReadOnlyViolationError,
+    QueryRefusedError,
     StoreError,
     StoreUnavailableError,
 )
@@ -218,7 +218,7 @@ def test_graph_from_the_uri_and_open_store(server):
 def test_query_refuses_writes_and_sql_calls(server, text):
     store = _store(server)
     store.add_triples([Triple("a", "r", "b")])
-    with pytest.raises(ReadOnlyViolationError):
+    with pytest.raises(QueryRefusedError):  # ReadOnlyViolationError for the writes
         store.query(text)
     assert store.count_triples() == 1
 

@@ -58,7 +58,7 @@ from tenacity import (
 from cypher import schema
 from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
 from cypher.params import inline_parameters
-from cypher.readonly import check_read_only
+from cypher.readonly import check_parameters, check_read_only
 from cypher.terms import literal_key
 from engine import limits
 from engine.errors import (
@@ -474,8 +474,9 @@ class BoltStore(Store):
                 return kept
             ask *= 4
 
-    def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
         check_read_only(text)
+        check_parameters(text, params)
         columns, rows = self._execute(text, params, write=False)
         return QueryResult(columns, [[_value(v) for v in row] for row in rows])
 

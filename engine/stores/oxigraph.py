@@ -13,7 +13,7 @@ from engine.results import QueryResult
 from engine.stores.sparql_store import Row, SparqlStore
 from engine.timeouts import run_with_timeout
 from sparql.compiler import SparqlCompiler
-from sparql.readonly import bind_parameters, ensure_read_only
+from sparql.readonly import prepare_query
 
 
 class OxigraphStore(SparqlStore):
@@ -68,9 +68,8 @@ class OxigraphStore(SparqlStore):
         except SyntaxError as e:  # a compiler bug, never user input
             raise StoreError(f"Oxigraph rejected a generated query: {e}\n{text}") from e
 
-    def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
-        ensure_read_only(text)
-        text = bind_parameters(text, params, self._param)
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
+        text = prepare_query(text, params, self.terms.parameter, allow_service=allow_service)
         try:
             result = self.db.query(text)
         except SyntaxError as e:
@@ -86,6 +85,3 @@ class OxigraphStore(SparqlStore):
             ["subject", "predicate", "object"],
             [[self._from_ox(t.subject), self._from_ox(t.predicate), self._from_ox(t.object)] for t in result],
         )
-
-    def _param(self, name: str, value: Any) -> str:
-        return self.terms.parameter(name, value)

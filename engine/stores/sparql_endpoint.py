@@ -47,7 +47,7 @@ from engine.stores.sparql_store import Row, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
 from engine.timeouts import run_with_timeout
-from sparql.readonly import bind_parameters, ensure_read_only
+from sparql.readonly import prepare_query
 from sparql.virtuoso import EXACT_SUFFIX
 
 DEFAULT_GRAPH = "http://kgqa-engine/graph/default"
@@ -161,8 +161,10 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     def _request(self, text: str, accept: str, whole_graph: bool, timeout: float | None = None) -> bytes:
         """POST a query; retry transient failures; return the response body.
 
-        ``whole_graph`` adds ``default-graph-uri`` so that a raw query sees this store's graph
-        and nothing else (the compiled queries carry their own FROM). ``timeout`` (seconds)
+        ``whole_graph`` adds ``default-graph-uri`` and ``named-graph-uri`` so that a raw query
+        sees this store's graph and nothing else, also through ``GRAPH ?g`` (the compiled
+        queries carry their own FROM; :mod:`sparql.readonly` refuses a FROM or GRAPH naming
+        another graph). ``timeout`` (seconds)
         goes to Virtuoso as its ``timeout`` parameter: it interrupts the query there and
         answers with a partial result marked ``X-SQL-State: S1TAT``, which is raised as
         :class:`QueryTimeoutError`.
@@ -173,6 +175,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         wrapper.addCustomHttpHeader("Accept", accept)
         if whole_graph:
             wrapper.addParameter("default-graph-uri", self.graph)
+            wrapper.addParameter("named-graph-uri", self.graph)
         if timeout is not None:
             wrapper.addParameter("timeout", str(max(1, math.ceil(timeout * 1000))))  # milliseconds
         wrapper.setQuery(text)
@@ -277,9 +280,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         except QueryRejected as e:  # a compiler bug, never user input
             raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
 
-    def _query(self, text: str, params: dict[str, Any]) -> QueryResult:
-        ensure_read_only(text)
-        text = bind_parameters(text, params, self.terms.parameter)
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
+        text = prepare_query(text, params, self.terms.parameter, graph=self.graph, allow_service=allow_service)
         wrapper = SPARQLWrapper(self.endpoint)
         wrapper.setQuery(text)
         form = wrapper.queryType  # SPARQLWrapper reads the query form after the prologue
