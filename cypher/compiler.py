@@ -220,13 +220,15 @@ class CypherCompiler(Compiler):
         return Compiled(text, params)
 
     def names(self, op: Names) -> Compiled:
-        """Rows (id, value, datatype, lang): every literal name of each id."""
+        """Rows (id, value, datatype, lang): every literal name of each id that is an entity,
+        or one row of nulls for an entity without a name."""
         params: dict[str, Any] = {"ids": list(op.ids)}
         start, conditions = self.entity("a", "id")
         text = (
             "UNWIND $ids AS id\n"
-            f"MATCH {start}-[:{quote_relation(NAME_RELATION)}]->(l:Literal)"
+            f"MATCH {start}"
             + where_clause(conditions)
+            + f"\nOPTIONAL MATCH (a)-[:{quote_relation(NAME_RELATION)}]->(l:Literal)"
             + "\nRETURN id, l.value AS value, l.datatype AS datatype, l.lang AS lang"
             + _limit(op.limit, params)
         )
@@ -246,21 +248,32 @@ class CypherCompiler(Compiler):
         return Compiled(text, params)
 
     def search(self, op: Search) -> Compiled:
-        """Rows (id, name) of entities whose name literal matches the text. ``prefix`` and
-        ``contains`` compare lower-cased (the needle lowered here, in Python) and also return
-        every name holding a :data:`CASE_SPECIAL` character, for the store to filter."""
+        """Rows (id, name) of entities whose name literal matches the text, then rows (id, null)
+        of entities without a name literal whose id matches; ``op.limit`` of each. ``prefix``
+        and ``contains`` compare lower-cased (the needle lowered here, in Python) and also
+        return every name or id holding a :data:`CASE_SPECIAL` character, for the store to
+        filter."""
         if op.mode == "exact":
             params: dict[str, Any] = {"text": op.text}
             condition = "l.value = $text"
+            start, conditions = self.entity("a", "$text")
+            by_id = f"MATCH {start}" + where_clause(conditions)
         else:
             params = {"needle": op.text.lower(), "special": list(CASE_SPECIAL)}
             operator = "STARTS WITH" if op.mode == "prefix" else "CONTAINS"
             condition = f"toLower(l.value) {operator} $needle OR any(c IN $special WHERE l.value CONTAINS c)"
+            by_id = f"MATCH (a:Entity)\nWHERE toLower(a.id) {operator} $needle OR any(c IN $special WHERE a.id CONTAINS c)"
+        limit = _limit(op.limit, params)
         text = (
             f"MATCH (a:Entity)-[:{quote_relation(NAME_RELATION)}]->(l:Literal)\n"
             f"WHERE {condition}\n"
             "RETURN DISTINCT a.id AS id, l.value AS name"
-            + _limit(op.limit, params)
+            + limit
+            + "\nUNION ALL\n"
+            + by_id
+            + f"\nOPTIONAL MATCH (a)-[:{quote_relation(NAME_RELATION)}]->(l:Literal)"
+            + "\nWITH a, count(l) AS names\nWHERE names = 0\nRETURN a.id AS id, null AS name"
+            + limit
         )
         return Compiled(text, params)
 

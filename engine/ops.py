@@ -116,7 +116,8 @@ class LiteralTwoHopRelations(Op):
 
 @dataclass(frozen=True)
 class Names(Op):
-    """Rows (id, name literal): every ``type.object.name`` literal of each id."""
+    """Rows (id, name literal): every ``type.object.name`` literal of each id that is a node of
+    the store, and one row (id, None) for a node without one; ids not in the store give none."""
 
     name: ClassVar[str] = "names"
     ids: tuple[str, ...]
@@ -133,7 +134,9 @@ class Types(Op):
 @dataclass(frozen=True)
 class Search(Op):
     """Rows (id, name) of entities whose name matches ``text``: ``exact`` (case-sensitive),
-    ``prefix`` or ``contains`` (both case-insensitive)."""
+    ``prefix`` or ``contains`` (both case-insensitive); and rows (id, id) of nodes without a
+    name whose id matches. ``limit`` bounds each kind; a dialect may return more rows than
+    match, which the store filters (:func:`engine.store.text_matches`)."""
 
     name: ClassVar[str] = "search"
     text: str

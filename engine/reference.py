@@ -43,7 +43,7 @@ from engine.results import (
 )
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import Count
-from engine.store import Store
+from engine.store import Store, text_matches
 from engine.timeouts import run_with_timeout
 from engine.walk import breadth_first
 
@@ -159,13 +159,13 @@ class ReferenceStore(Store):
                     counts[(lit, e.relation, "out" if e.forward else "in")] += 1
         return [TwoHopRelation(i, op.r1, r, d, n) for (i, r, d), n in counts.items()]
 
-    def _answer_names(self, op) -> list[tuple[str, Literal]]:
-        wanted = set(op.ids)
-        return [
-            (t.subject, t.object)
-            for t in self.triples
-            if t.relation == NAME_RELATION and t.subject in wanted and isinstance(t.object, Literal)
-        ]
+    def _answer_names(self, op) -> list[tuple[str, Literal | None]]:
+        rows: list[tuple[str, Literal | None]] = []
+        for node in dict.fromkeys(op.ids):
+            if self._out.get(node) or self._in.get(node):
+                names = [t.object for t in self._out.get(node, ()) if t.relation == NAME_RELATION]
+                rows += [(node, n) for n in names if isinstance(n, Literal)] or [(node, None)]
+        return rows
 
     def _answer_types(self, op) -> list[tuple[str, str]]:
         wanted = set(op.ids)
@@ -179,19 +179,15 @@ class ReferenceStore(Store):
         return list({t.subject for t in self.triples} | {t.object for t in self.triples if not isinstance(t.object, Literal)})
 
     def _answer_search(self, op) -> list[SearchHit]:
-        text, mode = op.text, op.mode
-        needle = text.lower()
-        hits = set()
-        for t in self.triples:
-            if t.relation != NAME_RELATION or not isinstance(t.object, Literal):
-                continue
-            name = t.object.value
-            if (
-                (mode == "exact" and name == text)
-                or (mode == "prefix" and name.lower().startswith(needle))
-                or (mode == "contains" and needle in name.lower())
-            ):
-                hits.add(SearchHit(t.subject, name))
+        named = {t.subject: t.object for t in self.triples if t.relation == NAME_RELATION and isinstance(t.object, Literal)}
+        hits = {
+            SearchHit(t.subject, t.object.value)  # type: ignore[union-attr]
+            for t in self.triples
+            if t.subject in named and t.relation == NAME_RELATION and isinstance(t.object, Literal)
+            and text_matches(t.object.value, op.text, op.mode)
+        }
+        nodes = {t.subject for t in self.triples} | {t.object for t in self.triples if not isinstance(t.object, Literal)}
+        hits |= {SearchHit(n, n) for n in nodes - named.keys() if text_matches(n, op.text, op.mode)}  # type: ignore[arg-type]
         return list(hits)
 
     def _answer_execute(self, op) -> list:

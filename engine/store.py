@@ -32,6 +32,7 @@ all met ``in``; the rows name the anchor by the canonical :class:`Literal` itsel
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -111,6 +112,14 @@ def pick_name(names: Iterable[Literal]) -> str | None:
         if best is None or key < best:
             best = key
     return None if best is None else best[1]
+
+
+def text_matches(value: str, text: str, mode: str) -> bool:
+    """Whether ``search(text, mode)`` matches a name, or the id of a node without one."""
+    if mode == "exact":
+        return value == text
+    lowered, needle = value.lower(), text.lower()
+    return lowered.startswith(needle) if mode == "prefix" else needle in lowered
 
 
 def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -> Iterator[Triple]:
@@ -474,13 +483,17 @@ class Store(ABC):
         return TwoHopResult(rows, truncated)
 
     def names(self, ids: Sequence[str], *, timeout: float | None = None) -> dict[str, str | None]:
-        """The display name of each id (``type.object.name``; English first), or None."""
+        """The display name of each id: its ``type.object.name`` (English first); for a node
+        without one (a CVT, or any node of a graph whose ids are names, as MetaQA's) its id;
+        None for an id that is not in the store."""
         ids = validate_ids(ids)
         found: dict[str, list[Literal]] = {}
         if ids:
             for i, name in self._call(Names(tuple(ids), timeout=validate_timeout(timeout))):
-                found.setdefault(i, []).append(name)
-        return {i: pick_name(found.get(i, ())) for i in ids}
+                names = found.setdefault(i, [])
+                if name is not None:
+                    names.append(name)
+        return {i: (i if (name := pick_name(found[i])) is None else name) if i in found else None for i in ids}
 
     def types(self, ids: Sequence[str], *, timeout: float | None = None) -> dict[str, list[str]]:
         """The classes (``type.object.type``) of each id, sorted."""
@@ -504,7 +517,8 @@ class Store(ABC):
         self, text: str, mode: str = "exact", limit: int | str | None = 10, *, timeout: float | None = None
     ) -> SearchResult:
         """Entities by name: ``exact`` (case-sensitive equality), ``prefix`` or ``contains``
-        (both case-insensitive)."""
+        (both case-insensitive). A node without a name is found by its id the same way (as
+        :meth:`names` names it), with its id as the hit's name."""
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError(f"search text must be a non-empty string, got {text!r}")
         if mode not in SEARCH_MODES:
@@ -515,8 +529,17 @@ class Store(ABC):
         return SearchResult(hits, truncated)
 
     def _search_hits(self, op: Search) -> list[SearchHit]:
-        """The hits of a search (a store may need more than one call to honour ``op.limit``)."""
-        return self._call(op)
+        """The hits of a search. A dialect may answer more than matches (ids percent-encoded in
+        IRIs, servers that lower-case some characters otherwise than Python): keep what
+        matches; rejected rows count against the LIMIT, so ask for more until the kept hits
+        reach it or the candidates run out."""
+        fetch = ask = op.limit
+        while True:
+            rows = self._call(dataclasses.replace(op, limit=ask))
+            kept = [hit for hit in rows if text_matches(hit.name, op.text, op.mode)]
+            if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
+                return kept
+            ask *= 4
 
     def execute(self, sexpr: str | Top, timeout: float | None = None) -> ExecuteResult:
         """Execute an S-expression (text or a parsed tree) with GrailQA's semantics, as defined

@@ -219,7 +219,12 @@ class SparqlCompiler(Compiler):
         return Compiled(self.select("?i ?rel ?dir (COUNT(*) AS ?n)", body, " GROUP BY ?i ?rel ?dir", op.limit), params)
 
     def names(self, op: Names) -> Compiled:
-        body = f"VALUES ?id {{ $ids }} ?id {self.t.relation(NAME_RELATION)} ?name . FILTER(isLiteral(?name))"
+        """Columns id, name: each id that is a node, with each of its name literals, or once
+        with ?name unbound when it has none."""
+        body = (
+            f"VALUES ?id {{ $ids }} OPTIONAL {{ ?id {self.t.relation(NAME_RELATION)} ?name . FILTER(isLiteral(?name)) }}"
+            " FILTER(BOUND(?name) || EXISTS { ?id ?p ?o } || EXISTS { ?s ?p ?id })"
+        )
         return Compiled(self.select("?id ?name", body, "", op.limit, ["name"]), {"ids": list(op.ids)})
 
     def types(self, op: Types) -> Compiled:
@@ -227,17 +232,30 @@ class SparqlCompiler(Compiler):
         return Compiled(self.select("?id ?type", body, "", op.limit), {"ids": list(op.ids)})
 
     def search(self, op: Search) -> Compiled:
-        body = f"?id {self.t.relation(NAME_RELATION)} ?name . FILTER(isLiteral(?name)) "
+        """Columns id, name: the entities whose name literal matches, then (?name unbound) the
+        nodes without a name literal whose id matches; ``op.limit`` of each. Ids are
+        percent-encoded in their IRIs, so for ``prefix`` and ``contains`` the second part is a
+        superset for the store to filter (:meth:`Terms.id_pattern`)."""
+        name = self.t.relation(NAME_RELATION)
+        names = f"?id {name} ?name . FILTER(isLiteral(?name)) "
+        unnamed = f"FILTER NOT EXISTS {{ ?id {name} ?n . FILTER(isLiteral(?n)) }}"
         if op.mode == "exact":
-            body += "FILTER(STR(?name) = $text)"
-            text = op.text
-        elif op.mode == "prefix":
-            body += "FILTER(STRSTARTS(LCASE(STR(?name)), $text))"
-            text = op.text.lower()
+            names += "FILTER(STR(?name) = $text)"
+            params: dict[str, Any] = {"text": Literal(op.text), "id": op.text}
+            ids = f"VALUES ?id {{ $id }} FILTER(EXISTS {{ ?id ?p ?o }} || EXISTS {{ ?s ?p ?id }}) {unnamed}"
         else:
-            body += "FILTER(CONTAINS(LCASE(STR(?name)), $text))"
-            text = op.text.lower()
-        return Compiled(self.select("?id ?name", body, "", op.limit, ["name"]), {"text": Literal(text)})
+            names += f"FILTER({'STRSTARTS' if op.mode == 'prefix' else 'CONTAINS'}(LCASE(STR(?name)), $text))"
+            pattern = self.t.id_pattern(op.text.lower(), anchored=op.mode == "prefix")
+            params = {"text": Literal(op.text.lower()), "pattern": Literal(pattern)}
+            ids = (
+                "{ SELECT DISTINCT ?id WHERE { { ?id ?p ?o } UNION { ?s ?p ?id } } } "
+                f'FILTER(isIRI(?id) && REGEX(STR(?id), $pattern, "i")) {unnamed}'
+            )
+        body = (
+            f"{{ SELECT ?id ?name WHERE {{ {names} }}{self.limit(op.limit)} }} UNION "
+            f"{{ SELECT ?id WHERE {{ {ids} }}{self.limit(op.limit)} }}"
+        )
+        return Compiled(self.select("?id ?name", body, "", None, ["name"]), params)
 
     def execute(self, op: Execute) -> Compiled:
         """Columns ``v0`` (the answers) or ``n`` (a count); see ``sparql/sexpr.py``."""

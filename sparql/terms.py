@@ -20,6 +20,8 @@ from sparql.readonly import bind_parameters
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
+# ASCII characters that characters outside ASCII lower to (str.lower): İ → i̇, K (Kelvin) → k
+_LOWERED_FROM_OTHERS = frozenset("ik")
 
 
 class Terms:
@@ -80,6 +82,28 @@ class Terms:
             "bool, or a list of them"
         )
 
+    def id_pattern(self, needle: str, anchored: bool) -> str:
+        """A regular expression (XPath syntax, to match case-insensitively) over the text of an
+        id's IRI — the namespace and the percent-encoded id, or an absolute IRI as it is — that
+        matches every id whose lower-cased text starts with (``anchored``) or contains the
+        lower-cased ``needle``, and a few more. An ASCII character is matched by its encoding
+        or itself; a character outside ASCII by any run of encoded bytes or non-ASCII
+        characters, since its case forms have other bytes and other lengths; so are ``i`` and
+        ``k``, the only ASCII characters that others lower to (U+0130 lowers to ``i`` and
+        U+0307, the Kelvin sign to ``k``)."""
+        any_run = "(%[0-9a-f][0-9a-f]|[^!-~])+"
+        pieces = []
+        for char in needle:
+            if not char.isascii():
+                pieces.append(any_run)
+                continue
+            forms = sorted({_regex_escape(quote(char, safe="")), _regex_escape(char)})
+            if char in _LOWERED_FROM_OTHERS:
+                forms.append(any_run)
+            pieces.append(forms[0] if len(forms) == 1 else "(" + "|".join(forms) + ")")
+        start = f"^({_regex_escape(self.namespace)})?" if anchored else ""
+        return start + "".join(pieces)
+
     def bind(self, compiled: Compiled) -> str:
         """The text of a compiled query with its ``$name`` parameters written in as escaped
         terms (:meth:`parameter`), so that no value can change the query's shape."""
@@ -89,6 +113,11 @@ class Terms:
 def _escape_char(match: re.Match) -> str:
     ch = match.group(0)
     return _ESCAPES.get(ch) or "\\u%04X" % ord(ch)
+
+
+def _regex_escape(text: str) -> str:
+    """``text`` as a regular expression matching itself (XPath, PCRE and Rust syntax alike)."""
+    return re.sub(r"([\\.?*+|{}()\[\]^$-])", r"\\\1", text)
 
 
 def string_literal(text: str) -> str:

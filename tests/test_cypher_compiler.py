@@ -188,7 +188,8 @@ class TestOperations:
     def test_names_and_types(self):
         assert names(["m.1"]) == (
             "UNWIND $ids AS id\n"
-            "MATCH (a:Entity {id: id})-[:`type.object.name`]->(l:Literal)\n"
+            "MATCH (a:Entity {id: id})\n"
+            "OPTIONAL MATCH (a)-[:`type.object.name`]->(l:Literal)\n"
             "RETURN id, l.value AS value, l.datatype AS datatype, l.lang AS lang",
             {"ids": ["m.1"]},
         )
@@ -204,6 +205,13 @@ class TestOperations:
             "MATCH (a:Entity)-[:`type.object.name`]->(l:Literal)\n"
             "WHERE l.value = $text\n"
             "RETURN DISTINCT a.id AS id, l.value AS name\n"
+            "LIMIT $fetch\n"
+            "UNION ALL\n"
+            "MATCH (a:Entity {id: $text})\n"
+            "OPTIONAL MATCH (a)-[:`type.object.name`]->(l:Literal)\n"
+            "WITH a, count(l) AS names\n"
+            "WHERE names = 0\n"
+            "RETURN a.id AS id, null AS name\n"
             "LIMIT $fetch",
             {"text": "Foo", "fetch": 11},
         )
@@ -213,7 +221,14 @@ class TestOperations:
         assert search("FÖÖ", mode, None) == (
             "MATCH (a:Entity)-[:`type.object.name`]->(l:Literal)\n"
             f"WHERE toLower(l.value) {operator} $needle OR any(c IN $special WHERE l.value CONTAINS c)\n"
-            "RETURN DISTINCT a.id AS id, l.value AS name",
+            "RETURN DISTINCT a.id AS id, l.value AS name\n"
+            "UNION ALL\n"
+            "MATCH (a:Entity)\n"
+            f"WHERE toLower(a.id) {operator} $needle OR any(c IN $special WHERE a.id CONTAINS c)\n"
+            "OPTIONAL MATCH (a)-[:`type.object.name`]->(l:Literal)\n"
+            "WITH a, count(l) AS names\n"
+            "WHERE names = 0\n"
+            "RETURN a.id AS id, null AS name",
             {"needle": "föö", "special": ["\u0130", "\u03a3"]},
         )
 

@@ -14,6 +14,7 @@ from engine.graph import NAME_RELATION, TYPE_RELATION
 from engine.reference import ReferenceStore
 from tests.random_graphs import (
     ABSENT_LITERALS,
+    AWKWARD_IDS,
     NAMES,
     RELATIONS,
     literal_objects,
@@ -24,6 +25,14 @@ from tests.random_graphs import (
 SEEDS = [1, 2, 3]
 DIRECTIONS = ["out", "in", "both"]
 CALLS = 60
+ID_SEARCHES = [(node, "exact") for node in [*AWKWARD_IDS, "n1", "no-such-node"]] + [
+    (text, mode)
+    for mode, texts in (
+        ("prefix", ["N", "n1", "ÉV", "év", "X'", "{}", "100%", "THE P", "A/B#"]),
+        ("contains", ["1", "vian", "'Y\"", "/b#", "`", "0%", " pro", "C?D", "É"]),
+    )
+    for text in texts
+]
 
 
 def _sample(rng: random.Random, pool: list[str], k: int) -> list[str]:
@@ -63,6 +72,9 @@ def _calls(rng: random.Random, ids: list[str], literals: list):
         for mode in ("exact", "prefix", "contains"):
             text = name if mode == "exact" else name[1:4].lower() if mode == "contains" else name[:2].upper()
             yield "search", (text,), {"mode": mode, "limit": None}
+    # nodes without a name are found by their id (percent-encoded in RDF stores)
+    for text, mode in ID_SEARCHES:
+        yield "search", (text,), {"mode": mode, "limit": None}
 
 
 @pytest.mark.parametrize("seed", SEEDS)

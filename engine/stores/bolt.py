@@ -28,7 +28,6 @@ Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import select
@@ -77,7 +76,6 @@ from engine.ops import (
     Op,
     RelationCounts,
     RelationTypes,
-    Search,
 )
 from engine.results import (
     QueryResult,
@@ -104,11 +102,6 @@ _COUNT_BRANCHES = 100
 def _node(node_id: str | None, value: str, datatype: str | None, lang: str | None) -> Term:
     """A node read back from its columns: an entity id, or else a literal."""
     return node_id if node_id is not None else Literal.make(value, datatype, lang)
-
-
-def _name_matches(name: str, needle: str, mode: str) -> bool:
-    lowered = name.lower()
-    return lowered.startswith(needle) if mode == "prefix" else needle in lowered
 
 
 def _value(value: Any) -> Any:
@@ -430,14 +423,14 @@ class BoltStore(Store):
         by_key = {literal_key(lit): lit for lit in op.literals}
         return [TwoHopRelation(by_key[key], op.r1, rel, d, n) for key, rel, d, n in rows]
 
-    def _decode_names(self, op, rows: list[list[Any]]) -> list[tuple[str, Literal]]:
-        return [(i, Literal(value, datatype, lang)) for i, value, datatype, lang in rows]
+    def _decode_names(self, op, rows: list[list[Any]]) -> list[tuple[str, Literal | None]]:
+        return [(i, None if value is None else Literal(value, datatype, lang)) for i, value, datatype, lang in rows]
 
     def _decode_types(self, op, rows: list[list[Any]]) -> list[tuple[str, str]]:
         return [(i, t) for i, t in rows]
 
     def _decode_search(self, op, rows: list[list[Any]]) -> list[SearchHit]:
-        return [SearchHit(i, name) for i, name in rows]
+        return [SearchHit(i, i if name is None else name) for i, name in rows]
 
     def _decode_execute(self, op, rows: list[list[Any]]) -> list:
         if isinstance(op.tree, Count):
@@ -457,22 +450,6 @@ class BoltStore(Store):
 
     def _decode_relation_counts(self, op, rows: list[list[Any]]) -> list[tuple[str, int]]:
         return [(op.relations[i], count) for i, count in rows]
-
-    def _search_hits(self, op: Search) -> list[SearchHit]:
-        if op.mode == "exact":
-            return self._call(op)
-        # The server lower-cases names with special characters differently from Python (see
-        # cypher.compiler.CASE_SPECIAL) and returns them all; keep those that match Python's
-        # way. Rejected rows count against the LIMIT, so ask for more until the kept rows
-        # reach the limit or the candidates run out.
-        needle, fetch = op.text.lower(), op.limit
-        ask = fetch
-        while True:
-            rows = self._call(dataclasses.replace(op, limit=ask))
-            kept = [hit for hit in rows if _name_matches(hit.name, needle, op.mode)]
-            if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
-                return kept
-            ask *= 4
 
     def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
         check_read_only(text)

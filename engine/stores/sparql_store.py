@@ -154,14 +154,14 @@ class SparqlStore(Store):
         literals, r1 = op.literals, op.r1
         return [TwoHopRelation(literals[_int(r["i"])], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
 
-    def _decode_names(self, op, rows: list[Row]) -> list[tuple[str, Literal]]:
+    def _decode_names(self, op, rows: list[Row]) -> list[tuple[str, Literal | None]]:
         return [(r["id"], r["name"]) for r in rows]
 
     def _decode_types(self, op, rows: list[Row]) -> list[tuple[str, str]]:
         return [(r["id"], r["type"]) for r in rows]
 
     def _decode_search(self, op, rows: list[Row]) -> list[SearchHit]:
-        return [SearchHit(r["id"], r["name"].value) for r in rows]
+        return [SearchHit(r["id"], r["id"] if r["name"] is None else r["name"].value) for r in rows]
 
     def _decode_execute(self, op, rows: list[Row]) -> list[Term] | list[int]:
         if isinstance(op.tree, Count):
