@@ -152,7 +152,7 @@ class CypherCompiler(Compiler):
 
     def walks(self, op: Walks) -> Compiled:
         """Rows (ids, value, datatype, lang, relations, forward), one per walk following the
-        path (None = any relation). ``ids`` lists the node ids; the last is null when the walk
+        path (None = any relation but those of ``op.exclude``). ``ids`` lists the node ids; the last is null when the walk
         ends on a literal, described by ``value``/``datatype``/``lang``. With ``pairs``, only
         walks from pair[0] ending at pair[1]. With ``distinct_edges=False`` each hop is a MATCH
         of its own, since relationship uniqueness holds only within one MATCH."""
@@ -176,6 +176,9 @@ class CypherCompiler(Compiler):
                 text += f"\nMATCH ({nodes[i]})"
             text += _hop(direction, rels[i], None if relation is None else [relation])
             text += last if i == k - 1 else f"({nodes[i + 1]}:Entity)"
+        if op.exclude and None in path:
+            params["exclude"] = list(op.exclude)
+            conditions += [f"NOT type({rels[i]}) IN $exclude" for i, relation in enumerate(path) if relation is None]
         end = nodes[-1]
         text += (
             where_clause(conditions + (_distinct_relationships(rels) if op.distinct_edges else []))

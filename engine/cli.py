@@ -19,6 +19,7 @@ from engine.cli_common import (
 from engine.errors import KGQAError
 from engine.identifiers import DEFAULT_LIMIT, UNBOUNDED
 from engine.results import to_json
+from engine.store import SCHEMA_RELATIONS
 
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
@@ -97,6 +98,11 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sources", nargs="+", required=True)
     p.add_argument("--targets", nargs="+", required=True)
     p.add_argument("--max-hops", type=int, default=3)
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="RELATION",
+        help="a relation no path may use, repeatable (type.object.type and type.object.name are left out too)",
+    )
+    p.add_argument("--include-schema", action="store_true", help="let paths use type.object.type and type.object.name")
     limit(p)
     p = op("two_hop_relations", "relations around the nodes reached through r1")
     p.add_argument("ids", nargs="*")
@@ -145,7 +151,8 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
     if name == "subgraph":
         return store.subgraph(args.seeds, args.hops, args.direction, args.relations, args.limit, **timeout)
     if name == "shortest_paths":
-        return store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit, **timeout)
+        exclude = [*(() if args.include_schema else SCHEMA_RELATIONS), *args.exclude]
+        return store.shortest_paths(args.sources, args.targets, args.max_hops, args.limit, exclude=exclude, **timeout)
     if name == "two_hop_relations":
         return store.two_hop_relations(_query_anchors(args), args.r1, args.direction, args.limit, **timeout)
     if name == "names":

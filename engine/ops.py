@@ -75,9 +75,9 @@ class Expand(Op):
 
 @dataclass(frozen=True)
 class Walks(Op):
-    """Walks of ``len(path)`` hops whose i-th edge carries ``path[i]`` (None: any relation),
-    from each seed; with ``pairs``, from pair[0] to pair[1] only (``seeds`` ignored). With
-    ``distinct_edges`` a walk never uses one stored edge twice."""
+    """Walks of ``len(path)`` hops whose i-th edge carries ``path[i]`` (None: any relation but
+    those of ``exclude``), from each seed; with ``pairs``, from pair[0] to pair[1] only
+    (``seeds`` ignored). With ``distinct_edges`` a walk never uses one stored edge twice."""
 
     name: ClassVar[str] = "walks"
     seeds: tuple[str, ...]
@@ -85,6 +85,7 @@ class Walks(Op):
     direction: str
     pairs: tuple[tuple[str, str], ...] | None = None
     distinct_edges: bool = True
+    exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_direction(self.direction)

@@ -43,7 +43,7 @@ from engine.results import (
 )
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import Count
-from engine.store import Store, text_matches
+from engine.store import SCHEMA_RELATIONS, Store, text_matches, validate_exclude
 from engine.timeouts import run_with_timeout
 from engine.walk import breadth_first
 
@@ -129,7 +129,7 @@ class ReferenceStore(Store):
                 return
             for e in self.steps(nodes[-1], path[hop], direction):
                 t = e.triple()
-                if distinct_edges and t in used:
+                if (distinct_edges and t in used) or (path[hop] is None and e.relation in op.exclude):
                     continue
                 extend(nodes + [e.dst], rels + [e.relation], fwd + [e.forward], used | {t})
 
@@ -222,11 +222,14 @@ class ReferenceStore(Store):
             return SubgraphResult(ordered[:limit], depth, True)
         return SubgraphResult(ordered, depth)
 
-    def shortest_paths(self, sources, targets, max_hops: int = 3, limit=None, *, timeout=None) -> PathsResult:
+    def shortest_paths(
+        self, sources, targets, max_hops: int = 3, limit=None, *, exclude=SCHEMA_RELATIONS, timeout=None
+    ) -> PathsResult:
         sources = validate_ids(sources)
         targets = validate_ids(targets)
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
+        excluded = set(validate_exclude(exclude))
         found: list[Path] = []
         for s in sources:
             # BFS layers, remembering every edge that reaches a node at its shortest distance.
@@ -234,7 +237,7 @@ class ReferenceStore(Store):
             parents: dict[Term, list[Edge]] = defaultdict(list)
 
             def layer(frontier: list[str]) -> list[Edge]:
-                return [e for node in frontier for e in self.steps(node, None, "both")]
+                return [e for node in frontier for e in self.steps(node, None, "both") if e.relation not in excluded]
 
             for depth, edge, first in breadth_first([s], max_hops, layer):
                 if first:

@@ -43,7 +43,18 @@ from engine.errors import (
     QueryTimeoutError,
     UnsupportedOperationError,
 )
-from engine.graph import Edge, Literal, Path, Term, Triple, edge_key, path_key, term_key
+from engine.graph import (
+    NAME_RELATION,
+    TYPE_RELATION,
+    Edge,
+    Literal,
+    Path,
+    Term,
+    Triple,
+    edge_key,
+    path_key,
+    term_key,
+)
 from engine.identifiers import (
     SEARCH_MODES,
     validate_direction,
@@ -96,6 +107,9 @@ if TYPE_CHECKING:
     from sparql.ntriples import CanonicalNTriples
 
 MAX_PATH_HOPS = 8
+#: relations ``shortest_paths`` leaves out unless told otherwise: through class nodes any two
+#: entities of one type would be two hops apart
+SCHEMA_RELATIONS = (TYPE_RELATION, NAME_RELATION)
 
 #: a function told of every store call (see :attr:`Store.listeners`)
 Listener = Callable[[CallRecord], None]
@@ -158,6 +172,14 @@ def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], li
         else:
             ids[validate_id(anchor)] = None
     return list(ids), list(literals)
+
+
+def validate_exclude(exclude: Sequence[str]) -> tuple[str, ...]:
+    """The relations a call leaves out, checked and sorted (a bare string would exclude its
+    characters)."""
+    if isinstance(exclude, str):
+        raise InvalidInputError(f"exclude must be a list of relation names, got the string {exclude!r}; wrap it: [{exclude!r}]")
+    return tuple(sorted(set(validate_relations(exclude))))
 
 
 def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
@@ -422,9 +444,12 @@ class Store(ABC):
         max_hops: int = 3,
         limit: int | str | None = None,
         *,
+        exclude: Sequence[str] = SCHEMA_RELATIONS,
         timeout: float | None = None,
     ) -> PathsResult:
-        """All shortest undirected paths (at most ``max_hops``) between each source and target.
+        """All shortest undirected paths (at most ``max_hops``) between each source and target
+        that use no relation of ``exclude`` (by default the schema relations
+        :data:`SCHEMA_RELATIONS`; give a list of your own to leave out more, or ``()`` for none).
 
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
         connected, so the work stays inside the database; ``timeout`` bounds each query.
@@ -433,6 +458,7 @@ class Store(ABC):
         targets = validate_ids(targets)
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
+        excluded = validate_exclude(exclude)
         timeout = validate_timeout(timeout)
         pending = [(s, t) for s in sources for t in targets if s != t]
         found: list[Path] = []
@@ -441,7 +467,7 @@ class Store(ABC):
             if not pending:
                 break
             fetch = None if limit is None else limit - len(found) + 1
-            op = Walks((), (None,) * depth, "both", pairs=tuple(pending), limit=fetch, timeout=timeout)
+            op = Walks((), (None,) * depth, "both", pairs=tuple(pending), exclude=excluded, limit=fetch, timeout=timeout)
             paths = self._call(op)
             if fetch is not None and len(paths) >= fetch:
                 paths.sort(key=path_key)

@@ -142,7 +142,8 @@ class SparqlCompiler(Compiler):
         return Compiled(self.select("?src ?rel ?dst ?dir", body, "", op.limit, literals), {"ids": list(op.ids)})
 
     def walks(self, op: Walks) -> Compiled:
-        """Columns: n0..nL (nodes), r<i> for hops with any relation, d<i> ("out"/"in") per hop."""
+        """Columns: n0..nL (nodes), r<i> for hops with any relation (but those of ``op.exclude``),
+        d<i> ("out"/"in") per hop."""
         path, hops = op.path, len(op.path)
         if op.pairs is not None:
             params: dict[str, Any] = {"pairs": [tuple(pair) for pair in op.pairs]}
@@ -152,6 +153,8 @@ class SparqlCompiler(Compiler):
             parts = ["VALUES ?n0 { $ids }"]
         for i, relation in enumerate(path):
             parts.append(self.hop_pattern(i, relation, op.direction))
+            if relation is None and op.exclude:
+                parts.append(f"FILTER(?r{i} NOT IN ({', '.join(self.t.relation(r) for r in op.exclude)}))")
             if 0 < i + 1 < hops:
                 parts.append(f"FILTER(!isLiteral(?n{i + 1}))")  # literals are dead ends
         if op.distinct_edges:

@@ -35,6 +35,7 @@ CASES: list[Op] = [
     ops.Walks(("m.1",), ("film.film.starring", None), "both", limit=4),
     ops.Walks(("m.1",), ("directed_by", "directed_by"), "out", distinct_edges=False),
     ops.Walks((), (None, None), "both", pairs=(("m.1", "m.2"), ("m.1", "m.3"))),
+    ops.Walks((), (None, None), "both", pairs=(("m.1", "m.2"),), exclude=("type.object.name", "type.object.type")),
     ops.TwoHopRelations(("m.1",), "film.film.starring", "both", limit=11),
     ops.LiteralTwoHopRelations((YEAR,), "film.film.release_date"),
     ops.Names(("m.1", "m.2")),

@@ -79,8 +79,11 @@ def test_query_operations_print_json(demo_store, capsys):
     assert [(p["relations"], p["forward"]) for p in sp] == [
         (["film.performance.actor", "film.film.starring"], [False, False])
     ]
-    # Ford and Scott meet first through their shared class, two hops away
+    # Ford and Scott meet through the film, not through their shared class (schema relations
+    # are left out unless asked for)
     sp = q("shortest_paths", "--sources", "m.0kq20", "--targets", "m.0kq10")["paths"]
+    assert [p["nodes"] for p in sp] == [["m.0kq20", "m.0kq90", "m.0kq01", "m.0kq10"]]
+    sp = q("shortest_paths", "--sources", "m.0kq20", "--targets", "m.0kq10", "--include-schema")["paths"]
     assert [p["nodes"] for p in sp] == [["m.0kq20", "people.person", "m.0kq10"]]
     two = q("two_hop_relations", "m.0kq01", "--r1", "film.film.starring", "--direction", "out")["rows"]
     assert {"id": "m.0kq01", "r1": "film.film.starring", "relation": "film.performance.actor", "direction": "out",

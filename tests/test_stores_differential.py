@@ -63,7 +63,8 @@ def _calls(rng: random.Random, ids: list[str], literals: list):
             "direction": direction,
             "relations": rng.choice([None, _sample(rng, RELATIONS, 3)]),
         }
-        yield "shortest_paths", (_sample(rng, ids, 2), _sample(rng, ids, 3)), {"max_hops": rng.randint(1, 3)}
+        exclude = rng.choice([{}, {"exclude": ()}, {"exclude": _sample(rng, rels, 2)}])
+        yield "shortest_paths", (_sample(rng, ids, 2), _sample(rng, ids, 3)), {"max_hops": rng.randint(1, 3), **exclude}
         yield "two_hop_relations", (seeds, rng.choice(RELATIONS)), {"direction": direction}
     yield "names", (ids + ["no-such-node"],), {}
     yield "types", (ids,), {}
