@@ -11,6 +11,7 @@ through the dialect compiler's ``entity`` / ``entity_reached`` hooks (FalkorDB's
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from cypher.terms import literal_key, quote_relation, where_clause
@@ -47,6 +48,7 @@ class CypherDialect(Protocol):
     def entity_reached(self, var: str, param: str) -> tuple[str, list[str]]: ...
 
 _OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_INFINITY = "toFloat('Infinity')"  # no parameter: FalkorDB's inlined parameters are finite numbers
 _TYPE_PARAMS = {
     "sx_number": sorted(NUMERIC_TYPES),
     "sx_time": sorted(TEMPORAL_TYPES),
@@ -64,7 +66,11 @@ def compile_sexpr(tree: Top, dialect: CypherDialect) -> Compiled:
 
 def key_expression(var: str, kind: str | None) -> str:
     """The key of the literal node ``var`` (of ``kind``; None: number or time), else null."""
-    number = f"toFloat({var}.value)"
+    # INF and -INF read by name (Java's parser, Neo4j's, knows only Infinity); NaN has no key
+    number = (
+        f"(CASE {var}.value WHEN 'INF' THEN {_INFINITY} WHEN '-INF' THEN -{_INFINITY} "
+        f"WHEN 'NaN' THEN null ELSE toFloat({var}.value) END)"
+    )
     if kind == "number":
         return number
     v = f"{var}.value"
@@ -186,7 +192,8 @@ class _Builder:
 
     def compare(self, node: Compare) -> str:
         kind = literal_kind(node.value.literal)
-        bound = self.param(keys.key(node.value.literal))
+        key = keys.key(node.value.literal)
+        bound = _INFINITY if key == math.inf else f"-{_INFINITY}" if key == -math.inf else self.param(key)
         self.lines.append(
             f"OPTIONAL MATCH (n:Entity)-[:{quote_relation(node.relation.name)}]->(o:Literal)\n"
             f"WHERE o.datatype IN $sx_{kind} AND {key_expression('o', kind)} {_OPS[node.op]} {bound}"

@@ -34,6 +34,10 @@ _DATE_PATTERNS = {
 # canonical forms: a zero timezone is "Z", a fraction of seconds has no trailing zeros
 _ZERO_ZONE = re.compile(r"[+-]00:00$")
 _FRACTION = re.compile(r"(:\d\d)\.(\d*?)0*(?=$|Z|[+-])")
+#: xsd:double and xsd:float's special values in their canonical lexical forms
+SPECIAL_FLOATS = ("INF", "-INF", "NaN")
+# their lexical forms (case matters; +INF is XSD 1.1's) and canonical forms
+_SPECIAL_FLOATS = {"INF": "INF", "+INF": "INF", "-INF": "-INF", "NaN": "NaN"}
 _LANG = re.compile(r"[a-zA-Z]{1,8}(-[a-zA-Z0-9]{1,8})*")
 
 
@@ -60,8 +64,11 @@ def _canonical_lexical(value: str, datatype: str) -> str:
         text = format(number.normalize(), "f")
         return "0" if text in ("-0", "0") else text
     if local in ("float", "double"):
-        number = float(value.strip())
-        if math.isnan(number) or math.isinf(number):
+        text = value.strip()
+        if text in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[text]
+        number = float(text)
+        if math.isnan(number) or math.isinf(number):  # Python's own spellings: inf, nan, Infinity
             raise ValueError(value)
         if local == "float":  # single precision: the shortest decimal of its nearest float32
             number = float(_shortest_float32(number))
@@ -162,6 +169,20 @@ def term_key(term: Term) -> tuple:
     if isinstance(term, Literal):
         return (1, term.value, term.datatype or "", term.lang or "")
     return (0, term, "", "")
+
+
+def is_special_float(literal: Literal) -> bool:
+    """Whether ``literal`` is an xsd:double or xsd:float INF, -INF or NaN."""
+    return literal.value in SPECIAL_FLOATS and literal.datatype in (XSD + "double", XSD + "float")
+
+
+def double_text(number: float) -> str:
+    """A Python float as xsd:double text (``INF``, ``-INF``, ``NaN`` for the special values)."""
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "INF" if number > 0 else "-INF"
+    return repr(number)
 
 
 def is_literal(term: Term) -> bool:

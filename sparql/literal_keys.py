@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.graph import XSD, Literal
+from engine.graph import SPECIAL_FLOATS, XSD, Literal
 from engine.sexpr import keys
 from engine.sexpr.tree import NUMERIC_TYPES, TEMPORAL_TYPES, literal_kind
 
@@ -19,10 +19,12 @@ Bind = Callable[[Any], str]
 
 class LiteralKeys:
     def kind_test(self, var: str, kind: str | None) -> str:
-        """True when ``var`` is a literal of ``kind`` (None: number or time)."""
+        """True when ``var`` is a literal of ``kind`` (None: number or time) with a key (a NaN
+        has none)."""
         types = {"number": NUMERIC_TYPES, "time": TEMPORAL_TYPES, None: NUMERIC_TYPES | TEMPORAL_TYPES}[kind]
         listed = ", ".join(f"<{t}>" for t in sorted(types))
-        return f"isLiteral({var}) && datatype({var}) IN ({listed})"
+        no_nan = "" if kind == "time" else f' && STR({var}) != "NaN"'
+        return f"isLiteral({var}) && datatype({var}) IN ({listed}){no_nan}"
 
     def key(self, var: str, kind: str | None) -> str:
         """The key of ``var`` (known to be of ``kind``; None: either)."""
@@ -63,15 +65,18 @@ class VirtuosoLiteralKeys(LiteralKeys):
     (numbers, dates) or the lexical form (other literals) of what is met."""
 
     def number_key(self, var: str) -> str:
-        # Virtuoso evaluates both sides of && and fails the query casting a date to a double
-        return f"<{XSD}double>(IF(isNumeric({var}), {var}, 0))"
+        # Virtuoso evaluates both sides of && and fails the query casting a date to a double;
+        # its loader keeps INF, -INF and NaN as typed strings, which are not isNumeric
+        special = ", ".join(f'"{s}"' for s in SPECIAL_FLOATS)
+        return f"<{XSD}double>(IF(isNumeric({var}), {var}, IF(STR({var}) IN ({special}), STR({var}), 0)))"
 
     def same_literal(self, var: str, literal: Literal, bind: Bind) -> str:
         """True when ``var`` is a literal of ``literal``'s datatype and value (a typed one)."""
         kind = literal_kind(literal)
+        key = keys.key(literal)
         same = (
-            f"{self.key(var, kind)} = {bind(float(keys.key(literal)))}"  # type: ignore[arg-type]
-            if kind is not None
-            else f"STR({var}) = {bind(Literal(literal.value))}"
+            f"{self.key(var, kind)} = {bind(float(key))}"
+            if kind is not None and key is not None
+            else f"STR({var}) = {bind(Literal(literal.value))}"  # also a NaN, which equals nothing
         )
         return f"isLiteral({var}) && datatype({var}) = <{literal.datatype}> && {same}"

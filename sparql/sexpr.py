@@ -163,7 +163,10 @@ class SexprCompiler:
     def compare(self, node: Compare, var: str) -> str:
         obj = self.fresh("o")
         kind = literal_kind(node.value.literal)
-        bound = self.bind(float(keys.key(node.value.literal)))  # type: ignore[arg-type]
+        key = keys.key(node.value.literal)
+        if key is None:  # NaN compares with nothing
+            return f"{var} {self.t.relation(node.relation.name)} {obj} . FILTER(false)"
+        bound = self.bind(float(key))
         return (
             f"{var} {self.t.relation(node.relation.name)} {obj} . "
             f"FILTER({self.keys.kind_test(obj, kind)} && {self.keys.key(obj, kind)} {_OPS[node.op]} {bound})"

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from engine.errors import InvalidInputError
-from engine.graph import XSD, XSD_STRING, Literal, Term
+from engine.graph import XSD, XSD_STRING, Literal, Term, double_text
 from engine.identifiers import IRI_PATTERN, validate_iri, validate_relation
 from engine.ops import Compiled
 from sparql.readonly import bind_parameters
@@ -74,7 +74,7 @@ class Terms:
         if isinstance(value, int):
             return self.literal(Literal.make(str(value), XSD + "integer"))
         if isinstance(value, float):
-            return self.literal(Literal.make(repr(value), XSD + "double"))
+            return self.literal(Literal.make(double_text(value), XSD + "double"))
         if isinstance(value, (str, Literal)):
             return self.term(value)
         raise InvalidInputError(

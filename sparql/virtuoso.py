@@ -13,13 +13,17 @@
   ``2.0``), so an edge to a literal anchor is found by value and then its object checked
   for the anchor's datatype and value (:meth:`VirtuosoCompiler.literal_edges`), and an
   S-expression's ``(JOIN r literal)`` checks what it meets (:meth:`literal_join`).
+- Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
+  (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
+  ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
+  ``STRDT``, and its key is read from its text.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
 
-from engine.graph import Literal
+from engine.graph import Literal, is_special_float
 from sparql.compiler import SparqlCompiler
 from sparql.literal_keys import Bind, VirtuosoLiteralKeys
 
@@ -39,6 +43,9 @@ class VirtuosoCompiler(SparqlCompiler):
             return super().literal_edges(subject, rel, literal, obj, bind)
         # the by-value match finds the edge through the object index; for one subject and
         # relation Virtuoso keeps one of several equal values, so ?obj is that one object
+        if is_special_float(literal):  # stored as a typed string, which only STRDT's value meets
+            value = f"STRDT({bind(Literal(literal.value))}, <{literal.datatype}>)"
+            return f"BIND({value} AS {obj}) ?{subject} {rel} {obj} . FILTER({self.keys.same_literal(obj, literal, bind)})"
         by_value = bind(literal)
         exact = self.keys.same_literal(obj, literal, bind)
         return f"?{subject} {rel} {by_value} . ?{subject} {rel} {obj} . FILTER({exact})"

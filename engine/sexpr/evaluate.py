@@ -117,10 +117,15 @@ class Evaluator:
         kind = literal_kind(node.value.literal)
         bound = keys.key(node.value.literal)
         test = _OPS[node.op]
+        if bound is None:  # NaN compares with nothing
+            return set()
         return {
             t.subject
             for t in self.by_relation.get(node.relation.name, ())
-            if isinstance(t.object, Literal) and literal_kind(t.object) == kind and test(keys.key(t.object), bound)
+            if isinstance(t.object, Literal)
+            and literal_kind(t.object) == kind
+            and (k := keys.key(t.object)) is not None
+            and test(k, bound)
         }
 
     def time_constraint(self, node: TimeConstraint) -> set[Term]:

@@ -2,7 +2,8 @@
 
 A literal has a *kind* and a *key* (a float):
 - ``number`` (xsd:integer, int, long, decimal, float, double): the key is the value read as
-  a double;
+  a double (``INF`` and ``-INF`` above and below every other); ``NaN`` has no key, so it
+  satisfies no comparison, not even with itself, and ranks in no ARGMAX / ARGMIN;
 - ``time`` (xsd:gYear, gYearMonth, date, dateTime): the key is
   ``year * 10000 + month * 100 + day + seconds / 100000`` where a coarser value stands for
   its first instant (``1990`` is 1990-01-01T00:00:00, ``1990-05`` is 1990-05-01), seconds are
@@ -44,7 +45,7 @@ def key(literal: Literal) -> float | None:
     """The comparison key of a number or time literal, else None."""
     kind = literal_kind(literal)
     if kind == "number":
-        return float(literal.value)
+        return None if literal.value == "NaN" else float(literal.value)
     if kind == "time":
         return time_key(literal)
     return None

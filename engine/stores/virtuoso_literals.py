@@ -13,6 +13,8 @@ from engine.graph import XSD, Literal
 _FLOATS = {XSD + "float", XSD + "double"}
 _DATES = {XSD + "date", XSD + "dateTime", XSD + "gYear", XSD + "gYearMonth"}
 _YEAR = re.compile(r"^(-?)(\d{1,3})(?=\D|$)")
+# infinities and NaN stored as numbers (by another loader), as bif:sprintf writes them
+_NUMERIC_SPECIALS = {"inf": "INF", "-inf": "-INF", "nan": "NaN", "-nan": "NaN"}
 
 
 def virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact: str | None) -> Literal:
@@ -24,7 +26,7 @@ def virtuoso_literal(value: str, datatype: str | None, lang: str | None, exact: 
     milliseconds (``.250``), xsd:float in single precision.
     """
     if datatype in _FLOATS and exact is not None:
-        value = exact
+        value = _NUMERIC_SPECIALS.get(exact, exact)
     elif datatype in _DATES:
         value = _YEAR.sub(lambda m: m.group(1) + m.group(2).zfill(4), value, count=1)
     return Literal(value, datatype, lang)

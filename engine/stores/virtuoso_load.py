@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -34,6 +35,9 @@ _COUNT_MARK = "KGQA-COUNT:"
 _FILE_MARK = "KGQA-FILE:"
 _INTEGER = XSD + "integer"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SPECIAL_FLOAT_LINE = re.compile(
+    rf'(?P<s><[^>]*>) (?P<p><[^>]*>) "(?P<value>INF|-INF|NaN)"\^\^<(?P<datatype>{re.escape(XSD)}(?:double|float))> \.\n'
+)
 
 
 class VirtuosoLoading:
@@ -41,6 +45,7 @@ class VirtuosoLoading:
 
     uri: str
     graph: str
+    flavour: str
     terms: Terms
     endpoint: str
     timeout: float
@@ -213,10 +218,26 @@ class VirtuosoLoading:
         return output
 
     def _insert_data(self, lines: Iterable[str]) -> None:
-        lines = list(lines)  # every triple checked before any batch is sent
+        plain: list[str] = []  # every triple checked before any batch is sent
+        special: list[re.Match] = []
+        for line in lines:
+            # Virtuoso's bulk loader keeps xsd:double / xsd:float INF, -INF and NaN as typed
+            # strings, its SPARQL parser turns them into numbers: store them the loader's way
+            match = _SPECIAL_FLOAT_LINE.fullmatch(line) if self.flavour == "virtuoso" else None
+            if match:
+                special.append(match)
+            else:
+                plain.append(line)
         opener = self._update_opener()
-        for start in range(0, len(lines), self.batch_size):
-            text = f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(lines[start:start + self.batch_size])}}} }}"
+        updates = [
+            f"INSERT DATA {{ GRAPH <{self.graph}> {{\n{''.join(plain[start:start + self.batch_size])}}} }}"
+            for start in range(0, len(plain), self.batch_size)
+        ] + [
+            f"INSERT {{ GRAPH <{self.graph}> {{ {m['s']} {m['p']} ?o }} }} "
+            f"WHERE {{ BIND(STRDT(\"{m['value']}\", <{m['datatype']}>) AS ?o) }}"
+            for m in special
+        ]
+        for text in updates:
             data = urllib.parse.urlencode({"update": text}).encode()
             request = urllib.request.Request(self.update_endpoint, data=data, method="POST")
             request.add_header("Content-Type", "application/x-www-form-urlencoded")
