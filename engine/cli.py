@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -174,7 +175,9 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
 def _run_load(args: argparse.Namespace) -> None:
     from loaders.load import load_files
 
-    with open_from_args(args) as store:
+    with open_from_args(args, create=True) as store:
+        if getattr(store, "created", False) and getattr(store, "path", None):
+            print(f"kgqa: creating a new store at {os.path.abspath(store.path)}", file=sys.stderr)
         report = load_files(
             store,
             args.files,

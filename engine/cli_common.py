@@ -89,7 +89,9 @@ def run_from_args(args: argparse.Namespace) -> dict:
     return summary
 
 
-def open_from_args(args: argparse.Namespace):
+def open_from_args(args: argparse.Namespace, *, create: bool = False):
+    """The store that ``--store`` names; an embedded one must exist unless ``create`` (only
+    ``kgqa load`` creates one)."""
     options: dict[str, Any] = {}
     if args.store is None or not args.store.startswith(("bolt", "neo4j")):
         options["namespace"] = args.namespace
@@ -99,7 +101,7 @@ def open_from_args(args: argparse.Namespace):
             raise KGQAError(f"--store-option {item!r}: write KEY=VALUE, e.g. staging_dir=/srv/stage")
         options[key] = int(value) if value.isdigit() else value
     try:
-        return open_store(args.store, **options)
+        return open_store(args.store, create=create, **options)
     except TypeError as e:  # an option the store does not take
         raise KGQAError(f"--store-option: {e}") from e
 

@@ -18,8 +18,9 @@ from engine.store import Store
 DEFAULT_STORE = os.path.join("kgqa-data", "store")
 
 
-def open_store(uri: str | None = None, **options: Any) -> Store:
+def open_store(uri: str | None = None, *, create: bool = True, **options: Any) -> Store:
     """Open the store named by ``uri`` (default: an embedded Oxigraph store in ``kgqa-data/store``).
+    ``create=False``: an embedded store must exist already (see :class:`OxigraphStore`).
 
     Options are passed to the store's constructor (``namespace=`` for RDF stores, ``user=``,
     ``password=``, ``database=`` for Bolt, ``timeout=`` for remote stores).
@@ -44,4 +45,4 @@ def open_store(uri: str | None = None, **options: Any) -> Store:
         raise InvalidInputError(
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
         )
-    return OxigraphStore(path, **options)
+    return OxigraphStore(path, create=create, **options)

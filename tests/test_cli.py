@@ -150,3 +150,33 @@ def test_limits_can_be_lifted_on_the_command_line(demo_store, capsys):
     assert code == 0 and json.loads(out)["truncated"] is True and len(json.loads(out)["edges"]) == 1
     with pytest.raises(SystemExit):
         main(["query", "expand", "m.0kq01", "--limit", "lots", "--store", demo_store])
+
+
+def test_reading_commands_open_only_an_existing_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KGQA_STORE", raising=False)
+    missing = tmp_path / "kgqa-data" / "mispelled"
+    for argv in (["stats", "--store", str(missing)], ["query", "names", "m.1", "--store", str(missing)],
+                 ["query", "search", "x"], ["sexpr", "(JOIN r [a])", "--store", "oxigraph:" + str(missing)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "", argv
+        looked = missing if "--store" in argv else tmp_path / "kgqa-data" / "store"  # the default, from here
+        assert f"no store at {looked}: that path does not exist" in err, (argv, err)
+        assert "kgqa load" in err
+    assert not (tmp_path / "kgqa-data").exists()  # nothing was created
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "stats", "--store", str(tmp_path / "empty"))
+    assert code == 2 and "is not an Oxigraph store" in err
+
+
+def test_load_creates_a_store_and_says_so(tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    store = tmp_path / "new"
+    code, out, err = run(capsys, "load", str(kb), "--format", "metaqa", "--store", str(store), "--no-progress", "--json")
+    assert code == 0 and f"creating a new store at {store}" in err
+    assert json.loads(out)["loaded"] == 1
+    code, out, err = run(capsys, "load", str(kb), "--format", "metaqa", "--store", str(store), "--no-progress")
+    assert code == 0 and "creating" not in err
+    code, out, _ = run(capsys, "stats", "--store", str(store), "--json")
+    assert json.loads(out)["triples"] == 1

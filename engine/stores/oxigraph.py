@@ -16,13 +16,29 @@ from sparql.compiler import SparqlCompiler
 from sparql.readonly import prepare_query
 
 
-class OxigraphStore(SparqlStore):
-    """Oxigraph, embedded: ``OxigraphStore(path)`` on disk, ``OxigraphStore(None)`` in memory."""
+def is_oxigraph_store(path: str) -> bool:
+    """Whether ``path`` holds an Oxigraph (RocksDB) database."""
+    return os.path.isfile(os.path.join(path, "CURRENT"))
 
-    def __init__(self, path: str | None, namespace: str = FREEBASE_NS) -> None:
+
+class OxigraphStore(SparqlStore):
+    """Oxigraph, embedded: ``OxigraphStore(path)`` on disk, ``OxigraphStore(None)`` in memory.
+
+    ``create=False`` opens only a store that exists (reading a misspelled path must not answer
+    from a new, empty store); ``created`` says whether this call made a new one.
+    """
+
+    def __init__(self, path: str | None, namespace: str = FREEBASE_NS, *, create: bool = True) -> None:
         super().__init__(SparqlCompiler(namespace))
         self.path = path
         self.uri = f"oxigraph:{path}" if path else "memory:"
+        self.created = path is None or not is_oxigraph_store(path)
+        if path is not None and self.created and not create:
+            what = "is not an Oxigraph store" if os.path.exists(path) else "does not exist"
+            raise StoreUnavailableError(
+                f"no store at {os.path.abspath(path)}: that path {what}. Give the store's path (--store PATH, "
+                f"or $KGQA_STORE), or load data into a new one: kgqa load FILE --store {path}"
+            )
         try:
             if path is None:
                 self.db = ox.Store()
