@@ -256,12 +256,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    for arg in argv:  # Python hands undecodable bytes over as lone surrogates
+        if not _is_text(arg):
+            print(f"kgqa: error: the argument {arg!a} is not valid UTF-8 text: give it in UTF-8", file=sys.stderr)
+            return 2
     parser = build_parser()
     args = parser.parse_args(["bench"] if argv[:1] == ["bench"] else argv)
     try:
         if argv[:1] == ["bench"]:
             return _run_bench(args, argv[1:]) or 0
         args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        # the reader stopped reading (`kgqa stats | head`): stop quietly, with nothing left to flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KGQAError as e:
         print(f"kgqa: error: {e}", file=sys.stderr)
         return 2
@@ -269,6 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("kgqa: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _is_text(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

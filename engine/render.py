@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 from engine.graph import Literal, Path, Term
 from engine.results import (
+    ExecuteResult,
     ExpandResult,
     PathsResult,
     QueryResult,
@@ -23,6 +24,15 @@ def term_text(term: Term, names: Mapping[str, str | None] | None = None) -> str:
     if names and names.get(term):
         return str(names[term])
     return term
+
+
+def _answer(term: Term, names: Mapping[str, str | None] | None) -> str:
+    """An answer as a row: an entity's id (and name when known); a literal's value and type."""
+    if isinstance(term, Literal):
+        kind = term.datatype.rsplit("#", 1)[-1] if term.datatype else (f"@{term.lang}" if term.lang else "string")
+        return f"{term.value}\t{kind}"
+    name = names.get(term) if names else None
+    return f"{term}\t{name}" if name and name != term else term
 
 
 def render_path(path: Path, names: Mapping[str, str | None] | None = None) -> str:
@@ -52,6 +62,8 @@ def render(result: object, names: Mapping[str, str | None] | None = None) -> str
         lines = [f"{term_text(t.subject, names)}\t{t.relation}\t{term_text(t.object, names)}" for t in result.edges]
     elif isinstance(result, SearchResult):
         lines = [f"{h.id}\t{h.name}" for h in result.hits]
+    elif isinstance(result, ExecuteResult):
+        lines = [f"count\t{result.count}"] if result.count is not None else [_answer(a, names) for a in result.answers]
     elif isinstance(result, QueryResult):
         lines = ["\t".join(result.columns)] + ["\t".join(str(v) for v in row) for row in result.rows]
     elif isinstance(result, StoreStats):

@@ -120,6 +120,13 @@ def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     assert "not a literal" in capsys.readouterr().err
     assert main(["arg", "retrieve", "q", "--store", path]) == 2
     assert "--entity" in capsys.readouterr().err
+    # the text output is a table, not a Python repr
+    assert main(argv[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "Retrieval(" not in text and "KeptPath(" not in text
+    lines = text.splitlines()
+    assert lines[0] == "question\tfilms released in 1951" and "score\tanchor\tpath" in lines
+    assert any(line.split("\t")[1:2] == ["1951"] for line in lines)
 
 
 def test_trained_scorer_round_trip(tmp_path, bi):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -180,3 +182,32 @@ def test_load_creates_a_store_and_says_so(tmp_path, capsys):
     assert code == 0 and "creating" not in err
     code, out, _ = run(capsys, "stats", "--store", str(store), "--json")
     assert json.loads(out)["triples"] == 1
+
+
+def test_sexpr_prints_a_table(demo_store, capsys):
+    code, out, _ = run(capsys, "sexpr", "(JOIN (R film.film.directed_by) m.0kq01)", "--store", demo_store)
+    assert code == 0 and out.splitlines() == ["m.0kq10\tRidley Scott"]
+    code, out, _ = run(capsys, "sexpr", "(COUNT (JOIN film.film.directed_by m.0kq10))", "--store", demo_store)
+    assert code == 0 and out.strip() == "count\t2"
+    code, out, _ = run(capsys, "sexpr", "(JOIN (R film.film.initial_release_date) m.0kq01)", "--store", demo_store)
+    assert code == 0 and "ExecuteResult" not in out and out.count("\t") == 1
+
+
+def test_arguments_that_are_not_utf8_get_the_engines_error(demo_store, capsys):
+    for bad in ("m.\udcff", "\ud800"):  # an undecodable byte as Python passes it; a lone surrogate
+        code, out, err = run(capsys, "query", "names", bad, "--store", demo_store)
+        assert code == 2 and out == ""
+        assert err.startswith("kgqa: error: the argument") and "not valid UTF-8" in err and "Traceback" not in err
+
+
+def test_a_closed_pipe_ends_quietly(demo_store):
+    # the reader is gone before anything is written (as `kgqa stats | head` once head has its lines)
+    read, write = os.pipe()
+    os.close(read)
+    process = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "stats", "--store", demo_store],
+        stdout=write, stderr=subprocess.PIPE, check=False, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
+    )
+    os.close(write)
+    assert process.returncode == 0 and process.stderr == b""

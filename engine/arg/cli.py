@@ -17,6 +17,7 @@ from engine.cli_common import (
     run_questions,
 )
 from engine.models.cli import add_sft_arguments, run_training
+from engine.render import term_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +134,9 @@ def _sexpr(args: argparse.Namespace) -> None:
             op = Execute(tree, timeout=args.timeout)
             emit_explained(args, [(op, store.explain(op))])
             return
-        emit(args, store.execute(tree, timeout=args.timeout))
+        result = store.execute(tree, timeout=args.timeout)
+        ids = [a for a in result.answers if isinstance(a, str)]
+        emit(args, result, None if args.json or not ids else store.names(ids))
 
 
 def _models(args: argparse.Namespace):
@@ -150,7 +153,23 @@ def _retrieve(args: argparse.Namespace) -> None:
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
     with open_from_args(args) as store:
-        emit(args, retrieve(store, args.question, anchors, bi, scorer, args.k, schema))
+        result = retrieve(store, args.question, anchors, bi, scorer, args.k, schema)
+    if args.json:
+        emit(args, result)
+    else:
+        print(render_retrieval(result))
+
+
+def render_retrieval(result: Any) -> str:
+    """A :class:`engine.arg.retrieval.Retrieval` as text: the kept paths, then the references."""
+    lines = [f"question\t{result.question}", "", "score\tanchor\tpath"]
+    for p in result.paths:
+        hops = " ".join(f"{'→' if d == 'out' else '←'} {r}" for r, d in p.hops)
+        lines.append(f"{p.score:.3f}\t{term_text(p.anchor)}\t{hops}")
+    lines += ["", "score\treference (names)\tS-expression"]
+    lines += [f"{r.score:.3f}\t{r.text}\t{r.sexpr}" for r in result.references]
+    lines += ["", f"store {result.store_seconds:.2f} s in {result.store_calls} calls, model {result.model_seconds:.2f} s"]
+    return "\n".join(lines)
 
 
 def _gold_items(store: Any, questions: list) -> list:
