@@ -134,7 +134,41 @@ def _run_operation(args: argparse.Namespace) -> None:
                 _call_operation(store, args)
             emit_explained(args, calls)
         else:
-            emit(args, _call_operation(store, args))
+            result = _call_operation(store, args)
+            emit(args, result)
+            for note in _why_empty(store, args, result):
+                print(f"kgqa: note: {note}", file=sys.stderr)
+
+
+def _why_empty(store: Any, args: argparse.Namespace, result: Any) -> list[str]:
+    """For an answer with nothing in it: the ids named that are not in the store and the
+    relations that the nodes reached do not have, with the nearest ones (engine.suggest)."""
+    from engine.suggest import missing_ids, missing_relations, nearest_entities
+
+    name = args.operation
+    if name == "query":
+        return []
+    if name in ("names", "types"):
+        empty = [i for i, v in result.items() if not v]
+        return missing_ids(store, empty) if empty else []
+    rows = next((getattr(result, f) for f in ("rows", "edges", "paths", "hits") if hasattr(result, f)), None)
+    if rows or rows is None:
+        return []
+    if name == "search":
+        near = nearest_entities(store, args.text)
+        return [f"nothing is named {args.text!r}" + (f"; nearest: {', '.join(near)}" if near else "")]
+    ids = [*getattr(args, "ids", ()), *getattr(args, "seeds", ()), *getattr(args, "sources", ()), *getattr(args, "targets", ())]
+    notes = missing_ids(store, ids)
+    present = [i for i in ids if not any(note.startswith(repr(i)) for note in notes)]
+    direction = getattr(args, "direction", "both")
+    if name == "follow_paths":
+        notes += missing_relations(store, present, [r.strip() for r in args.path.split(",") if r.strip()], direction)
+    elif name == "two_hop_relations":
+        notes += missing_relations(store, present, [args.r1], direction)
+    elif name in ("expand", "subgraph"):
+        for relation in args.relations or []:
+            notes += missing_relations(store, present, [relation], direction)
+    return notes
 
 
 def _call_operation(store: Any, args: argparse.Namespace) -> Any:

@@ -1,0 +1,62 @@
+"""A misspelled relation or entity is named as not in the store, with the nearest ones,
+instead of a bare empty answer — on every store, and from the command line."""
+from __future__ import annotations
+
+import pytest
+
+from engine.cli import main
+from engine.graph import NAME_RELATION, Literal, Triple
+from engine.suggest import missing_ids, missing_relations, nearest_entities
+
+GRAPH = [
+    Triple("Joel Zwick", "directed_by_reverse", "My Big Fat Greek Wedding"),
+    Triple("My Big Fat Greek Wedding", "directed_by", "Joel Zwick"),
+    Triple("My Big Fat Greek Wedding", "in_language", "Greek"),
+    Triple("Joel Oliansky", "directed_by_reverse", "The Competition"),
+    Triple("m.0kq01", NAME_RELATION, Literal.make("Blade Runner", lang="en")),
+    Triple("m.0kq01", "film.film.directed_by", "m.0kq10"),
+]
+
+
+@pytest.fixture
+def store(make_store, store_kind):
+    return make_store(store_kind, GRAPH)
+
+
+def test_ids_not_in_the_store_are_named_with_the_nearest(store):
+    assert missing_ids(store, ["Joel Zwick", "m.0kq01"]) == []
+    (line,) = missing_ids(store, ["Joel Zwik"])
+    assert line.startswith("'Joel Zwik' is not in the store; nearest: Joel Zwick")
+    assert nearest_entities(store, "Blade Runer") == ["m.0kq01 (Blade Runner)"]
+
+
+def test_relations_the_reached_nodes_lack_are_named_with_the_nearest(store):
+    wedding = "My Big Fat Greek Wedding"
+    assert missing_relations(store, [wedding], ["directed_by"]) == []
+    assert missing_relations(store, [wedding], ["directd_by"]) == [
+        "no edge of the seeds has the relation 'directd_by'; nearest: directed_by, directed_by_reverse"
+    ]
+    # the second hop is checked at the nodes the first one reaches
+    assert missing_relations(store, [wedding], ["directed_by", "in_languag"]) == [
+        (
+            "no edge of the nodes reached through directed_by has the relation 'in_languag'; "
+            "they have directed_by, directed_by_reverse"
+        )
+    ]
+    assert missing_relations(store, ["m.0kq01"], ["film.film.directd_by"])[0].endswith("nearest: film.film.directed_by")
+
+
+def test_the_command_line_says_why_an_answer_is_empty(tmp_path, capsys):
+    from engine.stores.oxigraph import OxigraphStore
+
+    path = str(tmp_path / "store")
+    with OxigraphStore(path) as store:
+        store.add_triples(GRAPH)
+    assert main(["query", "follow_paths", "My Big Fat Greek Wedding", "--path", "directd_by", "--store", path]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "(nothing)"
+    assert "kgqa: note: no edge of the seeds has the relation 'directd_by'; nearest: directed_by" in err
+    assert main(["query", "relations", "Joel Zwik", "--store", path]) == 0
+    assert "'Joel Zwik' is not in the store; nearest: Joel Zwick" in capsys.readouterr().err
+    assert main(["query", "follow_paths", "Joel Zwick", "--path", "directed_by_reverse", "--store", path]) == 0
+    assert capsys.readouterr().err == ""  # an answer: nothing to explain
