@@ -103,7 +103,16 @@ class LanguageModel(ABC):
 
     def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """The total log-probability of each continuation (option scoring)."""
-        return [sum(t.logprob for t in self.token_logprobs(prompt, c)) for c in continuations]
+        return [sum(lps) for lps in self.score_batch(prompt, continuations)]
+
+    def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        """The log-probability of each token of each continuation as the answer to ``prompt``
+        (and of the end-of-sequence token after it with ``eos``: the probability of the
+        continuation as the whole answer). Local models score all continuations in batched
+        passes over the prompt, computed once."""
+        if eos:
+            raise UnsupportedOperationError(f"{self.name} cannot score the end of a continuation")
+        return [[t.logprob for t in self.token_logprobs(prompt, c)] for c in continuations]
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` on its own (no special tokens added), for building token tries."""
@@ -257,6 +266,58 @@ class TransformersLM(LanguageModel):
             logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
         logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
         return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
+
+    #: continuations per batched forward pass in :meth:`score_batch`
+    score_chunk = 64
+
+    def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        import copy
+
+        import torch
+
+        context = self.prompt_ids(prompt)
+        targets = [self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
+        if not targets:
+            return []
+        # the prompt and the tokens every continuation starts with run once; the rest of each
+        # continuation runs in batches over a copy of that prefix's key/value cache
+        shared = _common_prefix(targets)
+        prefix = context + targets[0][:shared]
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
+            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+            head = [float(logp[len(context) - 1 + j, t]) for j, t in enumerate(targets[0][:shared])]
+            after = logp[-1]  # the distribution of the first token past the prefix
+            scores = [list(head) for _ in targets]
+            rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
+            for start in range(0, len(rest), self.score_chunk):
+                chunk = rest[start:start + self.score_chunk]
+                width = max(len(r) for _, r in chunk)
+                ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), len(prefix) + width), dtype=torch.long)
+                mask[:, : len(prefix)] = 1
+                for row, (_, r) in enumerate(chunk):
+                    ids[row, : len(r)] = torch.tensor(r)
+                    mask[row, len(prefix) : len(prefix) + len(r)] = 1  # right padding: real tokens keep their positions
+                cache = copy.deepcopy(out.past_key_values)
+                cache.batch_repeat_interleave(len(chunk))
+                logits = self.model(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=cache
+                ).logits.float()
+                step = torch.log_softmax(logits, dim=-1)
+                for row, (i, r) in enumerate(chunk):
+                    scores[i].append(float(after[r[0]]))
+                    scores[i].extend(float(step[row, j - 1, r[j]]) for j in range(1, len(r)))
+        return scores
+
+
+def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """The length of the longest prefix every sequence starts with."""
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for j in range(n):
+        if any(s[j] != first[j] for s in sequences):
+            return j
+    return n
 
 
 # ----------------------------------------------------------------------------- chat endpoints
