@@ -49,6 +49,10 @@ TEMPLATES = {
 #: constrained decoding: given the token ids generated so far (prompt excluded), the ids allowed next
 AllowedTokens = Callable[[Sequence[int]], Sequence[int]]
 
+#: early stop: given the text generated so far, whether it is complete (e.g. holds a closed
+#: ``</PATH>`` or a balanced S-expression); a sequence for which it holds is ended there
+StopWhen = Callable[[str], bool]
+
 # HTTP statuses worth retrying: rate limits, overload, gateway hiccups
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -82,8 +86,10 @@ class LanguageModel(ABC):
         max_new_tokens: int = 256,
         logprobs: bool = False,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> Generation:
-        """Greedy decoding (temperature 0)."""
+        """Greedy decoding (temperature 0); ``stop`` ends it early where the model can be
+        stopped token by token (local models; endpoints return their whole text)."""
 
     @abstractmethod
     def beam_search(
@@ -94,8 +100,10 @@ class LanguageModel(ABC):
         num_return: int | None = None,
         max_new_tokens: int = 100,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> list[Generation]:
-        """The ``num_return`` (default ``num_beams``) best sequences, best first."""
+        """The ``num_return`` (default ``num_beams``) best sequences, best first; a beam for
+        which ``stop`` holds is finished."""
 
     def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
         """The log-probability of each token of ``continuation`` as the answer to ``prompt``."""
@@ -191,8 +199,11 @@ class TransformersLM(LanguageModel):
         return self.tokenizer.decode([i for i in ids if i not in drop], skip_special_tokens=False).strip()
 
     # -- decoding
-    def _run(self, prompt: str, allowed_tokens: AllowedTokens | None, **options: Any) -> tuple[Any, int]:
+    def _run(
+        self, prompt: str, allowed_tokens: AllowedTokens | None, stop: StopWhen | None, **options: Any
+    ) -> tuple[Any, int]:
         import torch
+        from transformers import StoppingCriteriaList
 
         ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
         start = ids.shape[1]
@@ -202,12 +213,14 @@ class TransformersLM(LanguageModel):
             def allowed(_batch: int, sequence: Any) -> list[int]:
                 return list(allowed_tokens(sequence[start:].tolist()))
 
+        criteria = StoppingCriteriaList([_TextStop(self, start, stop)]) if stop is not None else None
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
                 do_sample=False,
                 prefix_allowed_tokens_fn=allowed,
+                stopping_criteria=criteria,
                 return_dict_in_generate=True,
                 output_scores=True,
                 pad_token_id=self._pad,
@@ -223,8 +236,9 @@ class TransformersLM(LanguageModel):
         max_new_tokens: int = 256,
         logprobs: bool = False,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> Generation:
-        out, start = self._run(prompt, allowed_tokens, max_new_tokens=max_new_tokens, num_beams=1)
+        out, start = self._run(prompt, allowed_tokens, stop, max_new_tokens=max_new_tokens, num_beams=1)
         new = out.sequences[0, start:].tolist()
         steps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0].tolist()
         pairs = list(zip(new, steps))
@@ -239,6 +253,7 @@ class TransformersLM(LanguageModel):
         num_return: int | None = None,
         max_new_tokens: int = 100,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> list[Generation]:
         num_return = num_return or num_beams
         if num_return > num_beams:
@@ -246,6 +261,7 @@ class TransformersLM(LanguageModel):
         out, start = self._run(
             prompt,
             allowed_tokens,
+            stop,
             max_new_tokens=max_new_tokens,
             num_beams=num_beams,
             num_return_sequences=num_return,
@@ -318,6 +334,21 @@ def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
         if any(s[j] != first[j] for s in sequences):
             return j
     return n
+
+
+class _TextStop:
+    """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
+    is done once ``stop`` holds for the text generated after ``start``, decoded as
+    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
+
+    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
+        self.lm, self.start, self.stop = lm, start, stop
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 # ----------------------------------------------------------------------------- chat endpoints
@@ -413,6 +444,7 @@ class OpenAIChatLM(LanguageModel):
         max_new_tokens: int = 256,
         logprobs: bool = False,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> Generation:
         if allowed_tokens is not None:
             raise UnsupportedOperationError(f"{self.name}: chat endpoints cannot constrain decoding token by token")
@@ -426,6 +458,7 @@ class OpenAIChatLM(LanguageModel):
         num_return: int | None = None,
         max_new_tokens: int = 100,
         allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
     ) -> list[Generation]:
         if allowed_tokens is not None:
             raise UnsupportedOperationError(f"{self.name}: chat endpoints cannot constrain decoding token by token")
@@ -458,7 +491,15 @@ def load_lm(name_or_path: str | None = None, device: str | None = None, template
         model, _, url = name_or_path[len(OPENAI_PREFIX):].partition("@")
         base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
         return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"))
+    return TransformersLM.load(local_source(name_or_path), device, template)
+
+
+def local_source(name_or_path: str | None) -> str:
+    """What :meth:`TransformersLM.load` reads for a ``--model`` name: the offline default's
+    GGUF file (hub access switched off) for None or its name, else the name itself."""
+    if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
+        raise InvalidInputError(f"{name_or_path!r} is a chat endpoint, not a local model: name a directory, .gguf file or HF id")
     if name_or_path in (None, DEFAULT_LM):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        return TransformersLM.load(default_lm_path(), device, template)
-    return TransformersLM.load(name_or_path, device, template)
+        return default_lm_path()
+    return name_or_path

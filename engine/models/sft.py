@@ -1,0 +1,404 @@
+"""Supervised fine-tuning of a causal LM on prompt → target pairs (RoG's planner and reasoner,
+ARG's generator, LDR's scorer): one short PyTorch loop over transformers models.
+
+- Input: JSONL lines ``{"prompt": …, "target": …}`` (:func:`read_samples`), or samples built in
+  Python. Each is encoded as the model sees it at inference: the prompt through
+  :meth:`TransformersLM.prompt_ids` (the same chat template), then the target's tokens and eos.
+  The loss covers the target tokens only: prompt positions are labelled -100.
+- Any model :func:`engine.models.lm.load_lm` loads locally: an HF id, a directory, a ``.gguf``
+  file (de-quantised to float32), the offline default. The result is saved with
+  ``save_pretrained`` (LoRA adapters merged first), so ``load_lm(out_dir)`` and every ``--model``
+  option read it.
+- Batches are cut from length-sorted samples (little padding, which matters on a CPU) and
+  visited in a seeded random order; AdamW with a ``transformers.get_scheduler`` schedule and
+  warm-up, gradient accumulation and clipping; on a GPU the forward pass runs in bf16 where
+  supported.
+- A held-out fraction gives a validation loss per epoch; the best epoch's weights are what is
+  saved, and ``patience`` epochs without a better one end training. Every epoch ends with a
+  checkpoint (``out_dir/checkpoint``: trainable weights, optimiser, scheduler, state) that
+  ``resume`` continues from, with the same batch order an uninterrupted run would have.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError, ParseError
+from engine.models.device import pick_device
+
+IGNORE = -100  # the label cross-entropy skips
+SUMMARY_FILE = "sft-summary.json"
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass(frozen=True)
+class Sample:
+    prompt: str
+    target: str
+
+
+@dataclass(frozen=True)
+class SftConfig:
+    epochs: int = 1
+    lr: float = 1e-4
+    schedule: str = "linear"  # any transformers.get_scheduler name: linear, cosine, constant_with_warmup, …
+    warmup: float = 0.03  # share of the optimiser steps spent warming up
+    batch_size: int = 8
+    grad_accum: int = 1
+    max_length: int = 512  # prompt + target tokens; longer targets are cut, longer prompts skipped
+    seed: int = 0
+    val_fraction: float = 0.0
+    patience: int | None = None  # epochs without a better validation loss before stopping
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    device: str | None = None
+    template: str | None = None  # prompt template, as TransformersLM's (default: the tokenizer's chat template)
+
+    def __post_init__(self) -> None:
+        problems = [
+            (self.epochs < 1, "epochs must be at least 1"),
+            (self.lr < 0, "lr must not be negative"),
+            (not 0 <= self.warmup < 1, "warmup is a share of the steps, in [0, 1)"),
+            (self.batch_size < 1 or self.grad_accum < 1, "batch size and gradient accumulation must be at least 1"),
+            (self.max_length < 2, "max length must be at least 2 tokens"),
+            (not 0 <= self.val_fraction < 1, "the validation fraction must be in [0, 1)"),
+            (self.patience is not None and self.patience < 1, "patience must be at least 1 epoch"),
+            (self.patience is not None and self.val_fraction == 0, "early stopping (patience) needs a validation fraction > 0"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise InvalidInputError(f"fine-tuning settings: {message}")
+
+
+@dataclass
+class SftSummary:
+    base: str
+    out: str
+    device: str
+    examples: int  # training samples
+    val_examples: int
+    skipped: int  # samples whose prompt alone fills max_length
+    tokens: int  # training tokens per epoch (prompt + target)
+    target_tokens: int  # of which carry loss
+    epochs: int = 0  # epochs run, resumed ones included
+    best_epoch: int = 0
+    train_loss: list[float] = field(default_factory=list)  # mean target-token loss per epoch
+    val_loss: list[float] = field(default_factory=list)
+    epoch_seconds: list[float] = field(default_factory=list)
+    seconds: float = 0.0  # this run's wall time (setup and saving included)
+    stopped: str = ""  # "patience" when early stopping ended training
+    lora: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- data
+def read_samples(path: str | Path) -> list[Sample]:
+    """The samples of a JSONL file of ``{"prompt": str, "target": str}`` objects."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"training data {str(path)!r} is not a file: give a JSONL file of {{prompt, target}} lines")
+    samples = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ParseError(f"not JSON ({e.msg})", source=str(path), line=n) from e
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not isinstance(row.get("target"), str):
+                raise ParseError('each line must be an object with string "prompt" and "target"', source=str(path), line=n)
+            samples.append(Sample(row["prompt"], row["target"]))
+    if not samples:
+        raise InvalidInputError(f"training data {str(path)!r} holds no samples: write one {{prompt, target}} object per line")
+    return samples
+
+
+def write_samples(samples: Iterable[Sample], path: str | Path) -> int:
+    """Write samples as the JSONL :func:`read_samples` reads; returns how many."""
+    count = 0
+    with Path(path).open("w", encoding="utf-8") as f:
+        for s in samples:
+            f.write(json.dumps({"prompt": s.prompt, "target": s.target}, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class Encoded:
+    ids: list[int]
+    labels: list[int]  # IGNORE at prompt positions
+
+
+def encode(lm: Any, sample: Sample, max_length: int) -> Encoded | None:
+    """``sample`` as the model reads it (prompt template applied, target + eos), cut to
+    ``max_length``; None when the prompt alone leaves no room for a target token."""
+    prompt = lm.prompt_ids(sample.prompt)
+    if len(prompt) >= max_length:
+        return None
+    target = lm.encode(sample.target) + [lm.eos_token_id]
+    ids = (prompt + target)[:max_length]
+    return Encoded(ids, ([IGNORE] * len(prompt) + target)[:max_length])
+
+
+def length_batches(items: Sequence[Encoded], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Indexes of ``items`` in batches of similar length, the batches in a random order."""
+    order = sorted(range(len(items)), key=lambda i: (len(items[i].ids), i))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(items: Sequence[Encoded], pad_id: int, device: str) -> tuple[Any, Any, Any]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` tensors."""
+    import torch
+
+    width = max(len(e.ids) for e in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    labels = torch.full((len(items), width), IGNORE, dtype=torch.long)
+    for row, e in enumerate(items):
+        ids[row, : len(e.ids)] = torch.tensor(e.ids)
+        mask[row, : len(e.ids)] = 1
+        labels[row, : len(e.labels)] = torch.tensor(e.labels)
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def target_loss(logits: Any, labels: Any) -> tuple[Any, int]:
+    """The summed next-token cross-entropy over labelled positions, and their count."""
+    import torch
+
+    shifted = labels[:, 1:]
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), shifted.reshape(-1), ignore_index=IGNORE, reduction="sum"
+    )
+    return loss, int((shifted != IGNORE).sum())
+
+
+# ----------------------------------------------------------------------------- training
+def _fingerprint(samples: Sequence[Sample]) -> str:
+    digest = hashlib.sha256()
+    for s in samples:
+        digest.update(s.prompt.encode() + b"\0" + s.target.encode() + b"\1")
+    return digest.hexdigest()[:16]
+
+
+def _trainable_state(model: Any) -> dict[str, Any]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters() if v.requires_grad}
+
+
+def _checkpoint_dir(resume: str | Path) -> Path:
+    path = Path(resume)
+    if (path / CHECKPOINT_DIR / "state.json").is_file():
+        path = path / CHECKPOINT_DIR
+    if not (path / "state.json").is_file():
+        raise InvalidInputError(f"{str(resume)!r} holds no fine-tuning checkpoint (state.json): give the --out of an earlier run or its checkpoint/ folder")
+    return path
+
+
+def load_trainable(base: str | None, config: SftConfig) -> Any:
+    """The base model as a :class:`TransformersLM` ready to train (float32 weights for full
+    fine-tuning; LoRA adapters on every linear layer with ``config.lora``)."""
+    from engine.models.lm import TransformersLM, local_source
+
+    device = pick_device(config.device)
+    lm = TransformersLM.load(local_source(base), device, config.template)
+    if config.lora:
+        from peft import LoraConfig, get_peft_model
+
+        peft_config = LoraConfig(
+            r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+            target_modules="all-linear", task_type="CAUSAL_LM",
+        )
+        lm.model = get_peft_model(lm.model, peft_config)
+    else:
+        lm.model.float()
+    lm.model.train()
+    return lm
+
+
+def _mean_loss(lm: Any, items: Sequence[Encoded], batch_size: int, autocast: Any) -> float:
+    import torch
+
+    lm.model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(items), batch_size):
+            ids, mask, labels = collate(items[start:start + batch_size], lm._pad, lm.device)
+            with autocast():
+                logits = lm.model(input_ids=ids, attention_mask=mask).logits
+            loss, n = target_loss(logits, labels)
+            total, count = total + float(loss), count + n
+    lm.model.train()
+    return total / max(count, 1)
+
+
+def train(
+    samples: Sequence[Sample],
+    base: str | None,
+    out_dir: str | Path,
+    config: SftConfig = SftConfig(),
+    *,
+    resume: str | Path | None = None,
+    progress: bool = True,
+) -> SftSummary:
+    """Fine-tune ``base`` (a ``load_lm`` name; None = the offline default) on ``samples`` and
+    save the best epoch's model to ``out_dir``. ``resume`` (an earlier ``out_dir`` or its
+    checkpoint) goes on from its last finished epoch up to ``config.epochs``; the samples, base
+    and settings must be the ones it was started with (the epoch count may grow)."""
+    import contextlib
+
+    import torch
+    from tqdm import tqdm
+    from transformers import get_scheduler
+
+    started = time.perf_counter()
+    if not samples:
+        raise InvalidInputError("no training samples")
+    out = Path(out_dir)
+    state: dict[str, Any] | None = None
+    if resume is not None:
+        checkpoint = _checkpoint_dir(resume)
+        state = json.loads((checkpoint / "state.json").read_text())
+        base = state["base"] if base is None else base
+        mismatch = {k for k, v in asdict(config).items() if k not in ("epochs", "device") and state["config"].get(k) != v}
+        if state["base"] != base or state["fingerprint"] != _fingerprint(samples) or mismatch:
+            raise InvalidInputError(
+                f"cannot resume from {checkpoint}: it was trained on other samples, base or settings"
+                + (f" ({', '.join(sorted(mismatch))} differ)" if mismatch else "")
+            )
+    lm = load_trainable(base, config)
+    device = lm.device
+    bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+
+    # encode, hold out a seeded validation share
+    encoded = [encode(lm, s, config.max_length) for s in samples]
+    kept = [e for e in encoded if e is not None]
+    if not kept:
+        raise InvalidInputError(f"every sample's prompt fills max_length {config.max_length}: raise --max-length")
+    order = list(range(len(kept)))
+    random.Random(config.seed).shuffle(order)
+    n_val = round(len(kept) * config.val_fraction)
+    val = [kept[i] for i in sorted(order[:n_val])]
+    train_items = [kept[i] for i in sorted(order[n_val:])]
+    if not train_items:
+        raise InvalidInputError("the validation fraction leaves no training samples")
+
+    summary = SftSummary(
+        base=str(base or "SmolLM2-135M-Instruct"), out=str(out), device=device + (" (bf16)" if bf16 else ""),
+        examples=len(train_items), val_examples=len(val), skipped=len(encoded) - len(kept),
+        tokens=sum(len(e.ids) for e in train_items),
+        target_tokens=sum(sum(label != IGNORE for label in e.labels) for e in train_items),
+        lora=config.lora, config=asdict(config),
+    )
+    steps_per_epoch = math.ceil(math.ceil(len(train_items) / config.batch_size) / config.grad_accum)
+    total_steps = steps_per_epoch * config.epochs
+    parameters = [p for p in lm.model.parameters() if p.requires_grad]
+    optimiser = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = get_scheduler(
+        config.schedule, optimiser, num_warmup_steps=round(config.warmup * total_steps), num_training_steps=total_steps
+    )
+    best_loss, stale, best_state = math.inf, 0, None
+    first_epoch = 1
+    if state is not None:
+        lm.model.load_state_dict(torch.load(checkpoint / "trainable.pt", map_location=device), strict=False)
+        optimiser.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=device))
+        scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt"))
+        for key in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds"):
+            setattr(summary, key, state["summary"][key])
+        best_loss, stale, first_epoch = state["best_loss"], state["stale"], state["summary"]["epochs"] + 1
+        if (checkpoint / "best.pt").is_file():
+            best_state = torch.load(checkpoint / "best.pt", map_location="cpu")
+
+    for epoch in range(first_epoch, config.epochs + 1):
+        if config.patience is not None and stale >= config.patience:
+            summary.stopped = "patience"
+            break
+        epoch_started = time.perf_counter()
+        torch.manual_seed(config.seed + epoch)  # dropout, so a resumed epoch matches an uninterrupted one
+        batches = length_batches(train_items, config.batch_size, random.Random(config.seed + epoch))
+        bar = tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", file=sys.stderr, disable=not progress)
+        total, count = 0.0, 0
+        optimiser.zero_grad()
+        for i, batch in enumerate(bar, 1):
+            ids, mask, labels = collate([train_items[j] for j in batch], lm._pad, device)
+            with autocast():
+                logits = lm.model(input_ids=ids, attention_mask=mask).logits
+            loss, n = target_loss(logits, labels)
+            (loss / max(n, 1) / config.grad_accum).backward()
+            total, count = total + float(loss.detach()), count + n
+            if i % config.grad_accum == 0 or i == len(batches):
+                torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
+                optimiser.step()
+                scheduler.step()
+                optimiser.zero_grad()
+            bar.set_postfix(loss=f"{total / max(count, 1):.4f}")
+        bar.close()
+        summary.epochs = epoch
+        summary.train_loss.append(round(total / max(count, 1), 5))
+        summary.epoch_seconds.append(round(time.perf_counter() - epoch_started, 1))
+        score = summary.train_loss[-1]
+        if val:
+            summary.val_loss.append(round(_mean_loss(lm, val, config.batch_size, autocast), 5))
+            score = summary.val_loss[-1]
+        if score < best_loss:
+            best_loss, stale, summary.best_epoch = score, 0, epoch
+            best_state = _trainable_state(lm.model)
+        else:
+            stale += 1
+        print(
+            f"epoch {epoch}: train loss {summary.train_loss[-1]:.4f}"
+            + (f"  val loss {summary.val_loss[-1]:.4f}" if val else "")
+            + f"  {summary.epoch_seconds[-1]:.0f} s",
+            file=sys.stderr,
+        )
+        _save_checkpoint(out / CHECKPOINT_DIR, lm, optimiser, scheduler, best_state, {
+            "base": summary.base if base is not None else None, "fingerprint": _fingerprint(samples),
+            "config": asdict(config), "best_loss": best_loss, "stale": stale,
+            "summary": {k: getattr(summary, k) for k in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds")},
+        })
+
+    if best_state is not None:
+        lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
+    save_model(lm, out)
+    summary.seconds = round(time.perf_counter() - started, 1)
+    (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
+    return summary
+
+
+def _save_checkpoint(path: Path, lm: Any, optimiser: Any, scheduler: Any, best: dict | None, state: dict) -> None:
+    import torch
+
+    path.mkdir(parents=True, exist_ok=True)
+    torch.save(_trainable_state(lm.model), path / "trainable.pt")
+    torch.save(optimiser.state_dict(), path / "optimizer.pt")
+    torch.save(scheduler.state_dict(), path / "scheduler.pt")
+    if best is not None:
+        torch.save(best, path / "best.pt")
+    (path / "state.json").write_text(json.dumps(state, indent=2))  # last: its presence marks a whole checkpoint
+
+
+def save_model(lm: Any, out_dir: str | Path) -> None:
+    """The model (LoRA merged into its weights) and tokenizer, as ``load_lm(out_dir)`` reads them."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = lm.model
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        model = model.merge_and_unload()
+        lm.model = model
+    model.eval()
+    model.save_pretrained(str(out))
+    lm.tokenizer.save_pretrained(str(out))

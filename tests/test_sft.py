@@ -1,0 +1,183 @@
+"""Supervised fine-tuning (engine.models.sft, ``kgqa lm train``) on a tiny randomly initialised
+Llama built here from a config, with a character-level tokenizer saved beside it: nothing is
+downloaded."""
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.cli import main
+from engine.errors import InvalidInputError, ParseError
+from engine.models.lm import TransformersLM, load_lm
+from engine.models.sft import (
+    IGNORE,
+    Sample,
+    SftConfig,
+    collate,
+    encode,
+    read_samples,
+    target_loss,
+    train,
+    write_samples,
+)
+
+#: four prompts a two-layer model can learn by heart
+MEMORISE = [Sample("q: red", "apple"), Sample("q: blue", "sky"), Sample("q: green", "grass!"), Sample("q: gold", "sun")]
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", *string.printable[:95]])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one token per character
+    tok.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return str(path)
+
+
+FAST = SftConfig(epochs=40, lr=1e-2, batch_size=2, warmup=0.0, schedule="constant", device="cpu")
+
+
+# ----------------------------------------------------------------------------- data
+def test_read_samples_names_the_file_and_line(tmp_path: Path):
+    good = tmp_path / "good.jsonl"
+    assert write_samples(MEMORISE, good) == 4
+    assert read_samples(good) == MEMORISE
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a", "target": "b"}\n\n{"prompt": "a", "output": "b"}\n')
+    with pytest.raises(ParseError, match=r"bad\.jsonl:3: .*\"target\""):
+        read_samples(bad)
+    bad.write_text('{"prompt": "a", "target": "b"}\nnot json\n')
+    with pytest.raises(ParseError, match=r"bad\.jsonl:2: not JSON"):
+        read_samples(bad)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(InvalidInputError, match=r"empty\.jsonl.*no samples"):
+        read_samples(empty)
+    with pytest.raises(InvalidInputError, match="missing.jsonl"):
+        read_samples(tmp_path / "missing.jsonl")
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(InvalidInputError, match="validation fraction"):
+        SftConfig(patience=2)
+    with pytest.raises(InvalidInputError, match="epochs"):
+        SftConfig(epochs=0)
+
+
+# ----------------------------------------------------------------------------- loss mask
+def test_prompt_tokens_carry_no_loss_and_no_gradient(tiny):
+    lm = TransformersLM.load(tiny, "cpu")
+    sample = Sample("q: red", "apple")
+    e = encode(lm, sample, 64)
+    prompt = lm.prompt_ids(sample.prompt)
+    assert e.ids == prompt + lm.encode("apple") + [lm.eos_token_id]
+    assert e.labels == [IGNORE] * len(prompt) + lm.encode("apple") + [lm.eos_token_id]
+    # cut to max_length: the target is cut, a prompt that fills it is skipped
+    assert encode(lm, sample, len(prompt) + 2).labels == [IGNORE] * len(prompt) + lm.encode("ap")
+    assert encode(lm, sample, len(prompt)) is None
+
+    ids, mask, labels = collate([e, encode(lm, Sample("q: a longer prompt", "x"), 64)], lm._pad, "cpu")
+    logits = lm.model(input_ids=ids, attention_mask=mask).logits.detach().requires_grad_(True)
+    loss, n = target_loss(logits, labels)
+    assert n == len("apple") + 1 + len("x") + 1
+    loss.backward()
+    # position t predicts token t + 1: only positions before a target token get a gradient
+    grad = logits.grad.abs().sum(-1)
+    first = len(prompt) - 1
+    assert torch.all(grad[0, :first] == 0) and torch.all(grad[0, first:first + n - 2] > 0)
+    assert torch.all(grad[0, len(e.ids) - 1:] == 0)  # after eos and on padding
+    # the loss equals cross-entropy over the target tokens alone
+    expected = sum(
+        -torch.log_softmax(logits[0, first + i], -1)[tok] for i, tok in enumerate(e.labels[len(prompt):])
+    )
+    per_row = target_loss(logits[:1], labels[:1])[0]
+    assert float(per_row.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- training
+def test_training_memorises_and_the_saved_directory_loads(tiny, tmp_path: Path):
+    out = tmp_path / "model"
+    summary = train(MEMORISE, tiny, out, FAST, progress=False)
+    assert summary.examples == 4 and summary.epochs == 40 and summary.device == "cpu"
+    assert summary.target_tokens == sum(len(s.target) + 1 for s in MEMORISE)
+    assert summary.train_loss[-1] < summary.train_loss[0] / 10
+    assert json.loads((out / "sft-summary.json").read_text())["train_loss"] == summary.train_loss
+    lm = load_lm(str(out), "cpu")
+    for s in MEMORISE:
+        assert lm.generate(s.prompt, max_new_tokens=12).text == s.target
+
+
+def test_stop_condition_ends_generation(tiny, tmp_path: Path):
+    out = tmp_path / "model"
+    train([Sample("q: long", "(a (b c)) and more text")], tiny, out, FAST, progress=False)
+    lm = load_lm(str(out), "cpu")
+    assert lm.generate("q: long", max_new_tokens=40).text == "(a (b c)) and more text"
+    stopped = lm.generate("q: long", max_new_tokens=40, stop=lambda text: text.endswith("))"))
+    assert stopped.text == "(a (b c))"
+    beams = lm.beam_search("q: long", num_beams=2, max_new_tokens=40, stop=lambda text: "(b" in text)
+    assert beams[0].text == "(a (b"
+    assert not any("(b" in b.text and not b.text.endswith("(b") for b in beams)  # no beam goes on past the stop
+
+
+def test_resume_continues_as_an_uninterrupted_run(tiny, tmp_path: Path):
+    # a constant learning rate: resuming with more epochs than first planned stretches a decaying schedule
+    config = SftConfig(epochs=4, lr=5e-3, batch_size=2, device="cpu", val_fraction=0.25, schedule="constant", warmup=0.0)
+    straight = train(MEMORISE * 2, tiny, tmp_path / "straight", config, progress=False)
+    half = SftConfig(**{**config.__dict__, "epochs": 2})
+    first = train(MEMORISE * 2, tiny, tmp_path / "resumed", half, progress=False)
+    assert len(first.train_loss) == 2
+    resumed = train(MEMORISE * 2, None, tmp_path / "resumed", config, resume=tmp_path / "resumed", progress=False)
+    assert resumed.epochs == 4 and len(resumed.val_loss) == 4
+    assert resumed.train_loss == pytest.approx(straight.train_loss, rel=1e-4)
+    assert resumed.val_loss == pytest.approx(straight.val_loss, rel=1e-4)
+    with pytest.raises(InvalidInputError, match="other samples"):
+        train(MEMORISE, None, tmp_path / "other", config, resume=tmp_path / "resumed", progress=False)
+    with pytest.raises(InvalidInputError, match="no fine-tuning checkpoint"):
+        train(MEMORISE, tiny, tmp_path / "x", config, resume=tmp_path / "nothing", progress=False)
+
+
+def test_early_stopping_keeps_the_best_epoch(tiny, tmp_path: Path):
+    # a learning rate this high makes the validation loss worse after the first epochs
+    config = SftConfig(epochs=30, lr=0.5, batch_size=2, device="cpu", val_fraction=0.5, patience=2, warmup=0.0)
+    summary = train(MEMORISE * 2, tiny, tmp_path / "m", config, progress=False)
+    assert summary.stopped == "patience"
+    assert summary.epochs == summary.best_epoch + 2
+    assert min(summary.val_loss) == summary.val_loss[summary.best_epoch - 1]
+
+
+def test_lora_is_merged_on_save(tiny, tmp_path: Path):
+    config = SftConfig(epochs=30, lr=2e-2, batch_size=2, device="cpu", lora=True, lora_r=8, warmup=0.0)
+    summary = train(MEMORISE, tiny, tmp_path / "lora", config, progress=False)
+    assert summary.lora and summary.train_loss[-1] < summary.train_loss[0]
+    assert not (tmp_path / "lora" / "adapter_config.json").exists()
+    lm = load_lm(str(tmp_path / "lora"), "cpu")
+    assert not any("lora" in name for name, _ in lm.model.named_parameters())
+    base = TransformersLM.load(tiny, "cpu")
+    # merged weights differ from the base where adapters were trained
+    assert not torch.equal(lm.model.model.layers[0].self_attn.q_proj.weight, base.model.model.layers[0].self_attn.q_proj.weight)
+
+
+def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixture):
+    data = tmp_path / "train.jsonl"
+    write_samples(MEMORISE, data)
+    main(["lm", "train", "--data", str(data), "--model", tiny, "--out", str(tmp_path / "cli"), "--epochs", "3",
+          "--lr", "1e-2", "--batch-size", "2", "--device", "cpu", "--no-progress", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["examples"] == 4 and len(summary["train_loss"]) == 3
+    assert load_lm(str(tmp_path / "cli"), "cpu").name == str(tmp_path / "cli")
