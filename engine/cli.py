@@ -16,7 +16,7 @@ from engine.results import to_json
 
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
-COMMAND_MODULES: tuple[str, ...] = ("engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.metrics_cli", "engine.models.cli")
+COMMAND_MODULES: tuple[str, ...] = ("engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.ldr.cli", "engine.metrics_cli", "engine.models.cli")
 
 STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
 
