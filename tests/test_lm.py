@@ -87,6 +87,11 @@ def test_batched_scores_equal_one_by_one_scoring(lm):
         assert len(with_eos) == len(single) + 1 and with_eos[:-1] == pytest.approx(single, abs=1e-4)
         assert with_eos[-1] < 0
     assert lm.score(prompt, options) == pytest.approx([sum(s) for s in batched], abs=1e-4)
+    # a prompt that begins like an earlier one reuses that beginning's cache: same scores
+    other = prompt.replace("[Titanic]?", "[Avatar] and [Titanic]?")
+    assert lm.score_batch(other, options[:2]) == [
+        pytest.approx([t.logprob for t in lm.token_logprobs(other, o)], abs=1e-4) for o in options[:2]
+    ]
     assert lm.score_batch(prompt, []) == []
     assert lm.score_batch(prompt, ["same", "same"])[0] == pytest.approx(lm.score_batch(prompt, ["same"])[0], abs=1e-4)
 

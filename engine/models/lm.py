@@ -151,6 +151,7 @@ class TransformersLM(LanguageModel):
             )
         self.template = template
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
+        self._prefixes: list[tuple[list[int], Any]] = []  # score_batch's recent prompt caches, most recent first
 
     @classmethod
     def load(cls, name_or_path: str, device: str | None = None, template: str | None = None) -> TransformersLM:
@@ -285,6 +286,9 @@ class TransformersLM(LanguageModel):
 
     #: continuations per batched forward pass in :meth:`score_batch`
     score_chunk = 64
+    #: prompts whose key/value caches :meth:`score_batch` keeps: a prompt that begins like a
+    #: recent one (a method's fixed instructions, the next step of a question) runs only the rest
+    prefix_caches = 4
 
     def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
         import copy
@@ -300,9 +304,9 @@ class TransformersLM(LanguageModel):
         shared = _common_prefix(targets)
         prefix = context + targets[0][:shared]
         with torch.no_grad():
-            out = self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
-            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
-            head = [float(logp[len(context) - 1 + j, t]) for j, t in enumerate(targets[0][:shared])]
+            cache, logits, start = self._run_prefix(prefix, len(context) - 1)
+            logp = torch.log_softmax(logits.float(), dim=-1)  # positions start … len(prefix) - 1
+            head = [float(logp[len(context) - 1 - start + j, t]) for j, t in enumerate(targets[0][:shared])]
             after = logp[-1]  # the distribution of the first token past the prefix
             scores = [list(head) for _ in targets]
             rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
@@ -315,16 +319,39 @@ class TransformersLM(LanguageModel):
                 for row, (_, r) in enumerate(chunk):
                     ids[row, : len(r)] = torch.tensor(r)
                     mask[row, len(prefix) : len(prefix) + len(r)] = 1  # right padding: real tokens keep their positions
-                cache = copy.deepcopy(out.past_key_values)
-                cache.batch_repeat_interleave(len(chunk))
+                batch_cache = copy.deepcopy(cache)
+                batch_cache.batch_repeat_interleave(len(chunk))
                 logits = self.model(
-                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=cache
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=batch_cache
                 ).logits.float()
                 step = torch.log_softmax(logits, dim=-1)
                 for row, (i, r) in enumerate(chunk):
                     scores[i].append(float(after[r[0]]))
                     scores[i].extend(float(step[row, j - 1, r[j]]) for j in range(1, len(r)))
         return scores
+
+    def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any, int]:
+        """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
+        beginning: its key/value cache (kept, not to be changed), the logits of positions
+        ``start`` on, and ``start``."""
+        import copy
+
+        import torch
+
+        best, start = None, 0
+        for entry in self._prefixes:
+            n = min(_common_prefix([entry[0], ids]), reusable)
+            if n > start:
+                best, start = entry, n
+        cache = None
+        if best is not None:
+            cache = copy.deepcopy(best[1])
+            if start < len(best[0]):
+                cache.crop(start - len(best[0]))  # transformers 5 crops by a negative count of tokens to drop
+        out = self.model(input_ids=torch.tensor([ids[start:]], device=self.device), past_key_values=cache, use_cache=True)
+        self._prefixes.insert(0, (ids, out.past_key_values))
+        del self._prefixes[self.prefix_caches:]
+        return out.past_key_values, out.logits[0], start
 
 
 def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
