@@ -31,7 +31,7 @@ from engine.ldr.prompts import (
     search_prompt,
     stage_of,
 )
-from engine.ldr.scoring import OptionScorer, match_option
+from engine.ldr.scoring import OptionScorer, StageScorer, match_option
 from engine.ldr.search import Choice, Search, SearchLimits
 from engine.ldr.structure import Child, Subgraph, entity_type, node_type
 from engine.ldr.training_data import (
@@ -388,6 +388,15 @@ def test_scorer_takes_the_argmax_of_summed_or_mean_log_probabilities():
     assert OptionScorer(lm)("p", ["only"]) == Choice(0) and lm.calls == calls  # one option: no model call
     with pytest.raises(InvalidInputError):
         OptionScorer(lm, "max")
+
+
+def test_two_models_split_the_stages_as_the_paper():
+    search, reasoner = TableLM({"a": [-1.0], "b": [-2.0]}), TableLM({"a": [-2.0], "b": [-1.0]})
+    scorer = StageScorer(OptionScorer(search), OptionScorer(reasoner))
+    assert scorer(search_prompt("q", "g"), ["a", "b"]).index == 0
+    assert scorer(answer_prompt("q", "g"), ["a", "b"]).index == 1
+    assert scorer(constraint_prompt("q", "g", []), ["a", "b"]).index == 1
+    assert (search.calls, reasoner.calls, scorer.mode) == (1, 2, "logprobs")
 
 
 class ChatLikeLM(TableLM):
