@@ -25,8 +25,8 @@ from engine.store import SCHEMA_RELATIONS
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
-    "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.fidelis.cli", "engine.metrics_cli", "engine.servers.cli",
-    "engine.webqsp_cli", "engine.models.cli",
+    "engine.etd.cli", "engine.arg.cli", "engine.rog.cli", "engine.fidelis.cli", "engine.ldr.cli", "engine.metrics_cli",
+    "engine.servers.cli", "engine.webqsp_cli", "engine.models.cli",
 )
 
 def _limit(text: str) -> int | str:

@@ -276,3 +276,68 @@ def format_report(report: Report) -> str:
     lines += [row(f"{hops}-hop", m) for hops, m in report.by_hops.items()]
     lines += [row(qtype, m) for qtype, m in report.by_qtype.items()]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- retrieval quality (LDR §4.3, §4.6)
+def relation_recall(retrieved: Iterable[str], gold: Iterable[str]) -> float:
+    """LDR Eq. 10: the share of the gold structure's relations the retrieved subgraph holds."""
+    wanted = set(gold)
+    if not wanted:
+        raise InvalidInputError("relation recall needs at least one gold relation")
+    return len(wanted & set(retrieved)) / len(wanted)
+
+
+def graph_hit(entities: Iterable[str], answers: Iterable[str]) -> float:
+    """LDR Eq. 12: 1.0 when the retrieved subgraph holds a gold answer, else 0.0."""
+    return float(not set(answers).isdisjoint(entities))
+
+
+#: a rooted tree with labelled edges: entry i is (parent, label) of node i + 1; node 0 is the root
+Tree = Sequence[tuple[int, str]]
+
+
+def tree_edit_distance(a: Tree, b: Tree) -> int:
+    """LDR Eq. 11 on rooted trees: the fewest edge edits (add a leaf edge, delete a leaf edge,
+    change an edge's label, one operation each) that turn ``a`` into ``b``, the roots kept.
+
+    Exact: the best top-down mapping of the two trees, found by recursion over each pair of
+    mapped nodes with a search over the matchings of their children (trees of a few dozen
+    edges; a node may have at most 16 children)."""
+    import functools
+
+    def shape(tree: Tree) -> tuple[list[list[int]], list[str], list[int]]:
+        kids: list[list[int]] = [[] for _ in range(len(tree) + 1)]
+        labels = [""] * (len(tree) + 1)
+        for i, (parent, label) in enumerate(tree, 1):
+            if not 0 <= parent < i:
+                raise InvalidInputError(f"tree node {i} has parent {parent}: a parent must come before its children")
+            kids[parent].append(i)
+            labels[i] = label
+        sizes = [0] * (len(tree) + 1)  # edges below each node
+        for i in range(len(tree), 0, -1):
+            sizes[tree[i - 1][0]] += sizes[i] + 1
+        if any(len(k) > 16 for k in kids):
+            raise InvalidInputError("tree edit distance: a node has more than 16 children")
+        return kids, labels, sizes
+
+    kids_a, labels_a, size_a = shape(a)
+    kids_b, labels_b, size_b = shape(b)
+
+    @functools.cache
+    def mapped(u: int, v: int) -> int:
+        ku, kv = kids_a[u], kids_b[v]
+
+        @functools.cache
+        def best(i: int, used: int) -> int:
+            if i == len(ku):
+                return sum(size_b[y] + 1 for j, y in enumerate(kv) if not used >> j & 1)
+            x = ku[i]
+            cost = size_a[x] + 1 + best(i + 1, used)  # delete x's edge and everything below it
+            for j, y in enumerate(kv):
+                if not used >> j & 1:
+                    cost = min(cost, (labels_a[x] != labels_b[y]) + mapped(x, y) + best(i + 1, used | 1 << j))
+            return cost
+
+        return best(0, 0)
+
+    return mapped(0, 0)

@@ -7,6 +7,7 @@ import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from engine.errors import InvalidInputError
 from loaders.questions import (
@@ -110,13 +111,15 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
     return read_metaqa_questions(path, qtype if qtype.is_file() else None)
 
 
+T = TypeVar("T")
+
 #: the parts of :func:`split_questions`
 SPLITS = ("train", "val", "test", "all")
 
 
 def split_questions(
-    questions: Sequence[Question], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
-) -> dict[str, list[Question]]:
+    questions: Sequence[T], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
+) -> dict[str, list[T]]:
     """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``)."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise InvalidInputError(f"invalid split fractions val={val_fraction}, test={test_fraction}")
@@ -143,12 +146,17 @@ def select_questions(
 ) -> list[Question]:
     """The questions a method run answers: the ``split`` part of the dataset's seeded split,
     then a seeded sample of ``sample`` of them, then the first ``limit``."""
+    return select_subset(load_dataset(dataset, data_directory), split, sample=sample, limit=limit, seed=seed)
+
+
+def select_subset(items: Sequence[T], split: str = "test", *, sample: int | None = None, limit: int | None = None, seed: int = 0) -> list[T]:
+    """:func:`select_questions` over any list of items (e.g. WebQSP's raw questions)."""
     if split not in SPLITS:
         raise InvalidInputError(f"unknown split {split!r}: use {', '.join(SPLITS)}")
     for name, value in (("sample", sample), ("limit", limit)):
         if value is not None and value < 0:
             raise InvalidInputError(f"--{name} must be 0 or more, not {value}")
-    questions = split_questions(load_dataset(dataset, data_directory), seed)[split]
+    chosen = split_questions(items, seed)[split]
     if sample is not None:
-        questions = random.Random(seed).sample(questions, min(sample, len(questions)))
-    return questions[:limit] if limit is not None else questions
+        chosen = random.Random(seed).sample(chosen, min(sample, len(chosen)))
+    return chosen[:limit] if limit is not None else chosen

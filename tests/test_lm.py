@@ -79,6 +79,32 @@ def test_constrained_beam_search_stays_in_the_trie(lm):
     assert [b.score for b in beams] == sorted((b.score for b in beams), reverse=True)
 
 
+def test_batched_scores_equal_one_by_one_scoring(lm):
+    """score_batch (the prompt once, continuations batched over its cache, in chunks) gives
+    every token the log-probability of scoring each continuation on its own; with eos the
+    end token is scored after each continuation, and one continuation may prefix another."""
+    prompt = "Which relation answers the question: who directed [Titanic]?"
+    options = ["Titanic+directed_by", "Titanic+^starred_actors", "Titanic", "None", "entity_1+has_genre x"]
+    lm.score_chunk, chunk = 2, lm.score_chunk  # several chunks
+    try:
+        batched = lm.score_batch(prompt, options)
+        ended = lm.score_batch(prompt, options, eos=True)
+    finally:
+        lm.score_chunk = chunk
+    for option, scores, with_eos in zip(options, batched, ended):
+        single = [t.logprob for t in lm.token_logprobs(prompt, option)]
+        assert scores == pytest.approx(single, abs=1e-4)
+        assert len(with_eos) == len(single) + 1 and with_eos[:-1] == pytest.approx(single, abs=1e-4)
+        assert with_eos[-1] < 0
+    assert lm.score(prompt, options) == pytest.approx([sum(s) for s in batched], abs=1e-4)
+    # a prompt that begins like an earlier one reuses that beginning's cache: same scores
+    other = prompt.replace("[Titanic]?", "[Avatar] and [Titanic]?")
+    assert lm.score_batch(other, options[:2]) == [
+        pytest.approx([t.logprob for t in lm.token_logprobs(other, o)], abs=1e-4) for o in options[:2]
+    ]
+    assert lm.score_batch(prompt, []) == []
+    assert lm.score_batch(prompt, ["same", "same"])[0] == pytest.approx(lm.score_batch(prompt, ["same"])[0], abs=1e-4)
+
 # ----------------------------------------------------------------------------- chat endpoint
 class _Canned(BaseHTTPRequestHandler):
     """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
@@ -171,6 +197,8 @@ def test_chat_refuses_token_constraints(chat_server):
         lm.generate("q", allowed_tokens=lambda prefix: [0])
     with pytest.raises(UnsupportedOperationError):
         lm.encode("q")
+    with pytest.raises(UnsupportedOperationError):
+        lm.score_batch("q", ["a", "b"])  # a chat endpoint scores no given text (LDR falls back to a generated choice)
 
 
 def test_load_lm_names_a_chat_endpoint(chat_server):

@@ -122,7 +122,16 @@ class LanguageModel(ABC):
 
     def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """The total log-probability of each continuation (option scoring)."""
-        return [sum(t.logprob for t in self.token_logprobs(prompt, c)) for c in continuations]
+        return [sum(lps) for lps in self.score_batch(prompt, continuations)]
+
+    def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        """The log-probability of each token of each continuation as the answer to ``prompt``
+        (and of the end-of-sequence token after it with ``eos``: the probability of the
+        continuation as the whole answer). Local models score all continuations in batched
+        passes over the prompt, computed once."""
+        if eos:
+            raise UnsupportedOperationError(f"{self.name} cannot score the end of a continuation")
+        return [[t.logprob for t in self.token_logprobs(prompt, c)] for c in continuations]
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` on its own (no special tokens added), for building token tries."""
@@ -153,6 +162,7 @@ class TransformersLM(LanguageModel):
             )
         self.template = template
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
+        self._prefixes: list[tuple[list[int], Any]] = []  # score_batch's recent prompt caches, most recent first
 
     @classmethod
     def load(cls, name_or_path: str, device: str | None = None, template: str | None = None) -> TransformersLM:
@@ -313,6 +323,99 @@ class TransformersLM(LanguageModel):
             logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
         logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
         return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
+
+    #: continuations per batched forward pass in :meth:`score_batch`
+    score_chunk = 64
+    #: prompts whose key/value caches :meth:`score_batch` keeps: a prompt that begins like a
+    #: recent one (a method's fixed instructions, the next step of a question) runs only the rest
+    prefix_caches = 4
+
+    def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        import copy
+
+        import torch
+
+        context = self.prompt_ids(prompt)
+        targets = [self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
+        if not targets:
+            return []
+        # the prompt and the tokens every continuation starts with run once; the rest of each
+        # continuation runs in batches over a copy of that prefix's key/value cache
+        shared = _common_prefix(targets)
+        prefix = context + targets[0][:shared]
+        with torch.no_grad():
+            cache, logits, start = self._run_prefix(prefix, len(context) - 1)
+            logp = torch.log_softmax(logits.float(), dim=-1)  # positions start … len(prefix) - 1
+            head = [float(logp[len(context) - 1 - start + j, t]) for j, t in enumerate(targets[0][:shared])]
+            after = logp[-1]  # the distribution of the first token past the prefix
+            scores = [list(head) for _ in targets]
+            rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
+            for start in range(0, len(rest), self.score_chunk):
+                chunk = rest[start:start + self.score_chunk]
+                width = max(len(r) for _, r in chunk)
+                ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), len(prefix) + width), dtype=torch.long)
+                mask[:, : len(prefix)] = 1
+                for row, (_, r) in enumerate(chunk):
+                    ids[row, : len(r)] = torch.tensor(r)
+                    mask[row, len(prefix) : len(prefix) + len(r)] = 1  # right padding: real tokens keep their positions
+                batch_cache = copy.deepcopy(cache)
+                batch_cache.batch_repeat_interleave(len(chunk))
+                logits = self.model(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=batch_cache
+                ).logits.float()
+                step = torch.log_softmax(logits, dim=-1)
+                for row, (i, r) in enumerate(chunk):
+                    scores[i].append(float(after[r[0]]))
+                    scores[i].extend(float(step[row, j - 1, r[j]]) for j in range(1, len(r)))
+        return scores
+
+    def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any, int]:
+        """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
+        beginning: its key/value cache (kept, not to be changed), the logits of positions
+        ``start`` on, and ``start``."""
+        import copy
+
+        import torch
+
+        best, start = None, 0
+        for entry in self._prefixes:
+            n = min(_common_prefix([entry[0], ids]), reusable)
+            if n > start:
+                best, start = entry, n
+        cache = None
+        if best is not None:
+            cache = copy.deepcopy(best[1])
+            if start < len(best[0]):
+                cache.crop(start - len(best[0]))  # transformers 5 crops by a negative count of tokens to drop
+        out = self.model(input_ids=torch.tensor([ids[start:]], device=self.device), past_key_values=cache, use_cache=True)
+        self._prefixes.insert(0, (ids, out.past_key_values))
+        del self._prefixes[self.prefix_caches:]
+        return out.past_key_values, out.logits[0], start
+
+
+def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """The length of the longest prefix every sequence starts with."""
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for j in range(n):
+        if any(s[j] != first[j] for s in sequences):
+            return j
+    return n
+
+
+class _TextStop:
+    """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
+    is done once ``stop`` holds for the text generated after ``start``, decoded as
+    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
+
+    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
+        self.lm, self.start, self.stop = lm, start, stop
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 class _TextStop:
