@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.set_defaults(bench_handler=_run)
     text = "whole questions per second per method (store, model and other time; store and LLM calls per question)"
     p = sub.add_parser("methods", help=text, description=text)
-    p.add_argument("--methods", default="rog,etd,arg", help="comma-separated: rog, etd, arg, fidelis (default rog,etd,arg)")
+    p.add_argument("--methods", default="rog,etd,arg", help="comma-separated: rog, etd, arg, fidelis, ldr (default rog,etd,arg)")
     p.add_argument("--datasets", default="metaqa,pathquestion", help="comma-separated: metaqa, pathquestion (default both)")
     p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds or URIs (default oxigraph,virtuoso)")
     p.add_argument("--questions", type=int, default=20, help="questions per question set (default 20)")

@@ -30,7 +30,7 @@ QUESTION_SETS: dict[str, tuple[str, ...]] = {
     "metaqa": ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop"),
     "pathquestion": ("pathquestion-2h", "pathquestion-3h"),
 }
-METHODS = ("rog", "etd", "arg", "fidelis")
+METHODS = ("rog", "etd", "arg", "fidelis", "ldr")
 #: per-question seconds of the EtD paper's Table 3 (WebQSP, 7B models on GPUs), for scale
 PAPER_ANCHORS = {"EtD": 1.29, "RoG": 1.98, "ToG": 16.7}
 
