@@ -101,6 +101,7 @@ def load_files(
     )
     writer = _Writer(store)
     check = store.term_check()  # a triple the store cannot hold exactly is a reject, with its line
+    interrupted = False
     try:
         done_bytes = 0
         for path, (fmt, options) in plans:
@@ -147,6 +148,8 @@ def load_files(
             bar.set_postfix(triples=writer.handed, rejected=report.rejected, refresh=False)
             bar.update(done_bytes - bar.n)
         writer.close()
+    except KeyboardInterrupt:  # Ctrl-C: say what was stored before stopping
+        interrupted = True
     finally:
         writer.stop()
         report.read = writer.loaded
@@ -156,6 +159,10 @@ def load_files(
     report.duplicates = report.read - report.loaded
     report.seconds = time.perf_counter() - started
     report.rejects_file = rejects.written
+    if interrupted:
+        print(f"interrupted: {_summary(report, len(files))}; what was stored stays, and loading the same files "
+              "again skips it as duplicates", file=sys.stderr)
+        raise KeyboardInterrupt
     if progress:
         print(_summary(report, len(files)), file=sys.stderr)
     return report

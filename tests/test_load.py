@@ -9,6 +9,7 @@ import pytest
 
 from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
+from engine.open import open_store
 from engine.reference import ReferenceStore
 from engine.results import LoadReport, to_json
 from loaders.formats import FORMATS
@@ -207,3 +208,37 @@ def test_real_metaqa_load(shared_data, tmp_path):
     report = load_files(store, path, rejects_path=tmp_path / "r.tsv", progress=False)
     assert (report.read, report.loaded, report.duplicates, report.rejected) == (133_582, 133_582, 0, 0)
     assert store.triples == set(read_metaqa(path))
+
+
+def test_an_interrupted_load_says_what_it_stored(tmp_path, capsys, monkeypatch):
+    import loaders.load as load_module
+    from engine.cli import main
+
+    nt = tmp_path / "x.nt"
+    nt.write_text("".join(f"<http://rdf.freebase.com/ns/m.{i}> <http://rdf.freebase.com/ns/r.a> <http://rdf.freebase.com/ns/m.{i + 1}> .\n" for i in range(5000)))
+    real = load_module._plan
+
+    def interrupting(*args, **kwargs):  # Ctrl-C after 2,500 lines of the file
+        fmt, options = real(*args, **kwargs)
+
+        class Interrupting:
+            def __getattr__(self, name):
+                return getattr(fmt, name)
+
+            def read(self, src, **opts):
+                for n, item in enumerate(fmt.read(src, **opts), 1):
+                    if n > 2500:
+                        raise KeyboardInterrupt
+                    yield item
+
+        return Interrupting(), options
+
+    monkeypatch.setattr(load_module, "_plan", interrupting)
+    store = str(tmp_path / "store")
+    assert main(["load", str(nt), "--store", store, "--batch-size", "1000", "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: loaded" in err and "skips it as duplicates" in err
+    stored = int(err.split("interrupted: loaded ")[1].split(" ")[0].replace(",", ""))
+    monkeypatch.setattr(load_module, "_plan", real)
+    with open_store(store) as opened:
+        assert opened.count_triples() == stored and 0 < stored <= 2500
