@@ -26,30 +26,15 @@ from engine.servers.base import free_port
 from engine.servers.falkordb import bolt_answers
 from engine.stores.bolt import BOLT_HANDSHAKE, BoltStore
 from loaders.neo4j_import import export_neo4j_import
+from tests.test_contract import (
+    GRAPH,  # the contract tests' small graph: self-loop, edges both ways, literal dead ends
+)
 
 pytestmark = pytest.mark.server
 
 L = Literal.make
 INT = XSD + "integer"
 
-# A small graph with what the walk semantics care about: a self-loop, edges both ways, literal
-# dead ends, a relation met from both ends, a shared literal.
-GRAPH = [
-    Triple("a", "r.x", "b"),
-    Triple("b", "r.x", "a"),
-    Triple("a", "r.x", "a"),
-    Triple("b", "/film/y", "c"),
-    Triple("c", "/film/y", "d"),
-    Triple("a", "p", "d"),
-    Triple("a", NAME_RELATION, L("Alpha", lang="en")),
-    Triple("a", NAME_RELATION, L("alpha")),
-    Triple("b", NAME_RELATION, L("ΟΔΟΣ")),
-    Triple("c", NAME_RELATION, L("İstanbul", lang="tr")),
-    Triple("d", NAME_RELATION, L("Alphabet", lang="en")),
-    Triple("b", TYPE_RELATION, "t.person"),
-    Triple("b", "n.count", L("5", INT)),
-    Triple("c", "n.count", L("5", INT)),
-]
 
 HOSTILE_IDS = [
     "it's",
