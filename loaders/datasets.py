@@ -117,22 +117,34 @@ T = TypeVar("T")
 SPLITS = ("train", "val", "test", "all")
 
 
+def _wording_group(question: object, index: int) -> object:
+    """Questions that are wordings of one fact fall on one side of a split: PathQuestion
+    writes each (topic, path, answer) walk several ways, so its ``path_entities`` name the
+    group; any other question is a group of its own."""
+    walk = getattr(question, "path_entities", None)
+    return ("walk", tuple(walk)) if walk else ("question", index)
+
+
 def split_questions(
     questions: Sequence[T], seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
 ) -> dict[str, list[T]]:
-    """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``)."""
+    """A seeded shuffle cut into held-out ``test``, ``val`` and the rest ``train`` (and ``all``).
+    Wordings of one fact (see :func:`_wording_group`) are shuffled and cut as one, so a
+    held-out question never has a paraphrase in training; where every question is its own
+    group this is a plain shuffle of the questions."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise InvalidInputError(f"invalid split fractions val={val_fraction}, test={test_fraction}")
-    order = list(range(len(questions)))
+    groups: dict[object, list[int]] = {}
+    for i, q in enumerate(questions):
+        groups.setdefault(_wording_group(q, i), []).append(i)
+    order = list(groups.values())
     random.Random(seed).shuffle(order)
-    n_test, n_val = round(len(order) * test_fraction), round(len(order) * val_fraction)
-    pick = lambda part: [questions[i] for i in part]
-    return {
-        "test": pick(order[:n_test]),
-        "val": pick(order[n_test : n_test + n_val]),
-        "train": pick(order[n_test + n_val :]),
-        "all": list(questions),
-    }
+    n_test, n_val = round(len(questions) * test_fraction), round(len(questions) * val_fraction)
+    parts: dict[str, list[T]] = {"test": [], "val": [], "train": []}
+    for group in order:  # whole groups, each part filled to its share of the questions
+        part = "test" if len(parts["test"]) < n_test else "val" if len(parts["val"]) < n_val else "train"
+        parts[part] += [questions[i] for i in group]
+    return {**parts, "all": list(questions)}
 
 
 def select_questions(

@@ -34,6 +34,7 @@ class Question:
     path: list[str] | None = None
     path_entities: list[str] | None = None  # the entities along ``path`` (PathQuestion), topic first
     sexpr: str | None = None  # the gold logical form (S-expression with ids) where the dataset gives one
+    path_forward: list[bool] | None = None  # per hop of ``path``: walked in the stored direction (the WebQSP slice)
 
 
 def _string_list(value: object) -> list[str]:
@@ -45,13 +46,13 @@ def _string_list(value: object) -> list[str]:
 
 
 #: columns of a question file read when present
-_OPTIONAL_COLUMNS = ("hops", "qtype", "path", "sexpr")
+_OPTIONAL_COLUMNS = ("hops", "qtype", "path", "path_forward", "sexpr")
 
 
 def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
     """The questions of a RoG-style file (JSONL or parquet): id, question, answer,
     q_entity (topic entities), a_entity (answer entities), and where a row has them (the
-    WebQSP slice over FB15k-237 does) hops, qtype, path and sexpr."""
+    WebQSP slice over FB15k-237 does) hops, qtype, path, path_forward and sexpr."""
     questions: list[Question] = []
     with Source(path) as src:
         for item in rog_rows(src, (*ROG_COLUMNS[:5], *_OPTIONAL_COLUMNS)):
@@ -70,6 +71,7 @@ def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
                     hops=row.get("hops"),
                     qtype=row.get("qtype"),
                     path=_string_list(row["path"]) if row.get("path") is not None else None,
+                    path_forward=[bool(f) for f in row["path_forward"]] if row.get("path_forward") is not None else None,
                     sexpr=row.get("sexpr"),
                 )
             )

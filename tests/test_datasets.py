@@ -1,6 +1,7 @@
 """Question sets by name and by file."""
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,23 @@ def test_no_data_dir_names_kgqa_data(tmp_path, monkeypatch):
         data_dir()
     with pytest.raises(InvalidInputError, match=r"set \$KGQA_DATA or give the file path"):
         load_dataset("metaqa-1hop", tmp_path)
+
+
+def test_split_keeps_wordings_of_one_walk_together_and_plain_questions_as_a_shuffle():
+    from loaders.datasets import split_questions
+    from loaders.questions import Question
+
+    walks = [Question(f"w{i}.{k}", f"wording {k} of walk {i}", ["a"], ["t"], [], path=["r"], path_entities=[f"t{i}", "a"])
+             for i in range(30) for k in range(3)]
+    parts = split_questions(walks, seed=3)
+    assert sum(len(parts[p]) for p in ("train", "val", "test")) == len(walks)
+    side = {q.id.split(".")[0]: p for p in ("train", "val", "test") for q in parts[p]}
+    for p in ("train", "val", "test"):  # every wording of a walk on the side of its first
+        assert all(side[q.id.split(".")[0]] == p for q in parts[p])
+    assert 9 <= len(parts["test"]) <= 11 and parts["train"]
+    plain = [Question(f"q{i}", f"q{i}", ["a"], ["t"], []) for i in range(50)]
+    order = list(range(50))
+    random.Random(7).shuffle(order)  # one group per question: the seeded shuffle, cut 5/5/40
+    got = split_questions(plain, seed=7)
+    assert [q.id for q in got["test"]] == [f"q{i}" for i in order[:5]]
+    assert [q.id for q in got["train"]] == [f"q{i}" for i in order[10:]]

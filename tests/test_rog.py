@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.errors import InvalidInputError
 from engine.graph import Triple
 from engine.models.lm import Generation, LanguageModel, load_lm
 from engine.rog.grounding import ground
@@ -198,6 +199,8 @@ def test_grounding_matches_plain_python(make_store, store_kind):
         assert ends == _walk_ends(TRIPLES, ["Titanic", "Inception"], plan[0])
     # path ends as answers, the most often reached first
     assert g.answers()[0] == "Leonardo DiCaprio"
+    # a path back to its own start answers nothing: Titanic's director's films, less Titanic
+    assert ground(store, ["Titanic"], [["directed_by", "directed_by"]]).answers() == ["Avatar"]
 
 
 # ----------------------------------------------------------------------------- training data
@@ -243,6 +246,19 @@ def test_training_data_equals_plain_python_bfs(make_store, store_kind):
     record = q2.reasoning_record()
     assert record["target"] == "Science Fiction"
     assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in record["prompt"]
+
+
+def test_gold_targets_take_the_question_path_where_it_grounds(make_store):
+    store = make_store("oxigraph", TRIPLES)
+    deep = Question("g1", "genre of films sharing an actor with [Inception]", ["Science Fiction"], ["Inception"],
+                    ["Science Fiction"], path=["starred_actors", "starred_actors", "has_genre"])
+    broken = Question("g2", "genre of [Inception]", ["Science Fiction"], ["Inception"], ["Science Fiction"], path=["no_such"])
+    shortest = {e.question.id: e.relation_paths for e in training_examples(store, [deep, broken])}
+    assert shortest == {"g1": [("has_genre",)], "g2": [("has_genre",)]}
+    gold = {e.question.id: e.relation_paths for e in training_examples(store, [deep, broken], targets="gold")}
+    assert gold == {"g1": [("starred_actors", "starred_actors", "has_genre")], "g2": [("has_genre",)]}  # g2 falls back
+    with pytest.raises(InvalidInputError, match="unknown training targets"):
+        list(training_examples(store, [deep], targets="longest"))
 
 
 # ----------------------------------------------------------------------------- CLI end to end

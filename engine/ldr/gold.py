@@ -1,5 +1,6 @@
-"""Gold relation chains of questions that come with one: MetaQA's question types and
-PathQuestion's annotated paths, as (relation, forward) hops from the topic entity."""
+"""Gold relation chains of questions that come with one: MetaQA's question types,
+PathQuestion's annotated paths and the WebQSP slice's chains, as (relation, forward) hops
+from the topic entity."""
 from __future__ import annotations
 
 from loaders.questions import Question, metaqa_relation_path
@@ -9,10 +10,10 @@ Hop = tuple[str, bool]  # relation, walked in the stored direction
 
 def gold_chain(q: Question) -> list[Hop] | None:
     """The question's gold hops, or None when the dataset gives none."""
+    if q.path:  # PathQuestion's paths run in the stored direction; the slice says per hop
+        return list(zip(q.path, q.path_forward or [True] * len(q.path), strict=True))
     if q.qtype:
         return [(relation, direction == "out") for relation, direction in metaqa_relation_path(q.qtype)]
-    if q.path:
-        return [(relation, True) for relation in q.path]  # PathQuestion's paths run in the stored direction
     return None
 
 

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--out", required=True, help="directory for planning.jsonl and reasoning.jsonl")
     p.add_argument("--max-hops", type=int, default=3)
+    p.add_argument("--targets", choices=["shortest", "gold"], default="shortest",
+                   help="planning targets: every shortest path from topic to answers (RoG, default) or the question's "
+                        "gold relation path where the dataset gives one (MetaQA type, PathQuestion path, WebQSP chain)")
     p.add_argument("--split", choices=["train", "val", "test", "all"], default="train",
                    help="which part of the dataset's seeded split to export (default train: never train on the questions you report on)")
     p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
@@ -99,7 +102,9 @@ def _export(args: argparse.Namespace) -> None:
     with open_from_args(args) as store, open(out / "planning.jsonl", "w", encoding="utf-8") as planning, open(
         out / "reasoning.jsonl", "w", encoding="utf-8"
     ) as reasoning:
-        for example in training_examples(store, tqdm(questions, desc="shortest paths", unit="q", file=sys.stderr), args.max_hops):
+        for example in training_examples(
+            store, tqdm(questions, desc=f"{args.targets} paths", unit="q", file=sys.stderr), args.max_hops, args.targets
+        ):
             counts["with_paths"] += 1
             for record in example.planning_records():
                 planning.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -107,7 +112,7 @@ def _export(args: argparse.Namespace) -> None:
             reasoning.write(json.dumps(example.reasoning_record(), ensure_ascii=False) + "\n")
             counts["reasoning"] += 1
     print(json.dumps(counts, indent=2) if args.json else
-          f"{counts['with_paths']}/{counts['questions']} questions with shortest paths: "
+          f"{counts['with_paths']}/{counts['questions']} questions with {args.targets} paths: "
           f"{counts['planning']} planning and {counts['reasoning']} reasoning examples in {out}")
 
 

@@ -32,8 +32,11 @@ class Grounding:
         return [render_path(p, self.names) for p in self.paths]
 
     def answers(self) -> list[str]:
-        """The path ends as answers (RoG without reasoning), the most often reached first."""
-        counts = Counter(term_text(p.end, self.names) for p in self.paths)
+        """The path ends as answers (RoG without reasoning), the most often reached first. A path
+        that ends on its own start entity answers nothing about it (``[Titanic]``'s director's
+        films lead back to Titanic), so such ends are left out, as MetaQA's answers leave out
+        the topic entity."""
+        counts = Counter(term_text(p.end, self.names) for p in self.paths if p.end != p.start)
         return [answer for answer, _ in counts.most_common()]
 
 
