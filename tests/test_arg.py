@@ -369,3 +369,27 @@ def test_generator_samples_are_the_inference_prompt_without_demos(bi):
     assert got.generated == ["(JOIN directed_by (JOIN (R directed_by) [M]))"]
     # generation ends at the first balanced form
     assert lm.stop("Logical Form: (JOIN (R a) [x (y)])") and not lm.stop("(JOIN (R a) [x (y)]")
+
+
+def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
+    from engine.arg.datasets import generator_samples, gold_form
+    from engine.stores.oxigraph import OxigraphStore
+    from loaders.datasets import select_questions
+
+    path = str(tmp_path / "store")
+    with OxigraphStore(path) as store:
+        store.add_triples(TRIPLES)
+    qa = tmp_path / "1-hop" / "qa_dev.txt"
+    qa.parent.mkdir()
+    qa.write_text("who directed [The Prowler]\tJoseph Losey\nwhich films did [Joseph Losey] direct\tThe Prowler|M\n")
+    (qa.parent / "qa_dev_qtype.txt").write_text("movie_to_director\ndirector_to_movie\n")
+    out = tmp_path / "arg-train" / "generator.jsonl"
+    argv = ["arg", "export-training", "--dataset", str(qa), "--split", "all", "--k", "5", "--store", path, "--out", str(out), "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["samples"] == 2
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    questions = select_questions(str(qa), "all", sample=100, seed=0)
+    with OxigraphStore(path) as store:
+        expected = generator_samples(store, [(q, gold_form(store, q)) for q in questions], bi, Scorer(bi), k=5)
+    assert [(r["id"], r["prompt"], r["target"]) for r in rows] == [(q.id, s.prompt, s.target) for q, s in zip(questions, expected)]
+    assert {r["target"] for r in rows} == {"(JOIN (R directed_by) [The Prowler])", "(JOIN directed_by [Joseph Losey])"}

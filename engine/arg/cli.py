@@ -59,6 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sft_arguments(p, seed=False)
     p.set_defaults(handler=_train_generator)
 
+    p = arg.add_parser(
+        "export-training", help="the generator's fine-tuning samples as prompt/target JSONL (for `kgqa lm train` over several datasets)",
+    )
+    _dataset_arguments(p, "train")
+    _ranker_arguments(p)
+    p.add_argument("--out", required=True, help="JSONL file to write: one {id, prompt, target} object per question")
+    add_store_arguments(p)
+    add_output_arguments(p)
+    p.set_defaults(handler=_export_generator)
+
     p = arg.add_parser("ask", help="answer one question: retrieval, few-shot generation, alignment, execution, vote")
     p.add_argument("question")
     _anchor_arguments(p)
@@ -197,6 +207,26 @@ def _train_generator(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         samples = generator_samples(store, _gold_items(store, run_questions(args)), bi, scorer, args.k, schema)
     run_training(args, samples)
+
+
+def _export_generator(args: argparse.Namespace) -> None:
+    """The samples ``kgqa arg train`` trains on, written out: one dataset per store, so a
+    generator over several datasets is `kgqa lm train --data` on several files."""
+    import json
+    from pathlib import Path
+
+    from engine.arg.datasets import generator_samples
+
+    bi, scorer, schema = _models(args)
+    with open_from_args(args) as store:
+        questions = run_questions(args)
+        samples = generator_samples(store, _gold_items(store, questions), bi, scorer, args.k, schema)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        for q, sample in zip(questions, samples, strict=True):
+            f.write(json.dumps({"id": q.id, "prompt": sample.prompt, "target": sample.target}, ensure_ascii=False) + "\n")
+    emit(args, {"questions": len(questions), "samples": len(samples), "out": str(out)})
 
 
 def _ask(args: argparse.Namespace) -> None:
