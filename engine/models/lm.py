@@ -418,21 +418,6 @@ class _TextStop:
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
-class _TextStop:
-    """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
-    is done once ``stop`` holds for the text generated after ``start``, decoded as
-    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
-
-    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
-        self.lm, self.start, self.stop = lm, start, stop
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
-
-        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-
 # ----------------------------------------------------------------------------- chat endpoints
 class _Transient(Exception):
     """A failure worth another try: timeouts, refused connections, 429 and 5xx answers."""
