@@ -592,6 +592,17 @@ def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == 1.0
 
 
+def test_export_writes_only_files_with_samples(tmp_path, capsys):
+    kb, qa = _metaqa_files(tmp_path)
+    store, data = str(tmp_path / "store"), tmp_path / "data"
+    assert main(["load", kb, "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--store", store, "--out", str(data)]) == 0
+    assert (data / "reasoning.jsonl").stat().st_size > 0  # the 3-hop question has an answer choice
+    assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--limit", "2", "--store", store, "--out", str(data)]) == 0
+    # 1-hop questions only: S_k has one node to answer from, so no reasoning sample, and no stale file
+    assert (data / "search.jsonl").is_file() and not (data / "reasoning.jsonl").exists()
+
+
 def test_run_with_the_offline_default_model(tmp_path, capsys):
     kb, qa = _metaqa_files(tmp_path)
     store, out = str(tmp_path / "store"), str(tmp_path / "p.jsonl")

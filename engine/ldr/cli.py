@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.cli_common import (
     DATASET_HELP,
@@ -115,14 +116,20 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def _write(out: str, samples, files: dict[str, tuple[str, ...]], report) -> None:
+    """One JSONL file per model; a file no sample goes to is not written (MetaQA-1hop has no
+    answer choice: its S_k holds one node besides the start), so every file written trains."""
     from contextlib import ExitStack
 
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
+    for name in files:  # an earlier export's files must not mix with this one's
+        (directory / name).unlink(missing_ok=True)
     with ExitStack() as stack:
-        handles = {name: stack.enter_context(open(directory / name, "w", encoding="utf-8")) for name in files}
+        handles: dict[str, Any] = {}
         for s in samples:
             name = next(n for n, stages in files.items() if s.stage in stages)
+            if name not in handles:
+                handles[name] = stack.enter_context(open(directory / name, "w", encoding="utf-8"))
             handles[name].write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")
     (directory / "export-report.json").write_text(json.dumps(report.to_json(), indent=2))
 
