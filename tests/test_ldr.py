@@ -381,9 +381,9 @@ def test_scorer_takes_the_argmax_of_summed_or_mean_log_probabilities():
     lm = TableLM({"a+r": [-1.0, -1.0, -1.0], "b+long_relation": [-0.5] * 8, "None": [-2.5], "tie": [-0.5] * 8})
     options = ["a+r", "b+long_relation", "None"]
     # sums with eos: -4, -5, -3.5; means: -1, -0.555, -1.75
-    assert OptionScorer(lm, "sum")("p", options) == Choice(2, [-4.0, -5.0, -3.5])
+    assert OptionScorer(lm)("p", options) == Choice(2, [-4.0, -5.0, -3.5])  # the sum by default (Eq. 7)
     assert OptionScorer(lm, "mean")("p", options).index == 1
-    assert OptionScorer(lm)("p", ["b+long_relation", "tie"]).index == 0  # ties: the earlier option
+    assert OptionScorer(lm, "mean")("p", ["b+long_relation", "tie"]).index == 0  # ties: the earlier option
     calls = lm.calls
     assert OptionScorer(lm)("p", ["only"]) == Choice(0) and lm.calls == calls  # one option: no model call
     with pytest.raises(InvalidInputError):

@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_arguments(p, "ldr", build_method, "search model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--reasoner", default=None, help="model for pruning and answer location if not the search model (the paper trains two)")
     p.add_argument("--prompt-template", default=None, help="chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
-    p.add_argument("--normalise", choices=["mean", "sum"], default="mean",
-                   help="option score: mean token log-probability (default, as length-normalised beam search) or the sum")
+    p.add_argument("--normalise", choices=["sum", "mean"], default="sum",
+                   help="option score: summed token log-probability (default, Eq. 7) or the mean per token (length-normalised beam search)")
     _add_ldr_options(p)
 
     p = commands.add_parser("export-training", help="search and pruning+answer SFT samples from gold structures")
@@ -64,7 +64,7 @@ def _config(args: argparse.Namespace):
     from engine.ldr.search import SearchLimits
 
     limits = SearchLimits(args.max_steps, args.max_options, args.relation_rows, args.edge_limit)
-    return LdrConfig(limits=limits, normalise=getattr(args, "normalise", "mean"), match_names=args.match_names)
+    return LdrConfig(limits=limits, normalise=getattr(args, "normalise", "sum"), match_names=args.match_names)
 
 
 def build_method(args: argparse.Namespace, store, meter):

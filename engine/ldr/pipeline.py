@@ -33,7 +33,7 @@ from loaders.questions import Question
 @dataclass(frozen=True)
 class LdrConfig:
     limits: SearchLimits = field(default_factory=SearchLimits)
-    normalise: str = "mean"
+    normalise: str = "sum"
     match_names: bool = False
     record_triples: int = 100  # G_k triples kept in a record (g_k_size counts them all)
 

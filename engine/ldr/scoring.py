@@ -4,9 +4,13 @@ With a local model (``logprobs``) every option is scored in one call, :meth:`sco
 batched forward passes that compute the prompt once. An option's score is the
 log-probability of its tokens *and the end-of-sequence token after them* (the probability of
 the option as the whole answer, so an option never wins by being a prefix of another),
-length-normalised by default — the mean log-probability per token, which is what
-transformers' beam search (the paper's "constrained beam search", length penalty 1) ranks
-finished sequences by; ``normalise="sum"`` uses the plain sum (the exact Eq. 7 argmax).
+summed by default: the exact Eq. 7 argmax, the option the model gives the most probability.
+``normalise="mean"`` divides by the tokens (what transformers' beam search, the paper's
+"constrained beam search" with length penalty 1, ranks finished sequences by); it favours
+long options whose later tokens are near-certain (``entity_1+has_genre`` after ``entity_1+``)
+over the two-token ``None``, so a trained model kept searching past the answer: on 20
+validation questions of MetaQA-1hop, Hits@1 0.50 with the mean against 0.75 with the sum
+(2-hop: 0.70 both).
 Ties go to the earlier option. A pool of one option is chosen without asking the model.
 
 A model that cannot score given text (an OpenAI-compatible chat endpoint) falls back to
@@ -29,7 +33,7 @@ NORMALISATIONS = ("mean", "sum")
 class OptionScorer:
     """A :data:`engine.ldr.search.Chooser` over a language model."""
 
-    def __init__(self, lm: LanguageModel, normalise: str = "mean", choice_tokens: int = 32) -> None:
+    def __init__(self, lm: LanguageModel, normalise: str = "sum", choice_tokens: int = 32) -> None:
         if normalise not in NORMALISATIONS:
             raise InvalidInputError(f"unknown score normalisation {normalise!r}: use {' or '.join(NORMALISATIONS)}")
         self.lm, self.normalise, self.choice_tokens = lm, normalise, choice_tokens
