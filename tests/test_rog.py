@@ -199,8 +199,11 @@ def test_grounding_matches_plain_python(make_store, store_kind):
         assert ends == _walk_ends(TRIPLES, ["Titanic", "Inception"], plan[0])
     # path ends as answers, the most often reached first
     assert g.answers()[0] == "Leonardo DiCaprio"
-    # a path back to its own start answers nothing: Titanic's director's films, less Titanic
+    # a walk back to a node it passed answers nothing: Titanic's director's films, less Titanic,
+    # and the genres of those films come through Avatar only, not through a return to Titanic
     assert ground(store, ["Titanic"], [["directed_by", "directed_by"]]).answers() == ["Avatar"]
+    assert ground(store, ["Inception"], [["starred_actors", "starred_actors", "has_genre"]]).answers() == []
+    assert ground(store, ["Titanic"], [["directed_by", "directed_by", "starred_actors"]]).answers() == ["Sam Worthington"]
 
 
 # ----------------------------------------------------------------------------- training data

@@ -32,11 +32,12 @@ class Grounding:
         return [render_path(p, self.names) for p in self.paths]
 
     def answers(self) -> list[str]:
-        """The path ends as answers (RoG without reasoning), the most often reached first. A path
-        that ends on its own start entity answers nothing about it (``[Titanic]``'s director's
-        films lead back to Titanic), so such ends are left out, as MetaQA's answers leave out
-        the topic entity."""
-        counts = Counter(term_text(p.end, self.names) for p in self.paths if p.end != p.start)
+        """The ends of the simple paths as answers (RoG without reasoning), the most often
+        reached first. A walk that comes back to a node it has passed answers nothing the
+        question asks: ``[Titanic]``'s director's films lead back to Titanic, and the years of
+        the films sharing its director would include Titanic's own through that return, as
+        MetaQA's answers never do. The rendered paths (the reasoner's input) keep every walk."""
+        counts = Counter(term_text(p.end, self.names) for p in self.paths if len(set(p.nodes)) == len(p.nodes))
         return [answer for answer, _ in counts.most_common()]
 
 
