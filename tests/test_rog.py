@@ -199,11 +199,14 @@ def test_grounding_matches_plain_python(make_store, store_kind):
         assert ends == _walk_ends(TRIPLES, ["Titanic", "Inception"], plan[0])
     # path ends as answers, the most often reached first
     assert g.answers()[0] == "Leonardo DiCaprio"
-    # a walk back to a node it passed answers nothing: Titanic's director's films, less Titanic,
-    # and the genres of those films come through Avatar only, not through a return to Titanic
+    # a walk back to its topic answers nothing: Titanic's director's films, less Titanic, and the
+    # genres of those films come through Avatar only, not through a return to Titanic; other
+    # nodes may repeat
     assert ground(store, ["Titanic"], [["directed_by", "directed_by"]]).answers() == ["Avatar"]
     assert ground(store, ["Inception"], [["starred_actors", "starred_actors", "has_genre"]]).answers() == []
     assert ground(store, ["Titanic"], [["directed_by", "directed_by", "starred_actors"]]).answers() == ["Sam Worthington"]
+    assert sorted(ground(store, ["James Cameron"], [["directed_by", "starred_actors", "starred_actors"]]).answers()) == [
+        "Avatar", "Inception", "Titanic"]  # Avatar through Sam Worthington and back
 
 
 # ----------------------------------------------------------------------------- training data

@@ -32,12 +32,13 @@ class Grounding:
         return [render_path(p, self.names) for p in self.paths]
 
     def answers(self) -> list[str]:
-        """The ends of the simple paths as answers (RoG without reasoning), the most often
-        reached first. A walk that comes back to a node it has passed answers nothing the
-        question asks: ``[Titanic]``'s director's films lead back to Titanic, and the years of
-        the films sharing its director would include Titanic's own through that return, as
-        MetaQA's answers never do. The rendered paths (the reasoner's input) keep every walk."""
-        counts = Counter(term_text(p.end, self.names) for p in self.paths if len(set(p.nodes)) == len(p.nodes))
+        """The path ends as answers (RoG without reasoning), the most often reached first, from
+        the walks that never come back to their topic entity: ``[Titanic]``'s director's films
+        lead back to Titanic, and the years of the films sharing its director would include
+        Titanic's own through that return, as MetaQA's answers never do. Other nodes may
+        repeat (a director who also wrote one of his films is that film's writer). The
+        rendered paths (the reasoner's input) keep every walk."""
+        counts = Counter(term_text(p.end, self.names) for p in self.paths if p.start not in p.nodes[1:])
         return [answer for answer, _ in counts.most_common()]
 
 
