@@ -10,6 +10,7 @@ import re
 import struct
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from operator import attrgetter
 from typing import Any, Union
 
 from engine.errors import InvalidIdentifierError, InvalidInputError
@@ -242,3 +243,21 @@ class Path:
 
 def path_key(path: Path) -> tuple:
     return (tuple([term_key(n) for n in path.nodes]), path.relations, tuple([not f for f in path.forward]))
+
+
+def sort_paths(paths: list[Path]) -> None:
+    """Sort paths in place by :func:`path_key`, several times faster on large answers: three
+    stable sorts on the paths' own tuples (forward hops first, then relations, then nodes)
+    build no key per path. Entity ids compare as :func:`term_key` orders them; wherever two
+    nodes only ``term_key`` can order meet (an id and a literal, literals whose datatypes or
+    languages differ where one is None), comparing them raises TypeError, and the paths are
+    sorted by :func:`path_key` instead."""
+    try:
+        paths.sort(key=_FORWARD, reverse=True)  # True (forward) before False, as path_key
+        paths.sort(key=_RELATIONS)
+        paths.sort(key=_NODES)
+    except TypeError:
+        paths.sort(key=path_key)
+
+
+_FORWARD, _RELATIONS, _NODES = attrgetter("forward"), attrgetter("relations"), attrgetter("nodes")

@@ -52,7 +52,7 @@ from engine.graph import (
     Term,
     Triple,
     edge_key,
-    path_key,
+    sort_paths,
     term_key,
 )
 from engine.identifiers import (
@@ -184,6 +184,11 @@ def validate_exclude(exclude: Sequence[str]) -> tuple[str, ...]:
 
 def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
     rows.sort(key=key)
+    return _first(rows, limit)
+
+
+def _first(rows: list, limit: int | None) -> tuple[list, bool]:
+    """The first ``limit`` of sorted rows, and whether any were left out."""
     if limit is not None and len(rows) > limit:
         return rows[:limit], True
     return rows, False
@@ -393,7 +398,9 @@ class Store(ABC):
         op = Walks(
             tuple(seeds), tuple(hops), direction, distinct_edges=bool(distinct_edges), limit=_fetch(limit), timeout=timeout
         )
-        paths, truncated = _cut(self._call(op), limit, path_key)
+        paths = self._call(op)
+        sort_paths(paths)
+        paths, truncated = _first(paths, limit)
         return PathsResult(paths, truncated)
 
     def subgraph(
@@ -415,26 +422,34 @@ class Store(ABC):
         limit = validate_limit(limit)
         timeout = validate_timeout(timeout)
         depth: dict[Term, int] = {s: 0 for s in seeds}
-        edges: dict[Triple, None] = {}
+        edges: dict[tuple[str, str, Term], None] = {}  # (subject, relation, object) of each kept edge
         truncated = False
 
         def layer(frontier: list[str]) -> list[Edge]:
             # A layer meets each already-kept edge at most once more (from its far end), so
             # asking for limit + 1 + len(edges) rows is enough to decide truncation exactly.
             fetch = None if limit is None else limit + 1 + len(edges)
-            return sorted(self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=timeout)), key=edge_key)
+            met = self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=timeout))
+            if limit is not None and len(edges) + len(met) > limit:
+                met.sort(key=edge_key)  # the limit may cut this layer: cut it the same way on every store
+            return met
 
         if rels != ():
             for depth_of_dst, edge, first in breadth_first(seeds, hops, layer):
-                triple = edge.triple()
-                if triple not in edges:
+                key = (edge.src, edge.relation, edge.dst) if edge.forward else (edge.dst, edge.relation, edge.src)
+                if key not in edges:
                     if limit is not None and len(edges) == limit:
                         truncated = True
                         break
-                    edges[triple] = None
+                    edges[key] = None
                 if first:
                     depth[edge.dst] = depth_of_dst
-        ordered = sorted(edges, key=lambda t: (t.subject, t.relation, term_key(t.object)))
+        kept = list(edges)
+        try:  # subjects and relations are ids; objects compare as term_key orders them, or raise
+            kept.sort()
+        except TypeError:
+            kept.sort(key=lambda t: (t[0], t[1], term_key(t[2])))
+        ordered = [Triple(*t) for t in kept]  # type: ignore[arg-type]
         return SubgraphResult(ordered, depth, truncated)
 
     def shortest_paths(
@@ -470,14 +485,14 @@ class Store(ABC):
             op = Walks((), (None,) * depth, "both", pairs=tuple(pending), exclude=excluded, limit=fetch, timeout=timeout)
             paths = self._call(op)
             if fetch is not None and len(paths) >= fetch:
-                paths.sort(key=path_key)
+                sort_paths(paths)
                 found.extend(paths[: fetch - 1])
                 truncated = True
                 break
             found.extend(paths)
             connected = {(p.start, p.end) for p in paths}
             pending = [pair for pair in pending if pair not in connected]
-        found.sort(key=path_key)
+        sort_paths(found)
         return PathsResult(found, truncated)
 
     def two_hop_relations(

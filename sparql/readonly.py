@@ -22,6 +22,7 @@ string or an IRI is refused; one outside a string or IRI is invalid).
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,8 +139,8 @@ def bind_parameters(
     """``text`` with each ``$name`` variable replaced by ``render(name, value)``, an escaped
     RDF term, so that no value can change the query's shape (raw and compiled queries alike).
     Every ``$name`` of the text must be given, and every parameter must appear."""
-    found = tokens(text) if found is None else found
-    named = {t.text[1:] for t in found if t.kind == "var" and t.text[0] == "$"}
+    places = _placeholders(text) if found is None else _placeholders_of(found)
+    named = {name for _, name in places}
     missing = sorted(named - set(params))
     if missing:
         raise InvalidInputError(
@@ -152,11 +153,23 @@ def bind_parameters(
     if not named:
         return text
     pieces, pos = [], 0
-    for t in found:
-        if t.kind == "var" and t.text[0] == "$":
-            pieces += [text[pos:t.start], render(t.text[1:], params[t.text[1:]])]
-            pos = t.start + len(t.text)
+    for start, name in places:
+        pieces += [text[pos:start], render(name, params[name])]
+        pos = start + 1 + len(name)
     return "".join(pieces) + text[pos:]
+
+
+def _placeholders_of(found: list[Token]) -> tuple[tuple[int, str], ...]:
+    """Where each ``$name`` placeholder starts, and its name."""
+    return tuple((t.start, t.text[1:]) for t in found if t.kind == "var" and t.text[0] == "$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _placeholders(text: str) -> tuple[tuple[int, str], ...]:
+    """:func:`_placeholders_of` a text, kept: a compiled query's text holds its values as
+    placeholders, so the same few texts come back call after call, and reading one costs
+    more than running a small query."""
+    return _placeholders_of(tokens(text))
 
 
 def _check(text: str, found: list[Token], graph: str | None, allow_service: bool) -> None:

@@ -22,6 +22,7 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b
 _NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
 # ASCII characters that characters outside ASCII lower to (str.lower): İ → i̇, K (Kelvin) → k
 _LOWERED_FROM_OTHERS = frozenset("ik")
+_IRIS_KEPT = 200_000
 
 
 class Terms:
@@ -29,6 +30,7 @@ class Terms:
 
     def __init__(self, namespace: str) -> None:
         self.namespace = validate_iri(namespace, "namespace", "http://rdf.freebase.com/ns/")
+        self._iris: dict[str, str] = {}  # id -> <IRI>: calls name the same seeds and hubs again and again
 
     def iri_of(self, local: str) -> str:
         """The IRI (without angle brackets) naming an id or relation."""
@@ -43,7 +45,12 @@ class Terms:
         return iri
 
     def iri(self, local: str) -> str:
-        return "<" + self.iri_of(local) + ">"
+        found = self._iris.get(local)
+        if found is None:
+            if len(self._iris) >= _IRIS_KEPT:
+                self._iris.clear()
+            found = self._iris[local] = "<" + self.iri_of(local) + ">"
+        return found
 
     def relation(self, name: str) -> str:
         """A relation name as an IRI, validated: the only way one enters query text."""

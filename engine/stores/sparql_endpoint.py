@@ -43,7 +43,7 @@ from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
-from engine.stores.sparql_store import Row, SparqlStore
+from engine.stores.sparql_store import Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
 from engine.timeouts import run_with_timeout
@@ -261,24 +261,28 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             return virtuoso_literal(value, datatype, lang, None if exact is None else str(exact["value"]))
         return Literal(value, datatype, lang)
 
-    def _rows(self, result: dict[str, Any], compiled: bool) -> tuple[list[str], list[Row]]:
+    def _rows(self, result: dict[str, Any], compiled: bool) -> tuple[list[str], list[list[Any]]]:
         """Column names and decoded rows; a compiled query's ``__exact`` companions fold into
         the columns they belong to."""
         names = result["head"]["vars"]
         if compiled:
             names = [n for n in names if not n.endswith(EXACT_SUFFIX)]
-        rows = []
-        for b in result["results"]["bindings"]:
-            rows.append({n: self._decode(b.get(n), b.get(n + EXACT_SUFFIX) if compiled else None) for n in names})
+        exact = [n + EXACT_SUFFIX if compiled else None for n in names]
+        decode = self._decode
+        rows = [
+            [decode(b.get(n), b.get(x) if x else None) for n, x in zip(names, exact)]
+            for b in result["results"]["bindings"]
+        ]
         return names, rows
 
-    def _select(self, text: str, timeout: float | None = None) -> list[Row]:
+    def _select(self, text: str, timeout: float | None = None) -> Columns:
         if timeout is not None and self.flavour != "virtuoso":  # no standard way to stop a query
             return run_with_timeout(lambda: self._select(text), timeout, f"the SPARQL endpoint {self.endpoint}")
         try:
-            return self._rows(self._json(text, timeout=timeout), compiled=True)[1]
+            names, rows = self._rows(self._json(text, timeout=timeout), compiled=True)
         except QueryRejected as e:  # a compiler bug, never user input
             raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
+        return Columns(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
 
     def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, graph=self.graph, allow_service=allow_service)
@@ -295,8 +299,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             return QueryResult(["result"], [[bool(result["boolean"])]])
         names, rows = self._rows(result, compiled=False)
         if form in ("CONSTRUCT", "DESCRIBE"):  # Virtuoso answers them as s/p/o bindings
-            return QueryResult(["subject", "predicate", "object"], [[r[n] for n in names] for r in rows])
-        return QueryResult(names, [[r[n] for n in names] for r in rows])
+            return QueryResult(["subject", "predicate", "object"], rows)
+        return QueryResult(names, rows)
 
     def _triples(self, body: bytes) -> QueryResult:
         rows = []

@@ -1,14 +1,15 @@
 """What every SPARQL store shares: compiling operations and decoding their rows.
 
-A backend supplies ``_select(text, timeout)``, returning rows as dicts from variable name to a
-decoded value (an id ``str`` for an IRI, a :class:`Literal` for a literal, None when unbound),
-and its own loading and raw-query paths.
+A backend supplies ``_select(text, timeout)``, returning :class:`Columns`: per variable, the
+list of its decoded values, one per row (an id ``str`` for an IRI, a :class:`Literal` for a
+literal, None when unbound), and its own loading and raw-query paths. Columns, not rows: a
+decoder zips the columns it needs, which builds no per-row lookup.
 """
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyoxigraph as ox
 
@@ -21,8 +22,7 @@ from engine.store import Store
 from sparql.compiler import SparqlCompiler
 from sparql.ntriples import CanonicalNTriples
 from sparql.terms import Terms
-
-Row = dict[str, Any]
+from sparql.tsv import parse_term, read_tsv
 
 _DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 
@@ -35,6 +35,21 @@ def _int(value: Any) -> int:
     return int(_text(value))
 
 
+class Columns(NamedTuple):
+    """A SELECT's answer: its variable names, and per name the column of its decoded values."""
+
+    names: list[str]
+    columns: list[list[Any]]
+
+    def __call__(self, *names: str) -> list[list[Any]]:
+        """The columns of ``names``, in that order."""
+        return [self.columns[self.names.index(name)] for name in names]
+
+    def first(self, name: str) -> Any:
+        """The value of ``name`` in the first row."""
+        return self.columns[self.names.index(name)][0]
+
+
 class SparqlStore(Store):
     dialect = "sparql"
     compiler: SparqlCompiler
@@ -44,7 +59,8 @@ class SparqlStore(Store):
     def __init__(self, compiler: SparqlCompiler) -> None:
         self.compiler = compiler
         self.terms: Terms = compiler.t
-        self._decoded: dict[str, Any] = {}  # IRI or literal text -> id or Literal
+        # IRI, literal text or TSV value -> id, Literal, blank node label or None (unbound)
+        self._decoded: dict[str, Any] = {}
         self._term_check: TermCheck | None = None
 
     def _from_ox(self, term: Any) -> Any:
@@ -71,8 +87,18 @@ class SparqlStore(Store):
             self._decoded[key] = decoded
         return decoded
 
+    def _read_tsv(self, data: str) -> Columns:
+        """A SELECT's answer in the TSV results format (:mod:`sparql.tsv`), each distinct value
+        decoded once (the cache :meth:`_from_ox` keeps too)."""
+        if len(self._decoded) >= _DECODED_MAX:
+            self._decoded.clear()
+        return Columns(*read_tsv(data, self._decoded, self._term_of_tsv))
+
+    def _term_of_tsv(self, token: str) -> Any:
+        return parse_term(token, self.terms.id_of)
+
     @abstractmethod
-    def _select(self, text: str, timeout: float | None = None) -> list[Row]:
+    def _select(self, text: str, timeout: float | None = None) -> Columns:
         """Run a SELECT (its parameters bound) and decode its rows; past ``timeout`` seconds
         (None: the store's own limits), raise :class:`engine.errors.QueryTimeoutError`."""
 
@@ -122,62 +148,76 @@ class SparqlStore(Store):
 
     # ------------------------------------------------------------------ operations
     def _run(self, op: Op, compiled: Compiled | None) -> list:
-        rows = self._select(self.terms.bind(compiled), op.timeout)  # type: ignore[arg-type]
-        return getattr(self, "_decode_" + op.name)(op, rows)
+        result = self._select(self.terms.bind(compiled), op.timeout)  # type: ignore[arg-type]
+        return getattr(self, "_decode_" + op.name)(op, result)
 
-    def _decode_relations(self, op, rows: list[Row]) -> list[RelationCount]:
-        return [RelationCount(r["id"], r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+    def _decode_relations(self, op, result: Columns) -> list[RelationCount]:
+        ids, rels, dirs, counts = result("id", "rel", "dir", "n")
+        return [RelationCount(i, r, _text(d), _int(n)) for i, r, d, n in zip(ids, rels, dirs, counts)]
 
-    def _decode_expand(self, op, rows: list[Row]) -> list[Edge]:
-        return [Edge(r["src"], r["rel"], r["dst"], _text(r["dir"]) == "out") for r in rows]
+    def _decode_expand(self, op, result: Columns) -> list[Edge]:
+        srcs, rels, dsts, dirs = result("src", "rel", "dst", "dir")
+        return [Edge(s, r, o, _text(d) == "out") for s, r, o, d in zip(srcs, rels, dsts, dirs)]
 
-    def _decode_walks(self, op, rows: list[Row]) -> list[Path]:
+    def _decode_walks(self, op, result: Columns) -> list[Path]:
         path = op.path
         hops = len(path)
-        node_columns = [f"n{i}" for i in range(hops + 1)]
-        direction_columns = [f"d{i}" for i in range(hops)]
-        fixed = None if None in path else tuple(path)  # then every row has the same relations
+        nodes = zip(*result(*[f"n{i}" for i in range(hops + 1)]))
+        # the direction columns hold the literals "out" and "in" (never a Literal's slow hash)
+        forwards = zip(*[[d.value == "out" for d in column] for column in result(*[f"d{i}" for i in range(hops)])])
+        if None not in path:
+            return [Path(n, path, f) for n, f in zip(nodes, forwards)]
+        free = [i for i in range(hops) if path[i] is None]
+        relations = zip(*result(*[f"r{i}" for i in free]))
         out = []
-        for r in rows:
-            rels = fixed or tuple(path[i] if path[i] is not None else r[f"r{i}"] for i in range(hops))
-            forward = tuple([_text(r[c]) == "out" for c in direction_columns])
-            out.append(Path(tuple([r[c] for c in node_columns]), rels, forward))  # type: ignore[arg-type]
+        for n, f, found in zip(nodes, forwards, relations):
+            rels = list(path)
+            for i, r in zip(free, found):
+                rels[i] = r
+            out.append(Path(n, tuple(rels), f))
         return out
 
-    def _decode_two_hop_relations(self, op, rows: list[Row]) -> list[TwoHopRelation]:
-        return [TwoHopRelation(r["id"], op.r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+    def _decode_two_hop_relations(self, op, result: Columns) -> list[TwoHopRelation]:
+        r1 = op.r1
+        ids, rels, dirs, counts = result("id", "rel", "dir", "n")
+        return [TwoHopRelation(i, r1, r, _text(d), _int(n)) for i, r, d, n in zip(ids, rels, dirs, counts)]
 
-    def _decode_literal_relations(self, op, rows: list[Row]) -> list[RelationCount]:
-        return [RelationCount(op.literals[_int(r["i"])], r["rel"], "in", _int(r["n"])) for r in rows]
+    def _decode_literal_relations(self, op, result: Columns) -> list[RelationCount]:
+        literals = op.literals
+        indexes, rels, counts = result("i", "rel", "n")
+        return [RelationCount(literals[_int(i)], r, "in", _int(n)) for i, r, n in zip(indexes, rels, counts)]
 
-    def _decode_literal_two_hop_relations(self, op, rows: list[Row]) -> list[TwoHopRelation]:
+    def _decode_literal_two_hop_relations(self, op, result: Columns) -> list[TwoHopRelation]:
         literals, r1 = op.literals, op.r1
-        return [TwoHopRelation(literals[_int(r["i"])], r1, r["rel"], _text(r["dir"]), _int(r["n"])) for r in rows]
+        indexes, rels, dirs, counts = result("i", "rel", "dir", "n")
+        return [
+            TwoHopRelation(literals[_int(i)], r1, r, _text(d), _int(n)) for i, r, d, n in zip(indexes, rels, dirs, counts)
+        ]
 
-    def _decode_names(self, op, rows: list[Row]) -> list[tuple[str, Literal | None]]:
-        return [(r["id"], r["name"]) for r in rows]
+    def _decode_names(self, op, result: Columns) -> list[tuple[str, Literal | None]]:
+        return list(zip(*result("id", "name")))
 
-    def _decode_types(self, op, rows: list[Row]) -> list[tuple[str, str]]:
-        return [(r["id"], r["type"]) for r in rows]
+    def _decode_types(self, op, result: Columns) -> list[tuple[str, str]]:
+        return list(zip(*result("id", "type")))
 
-    def _decode_search(self, op, rows: list[Row]) -> list[SearchHit]:
-        return [SearchHit(r["id"], r["id"] if r["name"] is None else r["name"].value) for r in rows]
+    def _decode_search(self, op, result: Columns) -> list[SearchHit]:
+        return [SearchHit(i, i if name is None else name.value) for i, name in zip(*result("id", "name"))]
 
-    def _decode_execute(self, op, rows: list[Row]) -> list[Term] | list[int]:
+    def _decode_execute(self, op, result: Columns) -> list[Term] | list[int]:
         if isinstance(op.tree, Count):
-            return [_int(rows[0]["n"])]
-        return [r["v0"] for r in rows]
+            return [_int(result.first("n"))]
+        return list(result("v0")[0])
 
-    def _decode_count_triples(self, op, rows: list[Row]) -> list[int]:
-        return [_int(rows[0]["n"])]
+    def _decode_count_triples(self, op, result: Columns) -> list[int]:
+        return [_int(result.first("n"))]
 
     _decode_count_entities = _decode_count_triples
 
-    def _decode_entities(self, op, rows: list[Row]) -> list[str]:
-        return [r["e"] for r in rows]
+    def _decode_entities(self, op, result: Columns) -> list[str]:
+        return list(result("e")[0])
 
-    def _decode_relation_types(self, op, rows: list[Row]) -> list[str]:
-        return [_text(r["p"]) for r in rows]
+    def _decode_relation_types(self, op, result: Columns) -> list[str]:
+        return [_text(p) for p in result("p")[0]]
 
-    def _decode_relation_counts(self, op, rows: list[Row]) -> list[tuple[str, int]]:
-        return [(_text(r["p"]), _int(r["n"])) for r in rows]
+    def _decode_relation_counts(self, op, result: Columns) -> list[tuple[str, int]]:
+        return [(_text(p), _int(n)) for p, n in zip(*result("p", "n"))]
