@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
@@ -259,16 +260,23 @@ def test_the_generic_flavour_reads_any_endpoint(server):
 
 
 class _FakeEndpoint:
-    """Answers each POST with the next scripted (status, headers, body); records the requests."""
+    """Answers each POST with the next scripted (status, headers, body); records the requests
+    and the client port each came from. ``protocol`` HTTP/1.1 keeps connections open;
+    ``hang_up`` then closes each one after its answer without saying so, as a server does
+    with an idle connection."""
 
-    def __init__(self, script: list[tuple[int, dict[str, str], str]]) -> None:
+    def __init__(self, script: list[tuple[int, dict[str, str], str]], protocol: str = "HTTP/1.0", hang_up: bool = False) -> None:
         self.script = list(script)
         self.requests: list[str] = []
+        self.ports: list[int] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = protocol
+
             def do_POST(self) -> None:
                 owner.requests.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                owner.ports.append(self.client_address[1])
                 status, headers, body = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
                 data = body.encode()
                 self.send_response(status)
@@ -277,6 +285,8 @@ class _FakeEndpoint:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                if hang_up:
+                    self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -302,8 +312,8 @@ _COUNT = json.dumps(
 def fake() -> Iterator:
     opened: list[_FakeEndpoint] = []
 
-    def make(*script: tuple[int, dict[str, str], str]) -> _FakeEndpoint:
-        opened.append(_FakeEndpoint(list(script)))
+    def make(*script: tuple[int, dict[str, str], str], **options: Any) -> _FakeEndpoint:
+        opened.append(_FakeEndpoint(list(script), **options))
         return opened[-1]
 
     yield make
@@ -317,6 +327,20 @@ def test_transient_server_errors_are_retried(fake):
     assert store.count_triples() == 3
     assert len(endpoint.requests) == 3
     assert f"FROM <{DEFAULT_GRAPH}>" in parse_qs(endpoint.requests[0])["query"][0]
+
+
+def test_queries_share_one_kept_alive_connection(fake):
+    endpoint = fake((200, {}, _COUNT), protocol="HTTP/1.1")
+    store = SparqlEndpointStore(endpoint.uri, retries=0)
+    assert [store.count_triples() for _ in range(4)] == [3] * 4
+    assert len(endpoint.requests) == 4 and len(set(endpoint.ports)) == 1
+
+
+def test_a_connection_the_server_dropped_is_reopened_once(fake):
+    endpoint = fake((200, {}, _COUNT), protocol="HTTP/1.1", hang_up=True)
+    store = SparqlEndpointStore(endpoint.uri, retries=0)  # not the retries: the reopening itself
+    assert [store.count_triples() for _ in range(3)] == [3] * 3
+    assert len(endpoint.requests) == 3 and len(set(endpoint.ports)) == 3
 
 
 def test_query_errors_are_not_retried(fake):

@@ -1,7 +1,7 @@
 """Virtuoso, or any SPARQL 1.1 endpoint, over HTTP.
 
-Reads go through SPARQLWrapper (POST, JSON results) against one named graph, with a timeout
-and retries with exponential backoff on transient failures (connection refused or reset,
+Reads are POSTed over kept-alive connections (``engine/stores/sparql_http.py``; JSON results)
+against one named graph, with a timeout and retries with exponential backoff on transient failures (connection refused or reset,
 timeouts, HTTP 5xx that are not query errors; ``engine/stores/endpoint_errors.py``). Loading
 (Virtuoso's isql bulk loader, or ``INSERT DATA``) is in ``engine/stores/virtuoso_load.py``.
 Virtuoso's answers are normalised back to the values that were loaded
@@ -19,7 +19,7 @@ import urllib.parse
 from typing import Any
 
 import pyoxigraph as ox
-from SPARQLWrapper import POST, SPARQLWrapper
+from SPARQLWrapper import SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import (
     EndPointInternalError,
     EndPointNotFound,
@@ -43,6 +43,7 @@ from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
+from engine.stores.sparql_http import KeptConnections
 from engine.stores.sparql_store import Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
@@ -141,6 +142,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             parts._replace(query=urllib.parse.urlencode([(k, v) for k, v in query if k != "graph"]))
         )
         self.timeout = float(timeout)
+        self._http = KeptConnections(self.endpoint)
         self.retries = retries
         self.backoff = backoff
         self.user = user
@@ -169,22 +171,14 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         answers with a partial result marked ``X-SQL-State: S1TAT``, which is raised as
         :class:`QueryTimeoutError`.
         """
-        wrapper = SPARQLWrapper(self.endpoint)
-        wrapper.setMethod(POST)
-        wrapper.setOnlyConneg(True)  # no format=/output= parameters: the Accept header decides
-        wrapper.addCustomHttpHeader("Accept", accept)
+        form = [("query", text)]
         if whole_graph:
-            wrapper.addParameter("default-graph-uri", self.graph)
-            wrapper.addParameter("named-graph-uri", self.graph)
+            form += [("default-graph-uri", self.graph), ("named-graph-uri", self.graph)]
         if timeout is not None:
-            wrapper.addParameter("timeout", str(max(1, math.ceil(timeout * 1000))))  # milliseconds
-        wrapper.setQuery(text)
-        wrapper.timeout = self.timeout  # seconds as given (setTimeout would truncate to int)
+            form.append(("timeout", str(max(1, math.ceil(timeout * 1000)))))  # milliseconds
 
         def attempt() -> bytes:
-            with wrapper.query().response as response:
-                headers = response.headers
-                body = response.read()
+            headers, body = self._http.post(form, accept, self.timeout)
             if timeout is not None and headers.get("X-SQL-State") == "S1TAT":
                 raise QueryTimeoutError(f"Virtuoso interrupted it: {headers.get('X-SQL-Message', '').strip()[:200]}")
             # Virtuoso answers 200 with a cut-down result when a server-side limit is hit.
@@ -234,6 +228,9 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             raise StoreUnavailableError(f"{self.endpoint} refused the request (HTTP 401): check the credentials") from e
         except (SPARQLWrapperException, urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise self._unavailable(f"{type(e).__name__}: {e}") from e
+
+    def close(self) -> None:
+        self._http.close()
 
     def _unavailable(self, why: str) -> StoreUnavailableError:
         return StoreUnavailableError(
