@@ -1,4 +1,4 @@
-"""``kgqa bench load|retrieval|methods|generate`` and ``python -m benchmarks …``.
+"""``kgqa bench load|retrieval|methods|overhead|generate`` and ``python -m benchmarks …``.
 
 ``add_arguments(parser)`` puts the sub-commands on any argparse parser (the ``kgqa`` CLI uses
 it); ``main(argv)`` runs them.
@@ -20,7 +20,7 @@ DEFAULT_STORES = "oxigraph,virtuoso,bolt"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,methods,generate}")
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,methods,overhead,generate}")
     for name, text in (
         ("retrieval", "time every retrieval operation on every store against the baselines"),
         ("load", "time loading through the engine against each store's native bulk loader"),
@@ -62,6 +62,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, predictions")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/methods in a checkout)")
     p.set_defaults(bench_handler=_methods)
+
+    text = "the engine's time over each store's own execution of the same compiled queries (a raw client)"
+    p = sub.add_parser("overhead", help=text, description=text)
+    p.add_argument("--quick", action="store_true", help="a few tasks per workload (default: full)")
+    p.add_argument("--datasets", help="comma-separated: metaqa, pathquestion, fb15k237, gen:SIZE (default metaqa,fb15k237)")
+    p.add_argument("--stores", default=DEFAULT_STORES, help=f"comma-separated store kinds (default {DEFAULT_STORES})")
+    p.add_argument("--questions", type=int, help="questions per MetaQA hop class, random walks")
+    p.add_argument("--repeats", type=int, help="timed runs of each side per task; the best counts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
+    p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/overhead in a checkout)")
+    p.set_defaults(bench_handler=_overhead)
 
     p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
     p.add_argument("size", help="about how many triples: 1M, 250k, 10M …")
@@ -116,6 +128,26 @@ def _methods(args: argparse.Namespace) -> int:
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"
     for path in methods.write(methods.run_methods(cfg), out):
+        print(path)
+    return 0
+
+
+def _overhead(args: argparse.Namespace) -> int:
+    from benchmarks import overhead
+
+    defaults = overhead.QUICK if args.quick else overhead.FULL
+    cfg = overhead.OverheadConfig(
+        datasets=[d.strip() for d in args.datasets.split(",")] if args.datasets else list(defaults["datasets"]),
+        stores=[s.strip() for s in args.stores.split(",") if s.strip()],
+        questions=args.questions or defaults["questions"], batch=defaults["batch"], batches=defaults["batches"],
+        repeats=args.repeats or defaults["repeats"], seed=args.seed, workdir=args.workdir.resolve(),
+    )
+    unknown = [s for s in cfg.stores if s not in overhead.RAW_CLIENTS]
+    if unknown:
+        raise SystemExit(f"overhead: no raw client for {', '.join(unknown)}; use {', '.join(overhead.RAW_CLIENTS)}")
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / ("overhead-quick" if args.quick else "overhead")
+    for path in overhead.write(overhead.run_overhead(cfg), out):
         print(path)
     return 0
 

@@ -44,7 +44,7 @@ from engine.limits import VIRTUOSO
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
 from engine.stores.sparql_http import KeptConnections
-from engine.stores.sparql_store import Columns, SparqlStore
+from engine.stores.sparql_store import DECODED_MAX, Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
 from engine.timeouts import run_with_timeout
@@ -246,17 +246,31 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, binding: dict[str, Any] | None, exact: dict[str, Any] | None = None) -> Any:
+        """One JSON binding as an engine term. Answers repeat the same hubs, relations and
+        literals row after row, so each IRI and literal is decoded once (kept in
+        ``self._decoded``, bounded as :meth:`_from_ox`'s cache: an IRI under its text, a
+        literal under its JSON fields)."""
         if binding is None:
             return None
         kind, value = binding["type"], str(binding["value"])
         if kind == "uri":
-            return self.terms.id_of(value)
+            found = self._decoded.get(value)
+            if found is None:
+                found = self._decoded[value] = self.terms.id_of(value)
+            return found
         if kind == "bnode":
             return "_:" + value
         datatype, lang = binding.get("datatype"), binding.get("xml:lang")
-        if self.flavour == "virtuoso":
-            return virtuoso_literal(value, datatype, lang, None if exact is None else str(exact["value"]))
-        return Literal(value, datatype, lang)
+        exact_value = None if exact is None else str(exact["value"])
+        key = (value, datatype, lang, exact_value)
+        found = self._decoded.get(key)  # type: ignore[call-overload]
+        if found is None:
+            if self.flavour == "virtuoso":
+                found = virtuoso_literal(value, datatype, lang, exact_value)
+            else:
+                found = Literal(value, datatype, lang)
+            self._decoded[key] = found  # type: ignore[index]
+        return found
 
     def _rows(self, result: dict[str, Any], compiled: bool) -> tuple[list[str], list[list[Any]]]:
         """Column names and decoded rows; a compiled query's ``__exact`` companions fold into
@@ -265,6 +279,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         if compiled:
             names = [n for n in names if not n.endswith(EXACT_SUFFIX)]
         exact = [n + EXACT_SUFFIX if compiled else None for n in names]
+        if len(self._decoded) >= DECODED_MAX:
+            self._decoded.clear()
         decode = self._decode
         rows = [
             [decode(b.get(n), b.get(x) if x else None) for n, x in zip(names, exact)]

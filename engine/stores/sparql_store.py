@@ -24,7 +24,7 @@ from sparql.ntriples import CanonicalNTriples
 from sparql.terms import Terms
 from sparql.tsv import parse_term, read_tsv
 
-_DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
+DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
 
 
 def _text(value: Any) -> str:
@@ -59,8 +59,9 @@ class SparqlStore(Store):
     def __init__(self, compiler: SparqlCompiler) -> None:
         self.compiler = compiler
         self.terms: Terms = compiler.t
-        # IRI, literal text or TSV value -> id, Literal, blank node label or None (unbound)
-        self._decoded: dict[str, Any] = {}
+        # IRI, literal text, TSV value or JSON literal fields -> id, Literal, blank node label
+        # or None (unbound)
+        self._decoded: dict[Any, Any] = {}
         self._term_check: TermCheck | None = None
 
     def _from_ox(self, term: Any) -> Any:
@@ -82,7 +83,7 @@ class SparqlStore(Store):
                 decoded = self.terms.id_of(key)
             else:
                 decoded = Literal(term.value, term.datatype.value, term.language)
-            if len(self._decoded) >= _DECODED_MAX:
+            if len(self._decoded) >= DECODED_MAX:
                 self._decoded.clear()
             self._decoded[key] = decoded
         return decoded
@@ -90,7 +91,7 @@ class SparqlStore(Store):
     def _read_tsv(self, data: str) -> Columns:
         """A SELECT's answer in the TSV results format (:mod:`sparql.tsv`), each distinct value
         decoded once (the cache :meth:`_from_ox` keeps too)."""
-        if len(self._decoded) >= _DECODED_MAX:
+        if len(self._decoded) >= DECODED_MAX:
             self._decoded.clear()
         return Columns(*read_tsv(data, self._decoded, self._term_of_tsv))
 
