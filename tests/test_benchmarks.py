@@ -9,12 +9,13 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from benchmarks import overhead
 from benchmarks.baselines.csr_floor import CsrFloor
 from benchmarks.baselines.rog_networkx import NetworkxGlobal, NetworkxPerQuestion
 from benchmarks.baselines.tog_loop import TogLoop
 from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
-from benchmarks.tasks import Task
+from benchmarks.tasks import Task, Workload
 from benchmarks.workloads import StoreRetriever, walk_seeds
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
@@ -180,6 +181,25 @@ def test_baselines_match_on_a_generated_graph(generated):
     _assert_same_answers(retrievers, StoreRetriever(store, "oxigraph"), tasks)
 
 
+def test_raw_clients_run_the_engines_own_queries_on_each_store(make_store, store_kind):
+    """The overhead benchmark's raw client of each store sends the queries the engine compiled
+    and must read exactly the rows the engine decoded from each (it reports an error if not)."""
+    triples = random_graph(4)
+    store = make_store(store_kind, triples)
+    tasks = _tasks(random.Random(4), node_ids(triples), 4)
+    raw = overhead.raw_client(store)
+    try:
+        by_op: dict[str, list[Task]] = defaultdict(list)
+        for task in tasks:
+            by_op[task.op].append(task)
+        for op, op_tasks in by_op.items():
+            result = overhead.time_workload(store, raw, store_kind, Workload("random", op, "", op_tasks), repeats=1)
+            assert result.errors == [] and result.tasks == len(op_tasks), (op, result.errors)
+            assert result.calls >= len(op_tasks) and result.engine_s > 0 and result.raw_s > 0
+    finally:
+        raw.close()
+
+
 # ---------------------------------------------------------------------------- a tiny run
 
 def test_tiny_retrieval_run_writes_json_markdown_and_plots(tmp_path, generated):
@@ -212,6 +232,21 @@ def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):
     assert row["store"] == "oxigraph" and row["counts_agree"] and row["triples"] > 500
     assert row["engine_over_native"] > 0 and results["goals"]
     assert "engine ÷ native" in (out / "load.md").read_text()
+
+
+def test_tiny_overhead_run_writes_json_and_markdown(tmp_path, generated):
+    out = tmp_path / "out"
+    code = main([
+        "overhead", "--quick", "--datasets", "gen:2k", "--stores", "oxigraph", "--questions", "2",
+        "--repeats", "1", "--workdir", str(tmp_path / "work"), "--out", str(out),
+    ])
+    assert code == 0
+    results = json.loads((out / "overhead.json").read_text())
+    assert {w["op"] for w in results["workloads"]} >= {"follow_paths", "subgraph", "follow_paths_batched"}
+    assert all(not w["errors"] and w["tasks"] and w["overhead"] is not None for w in results["workloads"])
+    (goal,) = results["goals"]
+    assert "oxigraph" in goal["goal"] and results["machine"]["git"]
+    assert "| oxigraph | gen-2k | subgraph |" in (out / "overhead.md").read_text()
 
 
 def test_generate_writes_ntriples(tmp_path, generated):
