@@ -67,7 +67,7 @@ class OverheadConfig:
 
 
 QUICK = {"datasets": ["metaqa", "fb15k237"], "questions": 5, "batch": 32, "batches": 1, "repeats": 3}
-FULL = {"datasets": ["metaqa", "fb15k237"], "questions": 30, "batch": 64, "batches": 3, "repeats": 5}
+FULL = {"datasets": ["metaqa", "fb15k237"], "questions": 10, "batch": 64, "batches": 3, "repeats": 3}
 
 
 # ============================================================================ raw clients

@@ -407,8 +407,13 @@ class BoltStore(Store):
         return [Edge(src, rel, _node(i, v, dt, lang), fwd) for src, rel, i, v, dt, lang, fwd in rows]
 
     def _decode_walks(self, op, rows: list[list[Any]]) -> list[Path]:
+        fixed = None if None in op.path else op.path  # then every row has the path's relations
         return [
-            Path((*ids[:-1], _node(ids[-1], v, dt, lang)), tuple(rels), tuple(fwd))
+            Path(
+                tuple(ids) if ids[-1] is not None else (*ids[:-1], Literal.make(v, dt, lang)),
+                fixed or tuple(rels),
+                tuple(fwd),
+            )
             for ids, v, dt, lang, rels, fwd in rows
         ]
 
