@@ -32,14 +32,18 @@ class Grounding:
         return [render_path(p, self.names) for p in self.paths]
 
     def answers(self) -> list[str]:
-        """The path ends as answers (RoG without reasoning), the most often reached first, from
-        the walks that never come back to their topic entity: ``[Titanic]``'s director's films
-        lead back to Titanic, and the years of the films sharing its director would include
-        Titanic's own through that return, as MetaQA's answers never do. Other nodes may
-        repeat (a director who also wrote one of his films is that film's writer). The
-        rendered paths (the reasoner's input) keep every walk."""
-        counts = Counter(term_text(p.end, self.names) for p in self.paths if p.start not in p.nodes[1:])
-        return [answer for answer, _ in counts.most_common()]
+        """The path ends as answers (RoG without reasoning), never the walk's own start. Ends
+        of walks that do not come back to their topic entity come first, the most often
+        reached first; then those reached only through a return. A return is weaker evidence:
+        the years of the films sharing ``[Titanic]``'s director would otherwise start with
+        Titanic's own, which MetaQA never counts; yet PathQuestion's genealogies do walk back
+        (the nationality of the parent of X's child is often X's). Chosen on validation
+        questions: MetaQA-3hop / PQ-3H Hits@1 0.88 / 0.92 keeping every walk, 1.00 / 0.44
+        dropping the returning ones, 1.00 / 0.88 ranking them after."""
+        direct = Counter(term_text(p.end, self.names) for p in self.paths if p.start not in p.nodes[1:])
+        returning = Counter(term_text(p.end, self.names) for p in self.paths if p.start in p.nodes[1:-1] and p.end != p.start)
+        ranked = [answer for answer, _ in direct.most_common()]
+        return ranked + [answer for answer, _ in returning.most_common() if answer not in direct]
 
 
 def _groundable(plan: Sequence[str] | None) -> bool:
