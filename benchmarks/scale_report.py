@@ -295,10 +295,13 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     calls = sorted({h["call"] for h in results["hub"]})
     for i, call in enumerate(calls):
         for j, store in enumerate(stores):
-            pts = sorted((triples[h["dataset"]], h["seconds"] * 1000) for h in results["hub"] if h["call"] == call and h["store"] == store)
-            if pts:
-                axes[2].plot(*zip(*pts), _STYLES[j % 4], marker="s", color=f"C{i}", label=f"{call} · {store}")
-    axes[2].set_title(f"calls at the hub, limit {_limit(results):,} (median of {HUB_REPEATS})")
+            mine = sorted((triples[h["dataset"]], h["seconds"] * 1000, h["truncated"]) for h in results["hub"]
+                          if h["call"] == call and h["store"] == store)
+            if mine:
+                axes[2].plot([m[0] for m in mine], [m[1] for m in mine], _STYLES[j % 4], marker="s", color=f"C{i}", label=f"{call} · {store}")
+                cut = [m for m in mine if m[2]]
+                axes[2].scatter([m[0] for m in cut], [m[1] for m in cut], marker="x", color="black", s=30, zorder=3)
+    axes[2].set_title(f"calls at the hub, limit {_limit(results):,} (median of {HUB_REPEATS}; ×: truncated)")
     axes[2].set_ylabel("ms per call (log)")
     for ax in axes:
         ax.set_xscale("log")
