@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,14 @@ def write(results: dict[str, Any], out: Path, append: bool = False) -> list[Path
     this run did not measure are kept beside this run's (each run is listed with its machine state)."""
     out.mkdir(parents=True, exist_ok=True)
     results = dict(results)
-    results["machine"] = machine()
-    results["machine"]["load_average_start"] = [round(x, 2) for x in results.pop("load_average_start", ())]
-    results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    results["runs"] = [_run_summary(results)]
-    earlier = out / "scale.json"
-    if append and earlier.exists():
-        results = _merge(json.loads(earlier.read_text()), results)
+    if "machine" not in results:  # a fresh run (a written scale.json, read back, is only rendered again)
+        results["machine"] = machine()
+        results["machine"]["load_average_start"] = [round(x, 2) for x in results.pop("load_average_start", ())]
+        results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        results["runs"] = [_run_summary(results)]
+        earlier = out / "scale.json"
+        if append and earlier.exists():
+            results = _merge(json.loads(earlier.read_text()), results)
     results["goals"] = goals(results)
     results["extrapolation"] = extrapolation(results)
     written = [out / "scale.json", out / "scale.md"]
@@ -95,20 +97,28 @@ def _limit(results: dict[str, Any]) -> int:
 
 def extrapolation(results: dict[str, Any]) -> list[dict[str, Any]]:
     """A full Freebase load on one machine, from each store's load at the largest size."""
-    loads = [r for r in results["loads"] if r.get("triples_per_s")]
-    if not loads:
-        return []
-    largest = max(r["triples"] for r in loads)
+    order = {s["name"]: s["size"] for s in results["sizes"]}
     rows = []
-    for r in loads:
-        if r["triples"] != largest:
+    for store in dict.fromkeys(r["store"] for r in results["loads"]):
+        mine = sorted((r for r in results["loads"] if r["store"] == store and r.get("triples_per_s")), key=lambda r: order[r["dataset"]])
+        if not mine:
             continue
-        rows.append({
-            "store": r["store"], "from": r["dataset"], "triples_per_s": r["triples_per_s"],
+        r = mine[-1]
+        row = {
+            "store": store, "from": r["dataset"], "triples_per_s": r["triples_per_s"],
             "hours": round(FREEBASE_TRIPLES / r["triples_per_s"] / 3600, 1),
             "bytes_per_triple": r["bytes_per_triple"],
             "disk_gib": round(FREEBASE_TRIPLES * r["bytes_per_triple"] / 2**30) if r["bytes_per_triple"] else None,
-        })
+        }
+        if len(mine) > 1:  # the fall of throughput between the two largest sizes, continued as a power law
+            q = mine[-2]
+            slope = math.log(r["triples_per_s"] / q["triples_per_s"]) / math.log(r["triples"] / q["triples"])
+            slope = min(slope, 0.0)
+            trend = r["triples_per_s"] * (FREEBASE_TRIPLES / r["triples"]) ** slope
+            # the whole load at rate c·n^slope: the integral of dn / (c·n^slope) up to N is N / ((1 - slope)·rate(N))
+            row.update(trend_from=q["dataset"], trend_exponent=round(slope, 3), trend_triples_per_s=round(trend),
+                       trend_hours=round(FREEBASE_TRIPLES / trend / (1 - slope) / 3600, 1))
+        rows.append(row)
     return rows
 
 
@@ -234,7 +244,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"the stubs); each call made {HUB_REPEATS} times with limit {limit:,}, the median time shown. Memory: the peak resident",
         "memory the call added over the resident size just before it (`VmHWM` reset through",
         "`/proc/<pid>/clear_refs`), in this process (the client, and for Oxigraph the store) and in the",
-        "Virtuoso server.",
+        "Virtuoso server. It counts growth only: memory the process already holds and reuses (the heap",
+        "left by the workloads before, which in this process is larger than a cut call needs) does not",
+        "show, so 0 means the call did not make the process grow, not that it allocated nothing.",
         "",
         "| graph | hub edges | store | call | rows | truncated | seconds | client MiB added | server MiB added |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -251,15 +263,18 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", "## Extrapolation: a full Freebase load on one machine", ""]
     if results["extrapolation"]:
         lines += [
-            f"**Extrapolation, not a measurement**: {FREEBASE_TRIPLES / 1e9:.1f}B triples at the load throughput",
-            "measured at the largest size, and the disk at its bytes per triple, assuming both stay constant.",
+            f"**Extrapolation, not a measurement**: {FREEBASE_TRIPLES / 1e9:.1f}B triples (a) at the load throughput",
+            "measured at the largest size, held constant, and (b) with the throughput falling on as it fell",
+            "between the two largest sizes (a power law in the triples loaded: throughput ∝ triples^exponent);",
+            "disk at the largest size's bytes per triple.",
             "",
-            "| store | measured on | triples/s | full Freebase, hours | bytes/triple | disk, GiB |",
-            "|---|---|---|---|---|---|",
-            *(f"| {e['store']} | {e['from']} | {e['triples_per_s']:,} | {e['hours']:,} | {_fmt(e['bytes_per_triple'])} | "
+            "| store | measured on | triples/s | (a) hours | trend exponent | (b) triples/s at the end | (b) hours | bytes/triple | disk, GiB |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *(f"| {e['store']} | {e['from']} | {e['triples_per_s']:,} | {e['hours']:,} | {_fmt(e.get('trend_exponent'))} | "
+              f"{_fmt(e.get('trend_triples_per_s'))} | {_fmt(e.get('trend_hours'))} | {_fmt(e['bytes_per_triple'])} | "
               f"{_fmt(e['disk_gib'])} |" for e in results["extrapolation"]),
             "",
-            "Why it is a lower bound on time: both stores slow down once their indexes outgrow memory",
+            "Why (a) is a lower bound on time: both stores slow down once their indexes outgrow memory",
             "(RocksDB compactions for Oxigraph; Virtuoso's buffer pool, sized here at ≈ 0.8 GiB, against",
             "a database of hundreds of GiB), and the real dump's N-Triples are longer (full IRIs, long",
             "literals) than the generated graph's. Virtuoso's own guidance for a Freebase-sized load is a",
@@ -282,7 +297,7 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     triples = {s["name"]: s["triples"] for s in results["sizes"]}
     stores = results["config"]["stores"]
     ops = [*OPS, BATCHED]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.5))
     for ax, key, title in ((axes[0], "p50_ms", "p50"), (axes[1], "p95_ms", "p95")):
         for i, op in enumerate(ops):
             for j, store in enumerate(stores):
@@ -308,11 +323,12 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
         ax.set_yscale("log")
         ax.set_xlabel("graph size (triples)")
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=6, loc="upper left", ncol=2)
-    axes[2].legend(fontsize=6, loc="upper left")
+    for ax, anchor in ((axes[0], (0.02, 0.0)), (axes[2], (0.70, 0.0))):  # legends below the panels
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=7, loc="lower left", bbox_to_anchor=anchor, ncol=4 if ax is axes[0] else 2)
     names = ("solid", "dashed", "dotted", "dash-dot")
     fig.suptitle("Latency against graph size (" + ", ".join(f"{names[j % 4]}: {s}" for j, s in enumerate(stores)) + ")", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
     path = out / "latency-vs-size.png"
     fig.savefig(path, dpi=80)
     plt.close(fig)
