@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
+import sys
 from pathlib import Path
 
 
@@ -44,29 +44,27 @@ def reset_peak(pid: int | str = "self") -> bool:
         return False
 
 
-def run_measured(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str, float]:
-    """Run a command to its end: (exit status, stdout, stderr, its peak resident memory in MiB,
-    from the kernel's ``ru_maxrss`` of that one child)."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    out, err = _drain(process)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, out, err, round(usage.ru_maxrss / 1024, 1)
+PEAK_PREFIX = "kgqa-peak-rss-mib="
 
 
-def _drain(process: subprocess.Popen) -> tuple[str, str]:
-    """Read both pipes to their end without reaping the child (``communicate`` would wait on it,
-    and its rusage would be lost)."""
-    chunks: dict[str, str] = {}
+def report_peak() -> None:
+    """Print this process's peak resident memory on stderr (for :func:`run_measured`). A child's
+    ``ru_maxrss`` cannot be used: Linux carries the parent's peak into a child across fork and
+    exec, so a big parent hides a small child; ``VmHWM`` belongs to the child's own memory map."""
+    print(f"{PEAK_PREFIX}{peak_rss_mib()}", file=sys.stderr, flush=True)
 
-    def read(name: str, stream) -> None:
-        chunks[name] = stream.read()
 
-    reader = threading.Thread(target=read, args=("err", process.stderr))
-    reader.start()
-    read("out", process.stdout)
-    reader.join()
-    return chunks["out"], chunks["err"]
+def run_measured(code: str, args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str, float | None]:
+    """Run Python ``code`` (which ends by calling :func:`report_peak`) in a child process:
+    (exit status, stdout, the rest of stderr, the child's peak resident memory in MiB)."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
+    peak, rest = None, []
+    for line in done.stderr.splitlines():
+        if line.startswith(PEAK_PREFIX):
+            peak = None if line.endswith("None") else float(line[len(PEAK_PREFIX):])
+        else:
+            rest.append(line)
+    return done.returncode, done.stdout, "\n".join(rest), peak
 
 
 def dir_bytes(path: Path) -> int:

@@ -15,8 +15,8 @@ import gc
 import json
 import os
 import shutil
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,19 @@ def degree_of(floor: CsrFloor, node: str) -> int:
 
 # ============================================================================ loading
 
-def _cli(args: list[str]) -> list[str]:
-    return [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())", *args]
+#: ``kgqa load`` in a child process that reports its own peak memory
+LOAD_CHILD = """\
+import sys
+from benchmarks.procstat import report_peak
+from engine.cli import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    report_peak()
+sys.exit(code)
+"""
+#: one hub call in a child process (see :func:`hub_child`)
+HUB_CHILD = "import sys\nfrom benchmarks.scale import hub_child\nsys.exit(hub_child(sys.argv[1]))\n"
 
 
 def _child_env() -> dict[str, str]:
@@ -116,6 +127,7 @@ def load_into(cfg: ScaleConfig, stores: Stores, kind: str, ds: sources.Dataset) 
         shutil.rmtree(path, ignore_errors=True)
         args = ["load", file, "--format", "ntriples", "--store", str(path), "--no-progress", "--json"]
         server_pid, disk, base_bytes, store = None, path, 0, None
+        row["uri"], row["options"] = str(path), {}
     elif kind == "virtuoso":
         store = stores.open(kind, ds.name)
         if store is None:
@@ -128,10 +140,11 @@ def load_into(cfg: ScaleConfig, stores: Stores, kind: str, ds: sources.Dataset) 
         args = ["load", file, "--format", "ntriples", "--store", store.endpoint, "--no-progress", "--json"]  # type: ignore[attr-defined]
         for key, value in options.items():
             args += ["--store-option", f"{key}={value}"]
+        row["uri"], row["options"] = store.endpoint, {"graph": store.graph, "timeout": runner.SPARQL_TIMEOUT}  # type: ignore[attr-defined]
     else:
         raise ValueError(f"the scale run measures oxigraph and virtuoso, not {kind!r}")
     log(f"   {kind}: kgqa load {Path(file).name}")
-    status, out, err, child_peak = procstat.run_measured(_cli(args), env=_child_env())
+    status, out, err, child_peak = procstat.run_measured(LOAD_CHILD, args, env=_child_env())
     if status != 0:
         row["failed"] = f"kgqa load exited {status}: {err.strip()[-500:]}"
         log(row["failed"])
@@ -159,17 +172,16 @@ def load_into(cfg: ScaleConfig, stores: Stores, kind: str, ds: sources.Dataset) 
 
 # ============================================================================ hub calls
 
-def hub_calls(floor: CsrFloor, hub: str, relation: str) -> list[tuple[str, str, Any]]:
+def hub_calls(hub: str, stub: str, relation: str) -> list[tuple[str, str, Callable[[Store, int | None], Any]]]:
     """The calls a method makes at the hub: (name, what, call(store, limit))."""
-    stub = next(iter(floor.neighbours_via(hub, relation)), hub)
     return [
         ("expand", "expand([hub]), both directions", lambda s, n: s.expand([hub], None, "both", n)),
         ("subgraph", "subgraph([hub], 1 hop)", lambda s, n: s.subgraph([hub], 1, "both", limit=n)),
-        ("follow_paths", f"follow_paths([stub], [{relation}] × 2): stub → hub → every other stub",
+        ("follow_paths", f"follow_paths([a money value next to the hub], [{relation}] × 2): to the hub and on to its other neighbours",
          lambda s, n: s.follow_paths([stub], [relation, relation], "both", n)),
         ("relations", "relations([hub]): counts per relation (few rows, every edge counted)",
          lambda s, n: s.relations([hub], "both", n)),
-        ("two_hop_relations", f"two_hop_relations([stub], {relation}): relations behind the hub",
+        ("two_hop_relations", f"two_hop_relations([a money value next to the hub], {relation}): relations behind the hub",
          lambda s, n: s.two_hop_relations([stub], relation, "both", n)),
     ]
 
@@ -181,33 +193,50 @@ def _rows(result: Any) -> int:
     raise TypeError(type(result).__name__)
 
 
-def time_hub(store: Store, label: str, calls: list[tuple[str, str, Any]], limit: int | None, server_pid: int | None) -> list[dict[str, Any]]:
-    """Each hub call ``HUB_REPEATS`` times: rows, truncated, median seconds, and the peak
-    resident memory it added in this process (and in the server, for a server store)."""
+def hub_child(spec_json: str) -> int:
+    """In a child process of its own: open the store, make one hub call ``repeats`` times, and
+    print rows, truncated, the median seconds and the peak resident memory the calls added over
+    the process's size once the store was open (a fresh process: no heap left by other work)."""
+    from engine.open import open_store
+
+    spec = json.loads(spec_json)
+    store = open_store(spec["uri"], create=False, **spec["options"]) if spec["options"] else open_store(spec["uri"], create=False)
+    (call,) = [c for name, _, c in hub_calls(spec["hub"], spec["stub"], spec["relation"]) if name == spec["call"]]
+    gc.collect()
+    base = procstat.rss_mib()
+    reset = procstat.reset_peak()
+    seconds, result = [], None
+    for _ in range(spec["repeats"]):
+        del result
+        start = time.perf_counter()
+        result = call(store, spec["limit"])
+        seconds.append(time.perf_counter() - start)
+    peak = procstat.peak_rss_mib()
+    print(json.dumps({
+        "rows": _rows(result), "truncated": bool(result.truncated), "seconds": round(float(np.median(seconds)), 4),
+        "client_peak_added_mib": round(peak - base, 1) if reset and peak is not None and base is not None else None,
+    }))
+    store.close()
+    return 0
+
+
+def time_hub(load: dict[str, Any], calls: list[str], spec: dict[str, Any], server_pid: int | None) -> list[dict[str, Any]]:
+    """Each hub call in a child process of its own (:func:`hub_child`); a server's peak memory
+    added during the child's calls is read from its ``VmHWM``, reset before."""
     out = []
-    for name, what, call in calls:
-        seconds, rows, truncated, client, server = [], 0, False, [], []
-        for _ in range(HUB_REPEATS):
-            gc.collect()
-            base = procstat.rss_mib()
-            reset = procstat.reset_peak()
-            server_base = procstat.rss_mib(server_pid) if server_pid else None
-            server_reset = procstat.reset_peak(server_pid) if server_pid else False
-            start = time.perf_counter()
-            result = call(store, limit)
-            seconds.append(time.perf_counter() - start)
-            rows, truncated = _rows(result), bool(result.truncated)
-            if reset and base is not None:
-                client.append(round(procstat.peak_rss_mib() - base, 1))
-            if server_reset and server_base is not None:
-                server.append(round(procstat.peak_rss_mib(server_pid) - server_base, 1))
-            del result
-        out.append({
-            "store": label, "call": name, "what": what, "rows": rows, "truncated": truncated,
-            "seconds": round(float(np.median(seconds)), 4),
-            "client_peak_added_mib": max(client) if client else None,
-            "server_peak_added_mib": max(server) if server else None,
-        })
+    for name in calls:
+        server_base = procstat.rss_mib(server_pid) if server_pid else None
+        server_reset = procstat.reset_peak(server_pid) if server_pid else False
+        child = dict(spec, uri=load["uri"], options=load["options"], call=name, repeats=HUB_REPEATS)
+        status, stdout, stderr, _ = procstat.run_measured(HUB_CHILD, [json.dumps(child)], env=_child_env())
+        if status != 0:
+            raise RuntimeError(f"hub call {name} on {load['store']} failed: {stderr.strip()[-500:]}")
+        row = {"store": load["store"], "call": name, **json.loads(stdout.splitlines()[-1])}
+        server_peak = procstat.peak_rss_mib(server_pid) if server_pid else None
+        row["server_peak_added_mib"] = (
+            round(server_peak - server_base, 1) if server_reset and server_peak is not None and server_base is not None else None
+        )
+        out.append(row)
     return out
 
 
@@ -235,16 +264,20 @@ def run_scale(cfg: ScaleConfig) -> dict[str, Any]:
         workloads = runner.dataset_workloads(cfg, ds.name, floor)
         out["workloads"].extend({"dataset": ds.name, "op": w.op, "tasks": len(w.tasks)} for w in workloads)
         reference = References(floor)
-        calls = hub_calls(floor, generation["hub"], generation["hub_relation"])
+        hub, relation = generation["hub"], generation["hub_relation"]
+        stub = next(iter(floor.neighbours_via(hub, relation)), hub)  # a money value next to the hub
+        calls = [name for name, _, _ in hub_calls(hub, stub, relation)]
+        spec = {"hub": hub, "stub": stub, "relation": relation, "limit": cfg.hub_limit}
+        out["hub_calls"] = {name: what for name, what, _ in hub_calls(hub, stub, relation)}
         stores = Stores(cfg)
-        opened: list[tuple[str, Store]] = []
+        opened: list[tuple[str, Store, dict[str, Any]]] = []
         try:
             impls: list[Retriever] = [floor]
             for kind in cfg.stores:
                 store, row = load_into(cfg, stores, kind, ds)
                 out["loads"].append(row)
                 if store is not None:
-                    opened.append((kind, store))
+                    opened.append((kind, store, row))
                     impls.append(StoreRetriever(store, kind))
             for impl in impls:
                 warm_up(impl, workloads)
@@ -252,15 +285,17 @@ def run_scale(cfg: ScaleConfig) -> dict[str, Any]:
                 log(f"   {w.op}: {len(w.tasks)} tasks")
                 out["timings"].extend(summarise(t) for t in time_workload(impls, w, cfg, reference) if t.seconds or t.errors)
                 reference.cache.clear()  # a 10M graph's subgraph answers take gigabytes
-            for kind, store in opened:
+            for kind, store, row in opened:
+                store.close()  # the hub calls' child processes open it (the embedded store allows one process)
                 server = stores.servers.get(kind)
                 if server is not None:  # a fresh server per size: its peak since the start (load and workloads)
                     entry.setdefault("server_peak_rss_mib", {})[kind] = procstat.peak_rss_mib(server.process.pid)
                 log(f"   {kind}: hub calls")
-                rows = time_hub(store, kind, calls, cfg.hub_limit, server.process.pid if server else None)
+                rows = time_hub(row, calls, spec, server.process.pid if server else None)
                 out["hub"].extend({"dataset": ds.name, **r} for r in rows)
+            opened = []
         finally:
-            for kind, store in opened:
+            for kind, store, _ in opened:
                 store.close()
             shutil.rmtree(cfg.workdir / "oxigraph" / ds.name, ignore_errors=True)
             stores.close()

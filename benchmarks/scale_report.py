@@ -190,8 +190,9 @@ def markdown(results: dict[str, Any]) -> str:
         "Each store is loaded by `kgqa load FILE --format ntriples --store …` in a child process (the",
         "engine's `load_files`: Oxigraph through `bulk_load`, Virtuoso through `ld_dir` + `rdf_loader_run`",
         "+ `checkpoint` per 250k-triple batch via isql). Seconds and triples/s are the load report's (lines",
-        "read ÷ seconds); loader peak = `ru_maxrss` of the `kgqa load` process (for Oxigraph the whole store",
-        "engine runs in it); server peak = `VmHWM` of the `virtuoso-t` process read from `/proc` after the",
+        "read ÷ seconds); loader peak = `VmHWM` of the `kgqa load` process, which it prints as it exits (for",
+        "Oxigraph the whole store engine runs in it; not `ru_maxrss`, which Linux carries over from the",
+        "parent across fork and exec); server peak = `VmHWM` of the `virtuoso-t` process read from `/proc` after the",
         "load (a fresh server per size; its buffer pool is configured at 100,000 pages ≈ 0.8 GiB); disk =",
         "allocated bytes of the store's directory after the load (Oxigraph: the RocksDB directory;",
         "Virtuoso: the database directory, less its size when the fresh server had started).",
@@ -240,13 +241,11 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "## Calls at the hub (engine default limits)",
         "",
-        f"The hub is the hub-pool node (the busiest currency, {results['sizes'][0]['generation']['hub_relation']} from",
-        f"the stubs); each call made {HUB_REPEATS} times with limit {limit:,}, the median time shown. Memory: the peak resident",
-        "memory the call added over the resident size just before it (`VmHWM` reset through",
-        "`/proc/<pid>/clear_refs`), in this process (the client, and for Oxigraph the store) and in the",
-        "Virtuoso server. It counts growth only: memory the process already holds and reuses (the heap",
-        "left by the workloads before, which in this process is larger than a cut call needs) does not",
-        "show, so 0 means the call did not make the process grow, not that it allocated nothing.",
+        f"The hub is the hub-pool node (the most popular currency, {results['sizes'][0]['generation']['hub_relation']} from",
+        f"the stubs); each call made {HUB_REPEATS} times with limit {limit:,} in a fresh child process that opens the store,",
+        "the median time shown. Memory: the peak resident memory the calls added (`VmHWM`, reset through",
+        "`/proc/<pid>/clear_refs`) over the child's size once the store was open — for Oxigraph that child",
+        "is the store as well — and, for Virtuoso, what the server's peak rose over its size before the call.",
         "",
         "| graph | hub edges | store | call | rows | truncated | seconds | client MiB added | server MiB added |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -258,8 +257,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{'yes' if h['truncated'] else 'no'} | {h['seconds']:.3f} | {_fmt(h['client_peak_added_mib'])} | "
             f"{_fmt(h['server_peak_added_mib'])} |"
         )
-    calls = {h["call"]: h["what"] for h in results["hub"]}
-    lines += ["", *(f"- `{c}`: {w}" for c, w in calls.items())]
+    lines += ["", *(f"- `{c}`: {w}" for c, w in results.get("hub_calls", {}).items())]
     lines += ["", "## Extrapolation: a full Freebase load on one machine", ""]
     if results["extrapolation"]:
         lines += [

@@ -89,7 +89,8 @@ def test_tiny_scale_run_reports_every_workload_size_and_store(ontology, tmp_path
         for store in ("oxigraph", "virtuoso"):
             for call in ("expand", "subgraph", "follow_paths"):
                 h = hub[(size, store, call)]
-                assert h["truncated"] and h["rows"] == 50, h
+                assert h["truncated"] and h["rows"] == 50 and h["client_peak_added_mib"] is not None, h
+                assert (h["server_peak_added_mib"] is not None) == (store == "virtuoso"), h
             for call in ("relations", "two_hop_relations"):
                 assert not hub[(size, store, call)]["truncated"]
     assert results["extrapolation"] and results["machine"]["git"] and results["machine"]["load_average_start"]
