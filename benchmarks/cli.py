@@ -1,4 +1,4 @@
-"""``kgqa bench load|retrieval|methods|overhead|generate`` and ``python -m benchmarks …``.
+"""``kgqa bench load|retrieval|scale|methods|overhead|generate`` and ``python -m benchmarks …``.
 
 ``add_arguments(parser)`` puts the sub-commands on any argparse parser (the ``kgqa`` CLI uses
 it); ``main(argv)`` runs them.
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks import report, runner, sources
+from benchmarks import report, runner, scale, sources
 
 _HERE = Path(__file__).resolve().parent
 #: where a run's results go by default: beside the code in a checkout (benchmarks/results/<mode>);
@@ -20,7 +20,7 @@ DEFAULT_STORES = "oxigraph,virtuoso,bolt"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,methods,overhead,generate}")
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,scale,methods,overhead,generate}")
     for name, text in (
         ("retrieval", "time every retrieval operation on every store against the baselines"),
         ("load", "time loading through the engine against each store's native bulk loader"),
@@ -47,6 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "else <workdir>/results/<mode>)")
         p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
         p.set_defaults(bench_handler=_run)
+    text = "generated Freebase-shaped graphs of growing size: load throughput, disk, memory, every workload, hub calls"
+    p = sub.add_parser("scale", help=text, description=text)
+    p.add_argument("--sizes", default=scale.DEFAULT_SIZES, help=f"comma-separated graph sizes in triples (default {scale.DEFAULT_SIZES}; 50M allowed)")
+    p.add_argument("--stores", default=scale.DEFAULT_STORES, help=f"comma-separated: oxigraph, virtuoso (default {scale.DEFAULT_STORES}); servers are started by the run")
+    p.add_argument("--questions", type=int, default=50, help="random walks per size (default 50)")
+    p.add_argument("--batch", type=int, default=64, help="questions per batched follow_paths call (default 64)")
+    p.add_argument("--batches", type=int, default=3, help="batched calls per size (default 3)")
+    p.add_argument("--budget", type=float, default=20.0, help="seconds per store and workload before later tasks are left out (default 20)")
+    p.add_argument("--hub-share", type=float, default=0.1, help="share of each graph's triples in the hub pool (default 0.1: 1M edges at 10M)")
+    p.add_argument("--hub-limit", type=int, default=None, help="limit of the hub calls (default: the engine's default limit)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
+    p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
+    p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
+    p.add_argument("--append", action="store_true", help="keep the other sizes of an earlier scale.json in --out (e.g. add 50M to a 10M run)")
+    p.set_defaults(bench_handler=_scale)
+
     text = "whole questions per second per method (store, model and other time; store and LLM calls per question)"
     p = sub.add_parser("methods", help=text, description=text)
     p.add_argument("--methods", default="rog,etd,arg", help="comma-separated: rog, etd, arg, fidelis, ldr (default rog,etd,arg)")
@@ -145,6 +162,34 @@ def _overhead(args: argparse.Namespace) -> int:
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / ("overhead-quick" if args.quick else "overhead")
     for path in overhead.write(overhead.run_overhead(cfg), out):
+        print(path)
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    from benchmarks import scale_report
+
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
+    if not 0 <= args.hub_share < 1:
+        raise SystemExit(f"kgqa bench scale: --hub-share {args.hub_share} must be at least 0 and below 1")
+    if args.hub_limit is not None and args.hub_limit < 1:
+        raise SystemExit(f"kgqa bench scale: --hub-limit {args.hub_limit} must be a positive number of rows")
+    try:
+        sizes = [sources.parse_size(s) for s in split(args.sizes)]
+    except ValueError:
+        raise SystemExit(f"kgqa bench scale: --sizes {args.sizes!r}: give sizes such as 100k,1M,10M") from None
+    unknown = [s for s in split(args.stores) if s not in ("oxigraph", "virtuoso")]
+    if unknown:
+        raise SystemExit(f"kgqa bench scale: --stores {','.join(unknown)}: the scale run measures oxigraph and virtuoso")
+    cfg = scale.ScaleConfig(
+        mode="scale", datasets=[f"gen:{sources.size_label(n)}" for n in sizes], stores=split(args.stores),
+        questions=args.questions, batch=args.batch, batches=args.batches, budget=args.budget, seed=args.seed,
+        workdir=args.workdir.resolve(), check=not args.no_check, sizes=sizes, hub_share=args.hub_share,
+        hub_limit=args.hub_limit,
+    )
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "scale"
+    for path in scale_report.write(scale.run_scale(cfg), out, append=args.append):
         print(path)
     return 0
 

@@ -19,6 +19,15 @@ creates a fresh nameless CVT node that carries that class's own properties; prop
 have a reverse are stored in both directions, as in Freebase. Degrees are heavy-tailed: each
 range pool draws its objects with a Zipf popularity (hubs such as a country or a genre), and a
 subject's number of values per property follows a Pareto tail.
+
+Hubs: the largest node is the ``common.topic`` class (one type edge per topic entity: 36k edges
+at 1M triples, 3.6 %), the busiest value node about 8k edges at 1M; both grow linearly, so a
+10M graph has no node near the million-edge hubs of the real Freebase (a gender, a country,
+the US dollar), which there are ~0.1 % of 1.9B triples. ``hub_edges=D`` adds a hub pool: D
+nameless stub nodes, each with one ``measurement_unit.dated_money_value.currency`` edge to the
+most popular currency (a money value whose other facts are not in the sample), so that one node
+holds at least D edges at any size; the regular part is then exactly the graph of ``size - D``.
+The default (0) leaves every existing graph unchanged.
 """
 from __future__ import annotations
 
@@ -188,6 +197,8 @@ class GeneratedGraph:
     entities: int = 0
     cvts: int = 0
     seed: int = 0
+    hub: str | None = None  # the hub-pool node (``hub_edges`` > 0)
+    hub_edges: int = 0  # stub edges it received
 
 
 # Rough relative sizes of Freebase's largest types (people and recordings by the million, films
@@ -208,6 +219,7 @@ PARETO_TAIL = 1.6  # values per (subject, property): P(n >= k) = k^-1.6
 MAX_VALUES = 300  # per (subject, property)
 MAX_CVTS = 50  # per (subject, CVT property)
 CVT_FILL = 0.8  # chance that a CVT carries each of its class's properties
+HUB_PROPERTY = "measurement_unit.dated_money_value.currency"  # the hub pool's stub edges (to a currency)
 
 
 class FreebaseGenerator:
@@ -217,11 +229,18 @@ class FreebaseGenerator:
     until ``size`` is reached (entities left without facts are sparse topics, as in Freebase).
     """
 
-    def __init__(self, size: int, seed: int = 0, schema: Schema | None = None, zipf: float = 1.05) -> None:
+    def __init__(
+        self, size: int, seed: int = 0, schema: Schema | None = None, zipf: float = 1.05, hub_edges: int = 0
+    ) -> None:
+        if not 0 <= hub_edges < size:
+            raise ValueError(f"hub_edges={hub_edges} must be at least 0 and below the size ({size})")
         self.schema = schema or load_schema()
+        if hub_edges and HUB_PROPERTY not in self.schema.properties:
+            raise ValueError(f"hub_edges needs the property {HUB_PROPERTY} in the schema")
         self.size = size
         self.seed = seed
         self.zipf = zipf
+        self.hub_edges = hub_edges
         self.info = GeneratedGraph(seed=seed)
 
     def _class_weights(self, topic: list[str], nrng: np.random.Generator) -> np.ndarray:
@@ -260,7 +279,8 @@ class FreebaseGenerator:
         fill = {p: float(nrng.beta(0.5, 3.0)) for p in sorted(schema.properties)}
         weights = self._class_weights(topic, nrng)
         per_entity = float(sum(w * self._expected_triples(c, fill) for c, w in zip(topic, weights)))
-        n_entities = max(1, round(self.size / per_entity))
+        regular = self.size - self.hub_edges  # the hub pool's stubs take the rest
+        n_entities = max(1, round(regular / per_entity))
         counts = nrng.multinomial(n_entities, weights)
         class_of = np.repeat(np.arange(len(topic)), counts).tolist()
         starts = dict(zip(topic, (np.cumsum(counts) - counts).tolist()))
@@ -319,13 +339,36 @@ class FreebaseGenerator:
                 yield Triple(node, TYPE_RELATION, c)
             emitted += 1 + len(schema.ancestors(topic[class_of[e]]))
         for e in nrng.permutation(n_entities).tolist():
-            if emitted >= self.size:
+            if emitted >= regular:
                 break
             cls = topic[class_of[e]]
             for t in itertools.chain(cvts(mid(e), cls), facts(mid(e), cls, False, None)):
                 emitted += 1
                 yield t
+        if self.hub_edges:
+            for t in self._hub_pool(pool(schema.properties[HUB_PROPERTY].range), cvt_ids, rand):
+                emitted += 1
+                yield t
         self.info.triples = emitted
+
+    def _hub_pool(self, members: _ZipfPool | None, ids: Iterator[int], rand: random.Random) -> Iterator[Triple]:
+        """``hub_edges`` triples at the hub: stubs pointing at the pool's most popular member,
+        or at a fresh, named currency when the graph has none (its name and types count)."""
+        prop = self.schema.properties[HUB_PROPERTY]
+        stubs = self.hub_edges
+        if members is not None:
+            hub = mid(int(members.members[0]))
+        else:
+            hub = mid(next(ids))
+            classes = self.schema.ancestors(prop.range)
+            stubs -= 1 + len(classes)
+            yield Triple(hub, NAME_RELATION, Literal(_name(rand), None, "en"))
+            for c in classes:
+                yield Triple(hub, TYPE_RELATION, c)
+        self.info.hub = hub
+        self.info.hub_edges = stubs
+        for _ in range(stubs):
+            yield Triple(mid(next(ids)), prop.name, hub)
 
 
 def _name(rand: random.Random) -> str:

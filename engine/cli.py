@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
 
-    sub.add_parser("bench", help="benchmarks: `kgqa bench load|retrieval …` (see benchmarks/README.md)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: `kgqa bench load|retrieval|scale …` (see benchmarks/README.md)", add_help=False)
     return parser
 
 
