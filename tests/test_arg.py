@@ -3,6 +3,7 @@ trainable stage-2 scorer, and the ``kgqa sexpr`` / ``kgqa arg`` commands."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -294,16 +295,24 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
         assert not any(f"Question: {t}\n" in demo_part for t in test_questions)
 
 
-def test_run_command(tmp_path, capsys, monkeypatch):
-    import engine.models.lm
+def _store_and_questions(tmp_path: Path, lines: list[tuple[str, str, str]]) -> tuple[str, Path]:
+    """An Oxigraph store of TRIPLES and a MetaQA question file (question, answers, type)."""
     from engine.stores.oxigraph import OxigraphStore
-    from loaders.datasets import select_questions
 
     path = str(tmp_path / "store")
     with OxigraphStore(path) as store:
         store.add_triples(TRIPLES)
     qa = tmp_path / "1-hop" / "qa_dev.txt"
     qa.parent.mkdir()
+    qa.write_text("".join(f"{q}\t{a}\n" for q, a, _ in lines))
+    (qa.parent / "qa_dev_qtype.txt").write_text("".join(f"{t}\n" for _, _, t in lines))
+    return path, qa
+
+
+def test_run_command(tmp_path, capsys, monkeypatch):
+    import engine.models.lm
+    from loaders.datasets import select_questions
+
     lines = [
         ("who directed [The Prowler]", "Joseph Losey", "movie_to_director"),
         ("what genre is [M]", "Thriller", "movie_to_genre"),
@@ -312,8 +321,7 @@ def test_run_command(tmp_path, capsys, monkeypatch):
         ("what language is [The Prowler] in", "English", "movie_to_language"),
         ("who starred in [The Prowler]", "Evelyn Keyes", "movie_to_actor"),
     ]
-    qa.write_text("".join(f"{q}\t{a}\n" for q, a, _ in lines))
-    (qa.parent / "qa_dev_qtype.txt").write_text("".join(f"{t}\n" for _, _, t in lines))
+    path, qa = _store_and_questions(tmp_path, lines)
     golds = {
         "who directed [The Prowler]": "(JOIN (R directed_by) [The Prowler])", "what genre is [M]": "(JOIN (R has_genre) [M])",
         "who acted in [M]": "(JOIN (R starred_actors) [M])", "which films did [Joseph Losey] direct": "(JOIN directed_by [Joseph Losey])",
@@ -376,13 +384,10 @@ def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
     from engine.stores.oxigraph import OxigraphStore
     from loaders.datasets import select_questions
 
-    path = str(tmp_path / "store")
-    with OxigraphStore(path) as store:
-        store.add_triples(TRIPLES)
-    qa = tmp_path / "1-hop" / "qa_dev.txt"
-    qa.parent.mkdir()
-    qa.write_text("who directed [The Prowler]\tJoseph Losey\nwhich films did [Joseph Losey] direct\tThe Prowler|M\n")
-    (qa.parent / "qa_dev_qtype.txt").write_text("movie_to_director\ndirector_to_movie\n")
+    path, qa = _store_and_questions(tmp_path, [
+        ("who directed [The Prowler]", "Joseph Losey", "movie_to_director"),
+        ("which films did [Joseph Losey] direct", "The Prowler|M", "director_to_movie"),
+    ])
     out = tmp_path / "arg-train" / "generator.jsonl"
     argv = ["arg", "export-training", "--dataset", str(qa), "--split", "all", "--k", "5", "--store", path, "--out", str(out), "--json"]
     assert main(argv) == 0
