@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -68,6 +67,9 @@ def search_backends(matrix: np.ndarray, seed: int = 0) -> dict[str, float]:
 
 
 def bench(store_uri: str) -> dict:
+    import torch
+
+    from benchmarks.report import machine
     from engine.fidelis.index import EmbeddingIndex, make_encoder
     from engine.open import open_store
 
@@ -85,8 +87,9 @@ def bench(store_uri: str) -> dict:
         "build_seconds": info.seconds,
         "items_per_second": round((info.relations + info.entities) / info.seconds, 1),
         "index_bytes": size,
-        "load_average": os.getloadavg()[0],
+        "torch_threads": torch.get_num_threads(),
         **search_backends(index.matrix["entities"]),
+        "machine": machine(),
     }
 
 
