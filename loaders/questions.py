@@ -119,14 +119,25 @@ def metaqa_relation_path(qtype: str) -> list[tuple[str, str]]:
     return hops
 
 
-def gold_relation_path(q: Question) -> list[str] | None:
-    """The relations of a question's gold path: PathQuestion's annotated path, or the one a
-    MetaQA question type implies; None when the dataset gives neither."""
+Hop = tuple[str, bool]  # relation, walked in the stored direction
+
+
+def gold_hops(q: Question) -> list[Hop] | None:
+    """The hops of a question's gold path from its topic entity, as (relation, forward):
+    its annotated path (PathQuestion's run in the stored direction; the WebQSP slice says per
+    hop in ``path_forward``), else the path a MetaQA question type implies; None when the
+    dataset gives neither. The path comes first: the slice also names its shape as ``qtype``."""
     if q.path:
-        return list(q.path)
+        return list(zip(q.path, q.path_forward or [True] * len(q.path), strict=True))
     if q.qtype:
-        return [relation for relation, _ in metaqa_relation_path(q.qtype)]
+        return [(relation, direction == "out") for relation, direction in metaqa_relation_path(q.qtype)]
     return None
+
+
+def gold_relation_path(q: Question) -> list[str] | None:
+    """The relations of :func:`gold_hops`."""
+    hops = gold_hops(q)
+    return None if hops is None else [relation for relation, _ in hops]
 
 
 _HOP_DIR = re.compile(r"(\d+)-hop")

@@ -616,19 +616,3 @@ def test_run_with_the_offline_default_model(tmp_path, capsys):
     for r in records:
         assert r["ldr"]["steps"] and r["ldr"]["steps"][0]["top"] and set(r["seconds"]) == {"store", "model", "other", "total"}
         assert r["ldr"]["scoring"] == "logprobs"
-
-
-def test_gold_chains_of_every_dataset_shape(tmp_path):
-    from engine.ldr.gold import gold_chain
-    from loaders.questions import read_rog_questions
-
-    metaqa = Question("m", "who directed [Titanic]", [], ["Titanic"], [], qtype="movie_to_director")
-    pq = Question("p", "q", [], ["a"], [], path=["r1", "r2"], path_entities=["a", "b", "c"])
-    rows = tmp_path / "slice.jsonl"  # the WebQSP slice names its shape in qtype and its directions per hop
-    rows.write_text(json.dumps({"id": "w", "question": "who produced x?", "answer": ["y"], "q_entity": ["m.1"], "a_entity": ["m.2"],
-                                "qtype": "1-hop", "path": ["/film/producer/film"], "path_forward": [False]}) + "\n")
-    (webqsp,) = read_rog_questions(rows)
-    assert gold_chain(metaqa) == [("directed_by", True)]
-    assert gold_chain(pq) == [("r1", True), ("r2", True)]
-    assert gold_chain(webqsp) == [("/film/producer/film", False)]
-    assert gold_chain(Question("n", "q", [], ["a"], [])) is None

@@ -15,6 +15,7 @@ from loaders.freebase import read_freebase
 from loaders.ntriples import read_ntriples
 from loaders.questions import (
     Question,
+    gold_hops,
     metaqa_relation_path,
     read_metaqa_questions,
     read_pathquestion,
@@ -497,3 +498,16 @@ def test_real_pathquestion(shared_data):
     assert first.topic_entities == ["frederica_of_mecklenburg-strelitz"]
     assert first.path == ["spouse", "nationality"]
     assert first.answers == ["united_kingdom"]
+
+
+def test_gold_hops_of_every_dataset_shape(tmp_path):
+    metaqa = Question("m", "who directed [Titanic]", [], ["Titanic"], [], qtype="movie_to_director")
+    pq = Question("p", "q", [], ["a"], [], path=["r1", "r2"], path_entities=["a", "b", "c"])
+    rows = tmp_path / "slice.jsonl"  # the WebQSP slice names its shape in qtype and its directions per hop
+    rows.write_text(json.dumps({"id": "w", "question": "who produced x?", "answer": ["y"], "q_entity": ["m.1"], "a_entity": ["m.2"],
+                                "qtype": "1-hop", "path": ["/film/producer/film"], "path_forward": [False]}) + "\n")
+    (webqsp,) = read_rog_questions(rows)
+    assert gold_hops(metaqa) == [("directed_by", True)]
+    assert gold_hops(pq) == [("r1", True), ("r2", True)]
+    assert gold_hops(webqsp) == [("/film/producer/film", False)]
+    assert gold_hops(Question("n", "q", [], ["a"], [])) is None

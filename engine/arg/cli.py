@@ -190,11 +190,11 @@ def _gold_items(store: Any, questions: list) -> list:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from engine.arg.datasets import gold_hops, training_examples
+    from engine.arg.datasets import gold_path, training_examples
     from engine.arg.ranker import train_scorer
 
     with open_from_args(args) as store:
-        items = [(q, gold_hops(store, q)) for q in run_questions(args)]
+        items = [(q, gold_path(q)) for q in run_questions(args)]
         examples = training_examples(store, items, seed=args.seed)
     emit(args, train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed))
 

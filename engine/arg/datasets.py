@@ -4,8 +4,7 @@ stage-2 training examples from their gold paths.
 The gold form follows the question's relation path from its topic entity hop by hop:
 MetaQA's from the question type (``actor_to_movie_to_director`` = ``(JOIN (R directed_by)
 (JOIN starred_actors [actor]))``, via :func:`loaders.questions.metaqa_relation_path`);
-PathQuestion's from its annotated path, each hop's direction read from the store (the edge
-between the path's consecutive entities).
+PathQuestion's from its annotated path (:func:`loaders.questions.gold_hops`).
 """
 from __future__ import annotations
 
@@ -18,34 +17,26 @@ from engine.arg.prompts import build_prompt
 from engine.arg.ranker import BiEncoder, Example, Scorer
 from engine.arg.retrieval import K, retrieve
 from engine.errors import InvalidInputError
-from engine.identifiers import UNBOUNDED
 from engine.models.sft import Sample
 from engine.sexpr import parse
 from engine.sexpr.tree import entities, to_text
 from engine.store import Store
-from loaders.questions import Question, metaqa_relation_path
+from loaders.questions import Question, gold_hops
 
 
-def gold_hops(store: Store, q: Question) -> list[Hop]:
+def gold_path(q: Question) -> list[Hop]:
     """(relation, direction) per hop of the question's gold path."""
-    if q.qtype is not None:
-        return metaqa_relation_path(q.qtype)
-    if q.path is None or q.path_entities is None:
+    hops = gold_hops(q)
+    if hops is None:
         raise InvalidInputError(f"question {q.id!r} has no gold path (a MetaQA question type or a PathQuestion path)")
-    hops: list[Hop] = []
-    for i, relation in enumerate(q.path):
-        here, there = q.path_entities[i], q.path_entities[i + 1]
-        edges = store.expand([here], [relation], "both", UNBOUNDED).edges
-        forward = any(e.dst == there and e.forward for e in edges) or not any(e.dst == there for e in edges)
-        hops.append((relation, "out" if forward else "in"))
-    return hops
+    return [(relation, "out" if forward else "in") for relation, forward in hops]
 
 
 def gold_form(store: Store, q: Question) -> str:
     """The question's gold logical form (with ids): the dataset's, else built from its gold path."""
     if q.sexpr is not None:
         return q.sexpr
-    return to_text(path_forms(q.topic_entities[0], gold_hops(store, q))[0])
+    return to_text(path_forms(q.topic_entities[0], gold_path(q))[0])
 
 
 @dataclass

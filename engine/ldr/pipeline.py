@@ -20,14 +20,14 @@ from typing import Any
 
 from engine.graph import Literal
 from engine.ldr.constraints import Target, locate_constraints, prune, question_values
-from engine.ldr.gold import gold_chain, hop_label
+from engine.ldr.gold import hop_label
 from engine.ldr.prompts import answer_prompt
 from engine.ldr.search import Chooser, Search, SearchLimits, Step, top_scores
 from engine.ldr.structure import Subgraph, term_text
 from engine.metrics import graph_hit, relation_recall, tree_edit_distance
 from engine.run import Prediction
 from engine.store import Store
-from loaders.questions import Question
+from loaders.questions import Question, gold_hops
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
     entities = {term_text(m.term) for m in r.graph.members}
     if q.answer_entities:
         out["graph_hit"] = graph_hit(entities, q.answer_entities)
-    chain = gold_chain(q)
+    chain = gold_hops(q)
     if chain:
         retrieved = [(n.parent, hop_label(n.relation, n.forward)) for n in r.graph.nodes[1:]]  # type: ignore[arg-type]
         gold = [(i, hop_label(rel, fwd)) for i, (rel, fwd) in enumerate(chain)]

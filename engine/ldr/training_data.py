@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
-from engine.ldr.gold import Hop, gold_chain
 from engine.ldr.pipeline import LdrConfig, open_question, reason
 from engine.ldr.prompts import (
     NO_CONSTRAINT,
@@ -42,7 +41,7 @@ from engine.ldr.prompts import (
 from engine.ldr.search import Choice, Option
 from engine.ldr.structure import DATE, ENTITY, NUM, TOPIC, Subgraph
 from engine.store import Store
-from loaders.questions import Question
+from loaders.questions import Hop, Question, gold_hops
 
 #: the sample files and the stages each holds (the paper's two models)
 FILES = {"search.jsonl": ("search",), "reasoning.jsonl": ("constraints", "answer")}
@@ -109,7 +108,7 @@ def chain_samples(store: Store, questions: Iterable[Question], config: LdrConfig
     """The samples of questions with gold chains, replayed through ``store``."""
     for q in questions:
         report.questions += 1
-        chain = gold_chain(q)
+        chain = gold_hops(q)
         if not chain or not q.topic_entities:
             report.no_gold += 1
             continue
