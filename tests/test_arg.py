@@ -11,8 +11,9 @@ from engine.arg.candidates import Schema, path_forms, read_schema, with_names
 from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
 from engine.arg.retrieval import retrieve
 from engine.cli import main
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
+from engine.models.lm import LanguageModel
 from engine.reference import ReferenceStore
 from engine.results import to_json
 from engine.sexpr import parse
@@ -155,7 +156,7 @@ def test_sexpr_command(tmp_path, capsys):
     assert "position 17" in capsys.readouterr().err
 
 
-class ScriptedLM:
+class ScriptedLM(LanguageModel):
     """A stand-in language model that answers with fixed texts."""
 
     name = "scripted"
@@ -180,7 +181,7 @@ class ScriptedLM:
 def test_generation_alignment_and_vote(bi):
     from engine.arg.alignment import Aligner
     from engine.arg.generation import DemoPicker, first_sexpr
-    from engine.arg.pipeline import answer_question, exact_match
+    from engine.arg.pipeline import answer_questions, exact_match
     from engine.arg.prompts import Demo
     from engine.metrics import score_question
 
@@ -191,7 +192,7 @@ def test_generation_alignment_and_vote(bi):
     assert picker.pick("who directed [The Prowler]") == [pool[1]]
     assert first_sexpr('Logical Form: (JOIN (R a) [x (y)]) trailing') == "(JOIN (R a) [x (y)])"
     lm = ScriptedLM(["(JOIN (R directed) [The Prowler])", "(JOIN (R directed_by) [The Prowler])", "nonsense"])
-    got = answer_question(store, "who directed [The Prowler]", ["The Prowler"], lm, picker, bi, Scorer(bi), Aligner(store), k=5, samples=3)
+    [got] = answer_questions(store, [("who directed [The Prowler]", ["The Prowler"])], lm, picker, bi, Scorer(bi), Aligner(store), k=5, samples=3)
     assert "References:" in lm.prompts[0] and "who directed [Y]" in lm.prompts[0]
     assert got.answers == ["Joseph Losey"] and got.sexpr == "(JOIN (R directed_by) [The Prowler])"  # 'directed' aligned by BM25
     assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and score_question(got.answers, ["Joseph Losey", "x"]).f1 == pytest.approx(2 / 3)
@@ -287,12 +288,39 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
     assert [r["arg"]["gold_form_f1"] for r in records] == [1.0, 1.0]
     assert (report["questions"], report["f1"], report["hits1"], report["by_hops"]) == (2, 0.5, 0.5, {"1": 0.5})
     assert report["arg"] == {"em": 0.5, "parsed": 0.5, "answered": 0.5, "gold_form_f1": 1.0, "demos": 2}
-    assert report["calls_per_question"]["llm"] == 1 and report["seconds_per_question"]["model"] > 0
+    assert report["calls_per_question"]["llm"] == 0.5  # the two questions' forms are one batched generation
+    assert report["seconds_per_question"]["model"] > 0
     test_questions = {q.question for q, _ in tests}
     for record, prompt in zip(records, lm.prompts):
         assert record["arg"]["demos"] and not set(record["arg"]["demos"]) & test_questions
         demo_part = prompt.rsplit("Question: ", 1)[0]
         assert not any(f"Question: {t}\n" in demo_part for t in test_questions)
+
+
+def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
+    from engine.arg.pipeline import ArgMethod
+    from engine.models.lm import load_lm
+    from loaders.questions import Question
+    from tests.tiny_lm import make_tiny_lm
+
+    store = _named_store()
+    lm = load_lm(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw")  # pads with a token that is not its end token
+    questions = [
+        Question("t:1", "who directed [The Prowler]", ["Joseph Losey"], ["The Prowler"], ["Joseph Losey"], 1),
+        Question("t:2", "what genre is [M]", ["Thriller"], ["M"], ["Thriller"], 1),
+        Question("t:3", "who starred in [The Prowler] films", ["David Wayne"], ["The Prowler"], ["David Wayne"], 1),
+    ]
+
+    method = ArgMethod(store, lm, bi, Scorer(bi), [], n_demos=0, k=2, batch_size=3)
+
+    def outputs(predictions: list) -> list:
+        return [(p.extras["outputs"], p.extras["generated"], p.answers) for p in predictions]
+
+    one_by_one = outputs([method.answer([q])[0] for q in questions])
+    assert outputs(method.answer(questions)) == one_by_one
+    assert all(out[0][0] for out in one_by_one)  # something was generated for every question
+    with pytest.raises(InvalidInputError, match="batch size"):
+        ArgMethod(store, lm, bi, Scorer(bi), [], n_demos=0, batch_size=0)
 
 
 def _store_and_questions(tmp_path: Path, lines: list[tuple[str, str, str]]) -> tuple[str, Path]:
@@ -361,7 +389,7 @@ def test_generator_samples_are_the_inference_prompt_without_demos(bi):
     from engine.arg.alignment import Aligner
     from engine.arg.datasets import generator_samples
     from engine.arg.generation import DemoPicker
-    from engine.arg.pipeline import answer_question
+    from engine.arg.pipeline import answer_questions
     from engine.arg.prompts import Demo
     from loaders.questions import Question
 
@@ -372,7 +400,7 @@ def test_generator_samples_are_the_inference_prompt_without_demos(bi):
     assert sample.target == "(JOIN directed_by (JOIN (R directed_by) [M]))"
     lm = StopRecordingLM(["(JOIN directed_by (JOIN (R directed_by) [M])) and more"])
     picker = DemoPicker([Demo("who directed [X]", "(JOIN (R directed_by) [X])")], 0, "bm25")  # --n-demos 0
-    got = answer_question(store, q.question, q.topic_entities, lm, picker, bi, Scorer(bi), Aligner(store), k=5)
+    [got] = answer_questions(store, [(q.question, q.topic_entities)], lm, picker, bi, Scorer(bi), Aligner(store), k=5)
     assert lm.prompts == [sample.prompt] and "References:" in sample.prompt and "who directed [X]" not in sample.prompt
     assert got.generated == ["(JOIN directed_by (JOIN (R directed_by) [M]))"]
     # generation ends at the first balanced form

@@ -62,6 +62,16 @@ def test_generate_batch_equals_one_by_one(lm):
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
 
 
+def test_generate_batch_stops_each_row_as_generate_does(lm):
+    prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
+    stop = lambda text: len(text.split()) >= 2  # fires at a different step in each row
+    single = [lm.generate(p, max_new_tokens=12, stop=stop) for p in prompts]
+    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=stop)
+    assert [g.text for g in batched] == [g.text for g in single]
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
+    assert any(g.completion_tokens < 12 for g in single)  # the stop ended a row before the cap
+
+
 def test_constrained_beam_search_stays_in_the_trie(lm):
     options = ["directed_by", "starred_actors", "has_genre"]
     sequences = [lm.encode(o) + [lm.eos_token_id] for o in options]

@@ -178,6 +178,27 @@ def test_smollm2_plans_in_constrained_modes(lm, make_store):
     assert all(n > 0 for n in grounding.paths_per_plan)
 
 
+def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
+    from engine.rog.pipeline import RogConfig, RogMethod
+
+    store = make_store("oxigraph", TRIPLES)
+    questions = [
+        Question("1", "who directed [Titanic]", [], ["Titanic"], []),
+        Question("2", "what movies did [Christopher Nolan] direct", [], ["Christopher Nolan"], []),
+        Question("3", "which genre is [Inception]", [], ["Inception"], []),
+    ]
+    config = {"k": 1, "max_hops": 1, "answer_tokens": 16}
+    one_by_one = [RogMethod(store, lm, None, RogConfig(batch_size=1, **config)).answer([q])[0] for q in questions]
+    method = RogMethod(store, lm, None, RogConfig(batch_size=3, **config))
+    assert method.batch_size == 3
+    batched = method.answer(questions)
+    assert [p.extras["output"] for p in batched] == [p.extras["output"] for p in one_by_one]
+    assert [p.answers for p in batched] == [p.answers for p in one_by_one]
+    assert all(p.extras["output"] is not None and p.extras["paths"] for p in batched)
+    with pytest.raises(InvalidInputError, match="batch size"):
+        RogConfig(batch_size=0)
+
+
 # ----------------------------------------------------------------------------- grounding on every store
 def test_grounding_matches_plain_python(make_store, store_kind):
     store = make_store(store_kind, TRIPLES)

@@ -93,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_run_arguments(p, "arg", build_method, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--pool", type=int, default=200, help="demonstration candidates drawn from the train split (default 200)")
+    p.add_argument("--batch-size", type=int, default=8, help="questions whose greedy generations are decoded together (default 8)")
     _generation_arguments(p, n_demos=10)
     _ranker_arguments(p)
 
@@ -224,8 +225,10 @@ def _export_generator(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        for q, sample in zip(questions, samples, strict=True):
-            f.write(json.dumps({"id": q.id, "prompt": sample.prompt, "target": sample.target}, ensure_ascii=False) + "\n")
+        f.writelines(
+            json.dumps({"id": q.id, "prompt": sample.prompt, "target": sample.target}, ensure_ascii=False) + "\n"
+            for q, sample in zip(questions, samples, strict=True)
+        )
     emit(args, {"questions": len(questions), "samples": len(samples), "out": str(out)})
 
 
@@ -235,7 +238,7 @@ def _ask(args: argparse.Namespace) -> None:
 
     from engine.arg.alignment import Aligner
     from engine.arg.generation import DemoPicker
-    from engine.arg.pipeline import answer_question
+    from engine.arg.pipeline import answer_questions
     from engine.arg.prompts import Demo
     from engine.models.lm import load_lm
 
@@ -243,8 +246,8 @@ def _ask(args: argparse.Namespace) -> None:
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
     with open_from_args(args) as store:
-        result = answer_question(
-            store, args.question, anchors, load_lm(args.model, args.device), DemoPicker(pool, args.n_demos, args.demo_mode),
+        [result] = answer_questions(
+            store, [(args.question, anchors)], load_lm(args.model, args.device), DemoPicker(pool, args.n_demos, args.demo_mode),
             bi, scorer, Aligner(store, timeout=args.timeout), args.k, args.samples, schema,
         )
     emit(args, result)
@@ -279,4 +282,5 @@ def build_method(args: argparse.Namespace, store, meter):
     return ArgMethod(
         store, meter.lm(load_lm(args.model, args.device)), bi, scorer, pool, n_demos=args.n_demos,
         demo_mode=args.demo_mode, samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, schema=schema,
+        batch_size=args.batch_size,
     )

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from engine.arg.candidates import with_names
-from engine.arg.prompts import Demo, build_prompt
+from engine.arg.prompts import Demo
 from engine.models.lm import LanguageModel
 from engine.sexpr import parse
 from engine.sexpr.tree import entities
@@ -80,12 +80,12 @@ def first_sexpr(text: str) -> str | None:
     return None
 
 
-def generate_outputs(lm: LanguageModel, question: str, references: Sequence[str], demos: Sequence[Demo], k: int = 1) -> list[str]:
-    """K raw generations (greedy for K = 1, beam search otherwise)."""
-    prompt = build_prompt(question, references, demos)
+def generate_outputs(lm: LanguageModel, prompts: Sequence[str], k: int = 1) -> list[list[str]]:
+    """K raw generations per prompt: greedy for K = 1, all prompts decoded together; beam
+    search per prompt otherwise. Each ends at its first balanced form."""
     if k == 1:
-        return [lm.generate(prompt, max_new_tokens=128, stop=_complete).text]
-    return [g.text for g in lm.beam_search(prompt, num_beams=k, num_return=k, max_new_tokens=128, stop=_complete)]
+        return [[g.text] for g in lm.generate_batch(prompts, max_new_tokens=128, stop=_complete)]
+    return [[g.text for g in lm.beam_search(p, num_beams=k, num_return=k, max_new_tokens=128, stop=_complete)] for p in prompts]
 
 
 def _complete(text: str) -> bool:

@@ -1,5 +1,6 @@
-"""ARG-KBQA end to end: for one question retrieval → prompt → K generated forms → alignment and
-execution → majority vote over the answers (:func:`answer_question`), and :class:`ArgMethod`,
+"""ARG-KBQA end to end: per question retrieval → prompt → K generated forms → alignment and
+execution → majority vote over the answers (:func:`answer_questions`; greedy generation is
+batched across the questions), and :class:`ArgMethod`,
 ARG on the method-run protocol (:mod:`engine.run`), with EM of the voted form against the
 gold form. ``gold_form_f1`` is the F1 of the gold form's own answers: the ceiling F1 can reach
 when the form is right (MetaQA's 2-hop gold answers leave out the topic entity, which e.g.
@@ -16,10 +17,10 @@ from engine.arg.alignment import Aligner
 from engine.arg.candidates import Schema
 from engine.arg.datasets import gold_form
 from engine.arg.generation import DemoPicker, forms_of, generate_outputs
-from engine.arg.prompts import Demo
+from engine.arg.prompts import Demo, build_prompt
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.graph import Literal, Term, term_key
 from engine.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
@@ -48,10 +49,9 @@ class ArgAnswer:
     demos: list[str] = field(default_factory=list)  # the demonstrations' questions, as prompted
 
 
-def answer_question(
+def answer_questions(
     store: Store,
-    question: str,
-    anchors: Sequence[str | Literal],
+    questions: Sequence[tuple[str, Sequence[str | Literal]]],
     lm: LanguageModel,
     picker: DemoPicker,
     bi: BiEncoder,
@@ -60,16 +60,33 @@ def answer_question(
     k: int = K,
     samples: int = 1,
     schema: Schema | None = None,
-) -> ArgAnswer:
-    retrieval = retrieve(store, question, anchors, bi, scorer, k, schema)
-    references = [r.text for r in retrieval.references]
+) -> list[ArgAnswer]:
+    """Each (question, anchors) answered; the generation time of the batch is shared evenly."""
+    retrievals = [retrieve(store, question, anchors, bi, scorer, k, schema) for question, anchors in questions]
+    references = [[r.text for r in retrieval.references] for retrieval in retrievals]
     started = time.perf_counter()
-    demos = picker.pick(question)
-    outputs = generate_outputs(lm, question, references, demos, samples)
-    generated = forms_of(outputs)
-    generated_at = time.perf_counter()
-    runs = [aligner.run(form, question) for form in generated]
-    executed_at = time.perf_counter()
+    demos = [picker.pick(question) for question, _ in questions]
+    prompts = [build_prompt(question, refs, ds) for (question, _), refs, ds in zip(questions, references, demos, strict=True)]
+    outputs = generate_outputs(lm, prompts, samples)
+    generation_seconds = (time.perf_counter() - started) / max(len(questions), 1)
+    answers = []
+    for (question, _), retrieval, refs, ds, outs in zip(questions, retrievals, references, demos, outputs, strict=True):
+        generated = forms_of(outs)
+        executing = time.perf_counter()
+        runs = [aligner.run(form, question) for form in generated]
+        out = ArgAnswer(
+            question, refs, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
+            store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
+            generation_seconds=round(generation_seconds, 4), execution_seconds=round(time.perf_counter() - executing, 4),
+            outputs=outs, demos=[d.question for d in ds],
+        )
+        _vote(out, runs)
+        answers.append(out)
+    return answers
+
+
+def _vote(out: ArgAnswer, runs: Sequence[Any]) -> None:
+    """The majority answer over the forms that ran (the first such form on a tie) into ``out``."""
     votes: Counter = Counter()
     first: dict[tuple, int] = {}
     for i, run in enumerate(runs):
@@ -77,17 +94,10 @@ def answer_question(
             key = (tuple(run.result.answers), run.result.count)
             votes[key] += 1
             first.setdefault(key, i)
-    out = ArgAnswer(
-        question, references, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
-        store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
-        generation_seconds=round(generated_at - started, 4), execution_seconds=round(executed_at - generated_at, 4),
-        outputs=outputs, demos=[d.question for d in demos],
-    )
     if votes:
         best = max(votes, key=lambda key: (votes[key], -first[key]))
         out.sexpr = runs[first[best]].sexpr
         out.answers, out.count = sorted(best[0], key=term_key), best[1]
-    return out
 
 
 def exact_match(predicted: str | None, gold: str) -> bool:
@@ -104,7 +114,6 @@ class ArgMethod:
     """ARG-KBQA over a question set; demonstrations come from ``pool`` (other questions)."""
 
     name = "arg"
-    batch_size = 1
 
     def __init__(
         self,
@@ -121,7 +130,11 @@ class ArgMethod:
         timeout: float | None = 10.0,
         seed: int = 0,
         schema: Schema | None = None,
+        batch_size: int = 8,
     ) -> None:
+        if batch_size < 1:
+            raise InvalidInputError(f"the batch size must be at least 1, not {batch_size}")
+        self.batch_size = batch_size  # questions whose greedy generations are decoded together
         self.store, self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = store, lm, bi, scorer, k, samples, schema
         self.timeout = timeout
         self.picker = DemoPicker(pool, n_demos, demo_mode, seed)
@@ -129,13 +142,13 @@ class ArgMethod:
         self.pool_size = len(pool)
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        return [self.answer_one(q) for q in questions]
-
-    def answer_one(self, q: Question) -> Prediction:
-        got = answer_question(
-            self.store, q.question, q.topic_entities, self.lm, self.picker, self.bi, self.scorer, self.aligner,
-            self.k, self.samples, self.schema,
+        got = answer_questions(
+            self.store, [(q.question, q.topic_entities) for q in questions], self.lm, self.picker, self.bi, self.scorer,
+            self.aligner, self.k, self.samples, self.schema,
         )
+        return [self._prediction(q, g) for q, g in zip(questions, got, strict=True)]
+
+    def _prediction(self, q: Question, got: ArgAnswer) -> Prediction:
         ids = [a for a in got.answers if not isinstance(a, Literal)]
         names = self.store.names(ids) if ids else {}
         texts = [a.value if isinstance(a, Literal) else (names.get(a) or a) for a in got.answers]

@@ -111,10 +111,11 @@ class LanguageModel(ABC):
         """The ``num_return`` (default ``num_beams``) best sequences, best first; a beam for
         which ``stop`` holds is finished."""
 
-    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256) -> list[Generation]:
-        """Greedy decoding of independent prompts, one generation per prompt in order; the
-        default decodes them one by one (local models batch them)."""
-        return [self.generate(p, max_new_tokens=max_new_tokens) for p in prompts]
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
+        """Greedy decoding of independent prompts, one generation per prompt in order, each
+        ended by ``stop`` as :meth:`generate` ends it; the default decodes them one by one
+        (local models batch them)."""
+        return [self.generate(p, max_new_tokens=max_new_tokens, stop=stop) for p in prompts]
 
     def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
         """The log-probability of each token of ``continuation`` as the answer to ``prompt``."""
@@ -262,9 +263,11 @@ class TransformersLM(LanguageModel):
     #: prompts decoded together by :meth:`generate_batch` (sorted by length, so padding stays small)
     batch_size: int = 8
 
-    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256) -> list[Generation]:
-        """Greedy decoding of several prompts, left-padded into batches of similar length."""
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
+        """Greedy decoding of several prompts, left-padded into batches of similar length; a
+        row for which ``stop`` holds is finished (padded) while the others go on."""
         import torch
+        from transformers import StoppingCriteriaList
 
         encoded = [self.prompt_ids(p) for p in prompts]
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -274,15 +277,21 @@ class TransformersLM(LanguageModel):
             width = max(len(encoded[i]) for i in chunk)
             ids = torch.tensor([[self._pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=self.device)
             mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=self.device)
+            criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
             with torch.no_grad():
                 sequences = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
-                    pad_token_id=self._pad, eos_token_id=self.eos_token_id,
+                    pad_token_id=self._pad, eos_token_id=self.eos_token_id, stopping_criteria=criteria,
                 )
             for row, i in enumerate(chunk):
                 new = sequences[row, width:].tolist()
+                while new and new[-1] == self._pad != self.eos_token_id:  # a row stopped before the others
+                    new.pop()
                 if self.eos_token_id in new:  # what follows the end is padding
-                    new = new[: new.index(self.eos_token_id) + 1]
+                    end = new.index(self.eos_token_id)
+                    # a row ``stop`` finished is padded with eos (when eos pads): that one is not generated
+                    stopped = stop is not None and stop(self._decode(new[:end]))
+                    new = new[: end if stopped else end + 1]
                 out[i] = Generation(self._decode(new), None, None, len(encoded[i]), len(new))
         return out  # type: ignore[return-value]
 

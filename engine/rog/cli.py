@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answer-tokens", type=int, default=128, help="new tokens for an answer (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=4096, help="paths kept in the reasoning prompt fit this many tokens (default 4096, as RoG)")
     p.add_argument("--path-limit", type=int, default=None, help="most paths per plan (default: all)")
+    p.add_argument("--batch-size", type=int, default=8, help="questions whose reasoning prompts are decoded together (default 8)")
 
     p = commands.add_parser("export-training", help="planning and reasoning instruction data from shortest paths")
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
@@ -84,6 +85,7 @@ def build_method(args: argparse.Namespace, store, meter):
         answer_tokens=args.answer_tokens,
         prompt_tokens=args.prompt_tokens,
         path_limit=args.path_limit,
+        batch_size=args.batch_size,
     )
     planner = meter.lm(load_lm(args.model, args.device, args.prompt_template))
     reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)) if args.reasoner else None

@@ -1,4 +1,4 @@
-"""RoG end to end on the method-run protocol: plan, ground, reason, per question, and plan validity."""
+"""RoG end to end on the method-run protocol: plan and ground per question, reason per batch, and plan validity."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -7,10 +7,11 @@ from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.models.lm import LanguageModel
-from engine.rog.grounding import ground
+from engine.rog.grounding import Grounding, ground
 from engine.rog.planning import (
     PLAN_MODES,
     Frontiers,
+    Plan,
     generate_plans,
     relation_vocabulary,
 )
@@ -31,12 +32,15 @@ class RogConfig:
     answer_tokens: int = 128
     prompt_tokens: int | None = 4096
     path_limit: int | None = None
+    batch_size: int = 8  # questions whose reasoning prompts are decoded together
 
     def __post_init__(self) -> None:
         if self.plan_mode not in PLAN_MODES:
             raise InvalidInputError(f"unknown planning mode {self.plan_mode!r}: use {', '.join(PLAN_MODES)}")
         if self.answer_mode not in REASONING_MODES:
             raise InvalidInputError(f"unknown answer mode {self.answer_mode!r}: use {', '.join(REASONING_MODES)}")
+        if self.batch_size < 1:
+            raise InvalidInputError(f"the batch size must be at least 1, not {self.batch_size}")
 
 
 class RogMethod:
@@ -44,22 +48,36 @@ class RogMethod:
     (unless answering with path ends) a reasoning model."""
 
     name = "rog"
-    batch_size = 1
 
     def __init__(self, store: Store, planner: LanguageModel, reasoner: LanguageModel | None, config: RogConfig) -> None:
         self.store = store
         self.planner = planner
         self.reasoner = reasoner or planner
         self.config = config
+        self.batch_size = config.batch_size
         self.vocabulary = relation_vocabulary(store)  # once per run
         if not self.vocabulary:
             raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        return [self.answer_one(q) for q in questions]
+        """Plans and groundings question by question (each plan is a beam search of its own),
+        then the reasoning prompts of the whole batch decoded together."""
+        c = self.config
+        planned = [self._plan(q) for q in questions]
+        if c.answer_mode == "paths":
+            reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, ends in planned]
+        else:
+            reasoned = list(reason(
+                self.reasoner,
+                [(q.question, grounding.rendered()) for q, (_, grounding, _) in zip(questions, planned, strict=True)],
+                explain=c.answer_mode == "explain",
+                max_new_tokens=c.answer_tokens,
+                max_prompt_tokens=c.prompt_tokens,
+            ))
+        return [self._prediction(*p, *r) for p, r in zip(planned, reasoned, strict=True)]
 
-    def answer_one(self, q: Question) -> Prediction:
-        """One question: plans, their groundings and the answer (RoG's reasoning or the path ends)."""
+    def _plan(self, q: Question) -> tuple[list[Plan], Grounding, list[str]]:
+        """One question's plans, their groundings in the store and the path ends."""
         c = self.config
         frontiers = Frontiers(self.store, q.topic_entities, c.direction)
         plans = generate_plans(
@@ -73,20 +91,9 @@ class RogMethod:
             max_new_tokens=c.plan_tokens,
         )
         grounding = ground(self.store, q.topic_entities, [p.relations for p in plans], direction=c.direction, limit=c.path_limit)
-        rendered = grounding.rendered()
-        path_ends = grounding.answers()
-        output = None
-        if c.answer_mode == "paths":
-            prediction = path_ends
-        else:
-            prediction, output = reason(
-                self.reasoner,
-                q.question,
-                rendered,
-                explain=c.answer_mode == "explain",
-                max_new_tokens=c.answer_tokens,
-                max_prompt_tokens=c.prompt_tokens,
-            )
+        return plans, grounding, grounding.answers()
+
+    def _prediction(self, plans: list[Plan], grounding: Grounding, path_ends: list[str], prediction: list[str], output: str | None) -> Prediction:
         extras = {
             "plans": [
                 {
@@ -99,7 +106,7 @@ class RogMethod:
                 }
                 for p, n in zip(plans, grounding.paths_per_plan)
             ],
-            "paths": rendered,
+            "paths": grounding.rendered(),
             "paths_truncated": grounding.truncated,
             "path_ends": path_ends,
             "output": output,

@@ -35,15 +35,15 @@ def fit_paths(lm: LanguageModel, prompt: str, paths: Sequence[str], max_prompt_t
 
 def reason(
     lm: LanguageModel,
-    question: str,
-    paths: Sequence[str],
+    items: Sequence[tuple[str, Sequence[str]]],
     *,
     explain: bool = False,
     max_new_tokens: int = 128,
     max_prompt_tokens: int | None = 4096,
-) -> tuple[list[str], str]:
-    """The answers (best first) and the raw output of ``lm`` given the rendered paths."""
+) -> list[tuple[list[str], str]]:
+    """For each (question, rendered paths): the answers (best first) and the raw output of
+    ``lm``. The prompts are decoded together (:meth:`LanguageModel.generate_batch`)."""
     build = explanation_prompt if explain else reasoning_prompt
-    paths = fit_paths(lm, build(question, []), paths, max_prompt_tokens)
-    output = lm.generate(build(question, paths), max_new_tokens=max_new_tokens).text
-    return parse_answers(output), output
+    prompts = [build(question, fit_paths(lm, build(question, []), paths, max_prompt_tokens)) for question, paths in items]
+    outputs = [g.text for g in lm.generate_batch(prompts, max_new_tokens=max_new_tokens)] if prompts else []
+    return [(parse_answers(output), output) for output in outputs]
