@@ -405,9 +405,9 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
         def __init__(self) -> None:
             self.prompts: list[str] = []
 
-        def generate(self, prompt: str, *, max_new_tokens: int = 256) -> Generation:
-            self.prompts.append(prompt)
-            return Generation("The correct answer is B.")
+        def generate_batch(self, prompts: list[str], *, max_new_tokens: int = 256) -> list[Generation]:
+            self.prompts.extend(prompts)
+            return [Generation("The correct answer is B.")] * len(prompts)
 
     model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     questions = read_metaqa_questions(qa)[:5]
@@ -415,7 +415,7 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
         lm, meter = SecondChoice(), Meter()
         summary = run_method(EtdMethod(meter.store(opened), model, meter, meter.lm(lm)), questions, meter, tmp_path / "llm.jsonl")
     records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
-    assert summary["calls_per_question"]["llm"] == 1 and len(lm.prompts) == 5
+    assert summary["calls_per_question"]["llm"] == 0.2 and len(lm.prompts) == 5  # the batch's five prompts in one call
     assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
     assert all(r["etd"]["label"] == "B" and r["prediction_ids"] == [r["etd"]["candidates"][1]["id"]] for r in records)
 

@@ -53,6 +53,10 @@ def parse_choice(output: str, options: Sequence[str]) -> Determination:
     return Determination(None, first, output)
 
 
-def determine(lm: LanguageModel, prompt: str, options: Sequence[str], max_new_tokens: int = MAX_NEW_TOKENS) -> Determination:
-    """One LLM call (greedy): generate an answer to the prompt and parse the choice."""
-    return parse_choice(lm.generate(prompt, max_new_tokens=max_new_tokens).text, options)
+def determine(
+    lm: LanguageModel, prompts: Sequence[str], options: Sequence[Sequence[str]], max_new_tokens: int = MAX_NEW_TOKENS
+) -> list[Determination]:
+    """Each prompt's choice among its options: the prompts decoded together (greedy,
+    :meth:`LanguageModel.generate_batch`), each answer parsed."""
+    outputs = lm.generate_batch(prompts, max_new_tokens=max_new_tokens) if prompts else []
+    return [parse_choice(g.text, opts) for g, opts in zip(outputs, options, strict=True)]

@@ -1,5 +1,5 @@
 """EtD end to end on the method-run protocol (:mod:`engine.run`): exploration, evidence,
-determination, a batch of questions at a time."""
+determination (the batch's prompts decoded together), a batch of questions at a time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from engine.etd.determination import determine
+from engine.etd.determination import Determination, determine
 from engine.etd.evidence import backtrack, facts
 from engine.etd.exploration import Explorer, RelationVocab
 from engine.etd.model import EtDModel, encode_texts, ranked
@@ -62,11 +62,21 @@ class EtdMethod:
             term for per_q in evidence for fs in per_q for f in fs for term in (f.subject, f.object)
         }
         names = self.store.names(sorted(i for i in ids if isinstance(i, str)))
-        return [self._determine(q, cands, cand_facts, names) for q, cands, cand_facts in zip(questions, top, evidence)]
-
-    def _determine(self, q: Question, cands: list, cand_facts: list, names: dict[str, str | None]) -> Prediction:
         terms = self.explorer.terms
-        options = [Option(_text(terms[node], names), p, tuple(f)) for (_, node, p), f in zip(cands, cand_facts)]
+        options = [
+            [Option(_text(terms[node], names), p, tuple(f)) for (_, node, p), f in zip(cands, cand_facts)]
+            for cands, cand_facts in zip(top, evidence)
+        ]
+        asked = [i for i, opts in enumerate(options) if opts] if self.lm is not None else []
+        found = determine(
+            self.lm, [render_prompt(questions[i].question, options[i]) for i in asked], [[o.text for o in options[i]] for i in asked]
+        ) if asked else []
+        choices = dict(zip(asked, found, strict=True))
+        return [self._prediction(cands, opts, names, choices.get(i)) for i, (cands, opts) in enumerate(zip(top, options))]
+
+    def _prediction(self, cands: list, options: list[Option], names: dict[str, str | None], choice: Determination | None) -> Prediction:
+        """The GNN's top candidate, or the option the LLM chose (``choice``), with the evidence."""
+        terms = self.explorer.terms
         extras: dict[str, Any] = {
             "candidates": [
                 {
@@ -81,8 +91,7 @@ class EtdMethod:
         }
         chosen: int | None = 0 if cands else None
         answer_text: str | None = None
-        if self.lm is not None and options:
-            choice = determine(self.lm, render_prompt(q.question, options), [o.text for o in options])
+        if choice is not None:
             chosen, answer_text = choice.index, choice.answer
             extras["label"] = None if choice.index is None else LABELS[choice.index]
             extras["llm_output"] = choice.output
