@@ -20,7 +20,6 @@ from typing import Any
 
 from engine.graph import Literal
 from engine.ldr.constraints import Target, locate_constraints, prune, question_values
-from engine.ldr.gold import hop_label
 from engine.ldr.prompts import answer_prompt
 from engine.ldr.search import Chooser, Search, SearchLimits, Step, top_scores
 from engine.ldr.structure import Subgraph, term_text
@@ -111,6 +110,11 @@ def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrCo
         graph, found.steps, found.truncated, targets, [c.text(graph) for c in stage2.chosen], stage2.steps,
         pruned, answer_node, answer_step, answers,
     )
+
+
+def hop_label(relation: str, forward: bool) -> str:
+    """A hop as an edge label: the relation, ``^relation`` against the stored direction."""
+    return relation if forward else "^" + relation
 
 
 def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
