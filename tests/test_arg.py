@@ -426,3 +426,13 @@ def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
         expected = generator_samples(store, [(q, gold_form(store, q)) for q in questions], bi, Scorer(bi), k=5)
     assert [(r["id"], r["prompt"], r["target"]) for r in rows] == [(q.id, s.prompt, s.target) for q, s in zip(questions, expected)]
     assert {r["target"] for r in rows} == {"(JOIN (R directed_by) [The Prowler])", "(JOIN directed_by [Joseph Losey])"}
+
+
+def test_gold_form_f1_compares_ids_where_the_dataset_gives_them(bi):
+    from engine.arg.pipeline import ArgMethod
+    from loaders.questions import Question
+
+    store = ReferenceStore([Triple("m.1", "directed_by", "m.2"), Triple("m.2", NAME_RELATION, Literal.make("Joseph Losey", lang="en"))])
+    q = Question("w", "who directed it?", ["Joseph Losey"], ["m.1"], ["m.2"], 1, sexpr="(JOIN (R directed_by) m.1)")
+    method = ArgMethod(store, ScriptedLM([]), bi, Scorer(bi), [], n_demos=0)
+    assert method._gold(q, "(JOIN (R directed_by) m.1)") == {"gold_form": q.sexpr, "em": True, "gold_form_f1": 1.0}
