@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if Path(args.store).is_dir():  # both versions run in their own tree: a relative path would name another store
+        args.store = str(Path(args.store).resolve())
+    elif "://" not in args.store and not args.store.startswith("oxigraph:"):
+        raise SystemExit(f"no store at {args.store!r}: give a loaded store directory or a server URI")
     result: dict[str, Any] = {
         "baseline": args.baseline, "dataset": args.dataset, "questions": args.questions, "seed": args.seed,
         "store": args.store, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "machine": machine(), "methods": [],
