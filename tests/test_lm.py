@@ -62,6 +62,15 @@ def test_generate_batch_equals_one_by_one(lm):
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
 
 
+def test_generate_batch_groups_prompts_of_similar_length_within_a_token_budget(lm):
+    lengths = [4000, 10, 12, 11, 300, 13, 2500, 290, 14, 15, 16, 17]
+    chunks = lm._chunks(lengths)
+    assert sorted(i for c in chunks for i in c) == list(range(len(lengths)))
+    assert all(len(c) <= lm.batch_size and (len(c) == 1 or len(c) * max(lengths[i] for i in c) <= lm.batch_tokens) for c in chunks)
+    assert [0] in chunks and [6] in chunks  # long prompts alone
+    assert [1, 3, 2, 5, 8, 9, 10, 11] in chunks  # short ones together, shortest first
+
+
 def test_generate_batch_stops_each_row_as_generate_does(lm):
     prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
     stop = lambda text: len(text.split()) >= 2  # fires at a different step in each row

@@ -262,18 +262,32 @@ class TransformersLM(LanguageModel):
 
     #: prompts decoded together by :meth:`generate_batch` (sorted by length, so padding stays small)
     batch_size: int = 8
+    #: at most this many prompt tokens, padding included, in one batch: the forward pass over a
+    #: batch's prompts costs about what it costs one by one, so long prompts gain nothing from
+    #: batching, and short ones padded to a long one's width lose (RoG's reasoning prompts of up
+    #: to 4,096 tokens, eight to a batch, ran slower than one by one on a CPU)
+    batch_tokens: int = 4096
+
+    def _chunks(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indexes of prompts sorted by length, cut into batches of at most ``batch_size``
+        prompts and ``batch_tokens`` padded tokens (a prompt longer than that alone)."""
+        chunks: list[list[int]] = []
+        for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+            if chunks and len(chunks[-1]) < self.batch_size and (len(chunks[-1]) + 1) * lengths[i] <= self.batch_tokens:
+                chunks[-1].append(i)  # sorted: the new prompt is the widest
+            else:
+                chunks.append([i])
+        return chunks
 
     def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
-        """Greedy decoding of several prompts, left-padded into batches of similar length; a
-        row for which ``stop`` holds is finished (padded) while the others go on."""
+        """Greedy decoding of several prompts, left-padded into batches of similar length
+        (:meth:`_chunks`); a row for which ``stop`` holds is finished (padded) while the others go on."""
         import torch
         from transformers import StoppingCriteriaList
 
         encoded = [self.prompt_ids(p) for p in prompts]
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         out: list[Generation | None] = [None] * len(encoded)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
+        for chunk in self._chunks([len(e) for e in encoded]):
             width = max(len(encoded[i]) for i in chunk)
             ids = torch.tensor([[self._pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=self.device)
             mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=self.device)
