@@ -23,6 +23,7 @@ from engine.errors import (
     InvalidIdentifierError,
     InvalidInputError,
     QueryRefusedError,
+    QueryTimeoutError,
     StoreError,
     StoreUnavailableError,
 )
@@ -353,6 +354,19 @@ def test_query_errors_are_not_retried(fake):
         SparqlEndpointStore(endpoint500.uri, retries=3, backoff=0.01).count_triples()
     assert "SPARQL query:" not in str(caught.value)
     assert len(endpoint.requests) == 1 and len(endpoint500.requests) == 1
+
+
+def test_a_query_cancelled_at_its_timeout_is_a_timeout(fake):
+    # Virtuoso ends a query at the request's timeout with S1T00, or at times by cancelling it (HY008)
+    for state in ("S1T00 Error SR171: Transaction timed out", "HY008 Error SR203: Async statement killed by SQLCancel."):
+        endpoint = fake((500, {}, f"Virtuoso {state}\n\nSPARQL query:\nSELECT …"))
+        store = SparqlEndpointStore(endpoint.uri, retries=2, backoff=0.01)
+        with pytest.raises(QueryTimeoutError, match=state.split()[0]):
+            store.execute("(JOIN r m.x)", timeout=0.5)
+        assert len(endpoint.requests) == 1  # not retried
+        with pytest.raises(StoreError) as caught:  # without a timeout of its own, not a timeout
+            store.execute("(JOIN r m.x)")
+        assert not isinstance(caught.value, QueryTimeoutError)
 
 
 def test_persistent_server_errors_become_unavailable(fake):

@@ -212,7 +212,9 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             message = server_message(e)
             if transient(e):
                 raise self._unavailable(f"it keeps failing ({message})") from e
-            if "S1T00" in message and timeout is not None:
+            # S1T00: over the time limit; HY008 (SR203, "killed by SQLCancel"): cancelled, which is how
+            # Virtuoso sometimes ends a query at the request's timeout instead of answering in part
+            if timeout is not None and ("S1T00" in message or "HY008" in message):
                 raise QueryTimeoutError(f"Virtuoso refused or stopped it: {message}") from e
             if "S1T00" in message:  # the server's own time limit, not a bad query
                 raise StoreError(
