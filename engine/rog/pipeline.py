@@ -65,19 +65,19 @@ class RogMethod:
         c = self.config
         planned = [self._plan(q) for q in questions]
         if c.answer_mode == "paths":
-            reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, ends in planned]
+            reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, _, ends in planned]
         else:
             reasoned = list(reason(
                 self.reasoner,
-                [(q.question, grounding.rendered()) for q, (_, grounding, _) in zip(questions, planned, strict=True)],
+                [(q.question, rendered) for q, (_, _, rendered, _) in zip(questions, planned, strict=True)],
                 explain=c.answer_mode == "explain",
                 max_new_tokens=c.answer_tokens,
                 max_prompt_tokens=c.prompt_tokens,
             ))
         return [self._prediction(*p, *r) for p, r in zip(planned, reasoned, strict=True)]
 
-    def _plan(self, q: Question) -> tuple[list[Plan], Grounding, list[str]]:
-        """One question's plans, their groundings in the store and the path ends."""
+    def _plan(self, q: Question) -> tuple[list[Plan], Grounding, list[str], list[str]]:
+        """One question's plans, their groundings in the store, the paths rendered and their ends."""
         c = self.config
         frontiers = Frontiers(self.store, q.topic_entities, c.direction)
         plans = generate_plans(
@@ -91,9 +91,11 @@ class RogMethod:
             max_new_tokens=c.plan_tokens,
         )
         grounding = ground(self.store, q.topic_entities, [p.relations for p in plans], direction=c.direction, limit=c.path_limit)
-        return plans, grounding, grounding.answers()
+        return plans, grounding, grounding.rendered(), grounding.answers()
 
-    def _prediction(self, plans: list[Plan], grounding: Grounding, path_ends: list[str], prediction: list[str], output: str | None) -> Prediction:
+    def _prediction(
+        self, plans: list[Plan], grounding: Grounding, rendered: list[str], path_ends: list[str], prediction: list[str], output: str | None
+    ) -> Prediction:
         extras = {
             "plans": [
                 {
@@ -106,7 +108,7 @@ class RogMethod:
                 }
                 for p, n in zip(plans, grounding.paths_per_plan)
             ],
-            "paths": grounding.rendered(),
+            "paths": rendered,
             "paths_truncated": grounding.truncated,
             "path_ends": path_ends,
             "output": output,
