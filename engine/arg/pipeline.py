@@ -20,8 +20,9 @@ from engine.arg.generation import DemoPicker, forms_of, generate_outputs
 from engine.arg.prompts import Demo, build_prompt
 from engine.arg.ranker import BiEncoder, Scorer
 from engine.arg.retrieval import K, retrieve
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import KGQAError
 from engine.graph import Literal, Term, term_key
+from engine.identifiers import positive_int
 from engine.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
 from engine.run import Prediction, unwrap
@@ -132,9 +133,7 @@ class ArgMethod:
         schema: Schema | None = None,
         batch_size: int = 8,
     ) -> None:
-        if batch_size < 1:
-            raise InvalidInputError(f"the batch size must be at least 1, not {batch_size}")
-        self.batch_size = batch_size  # questions whose greedy generations are decoded together
+        self.batch_size = positive_int(batch_size, "batch size")  # questions whose greedy generations are decoded together
         self.store, self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = store, lm, bi, scorer, k, samples, schema
         self.timeout = timeout
         self.picker = DemoPicker(pool, n_demos, demo_mode, seed)

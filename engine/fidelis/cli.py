@@ -13,6 +13,7 @@ from engine.cli_common import (
     open_from_args,
 )
 from engine.errors import InvalidInputError
+from engine.identifiers import positive_int
 
 INDEX_HELP = "index directory (default: <store directory>.fidelis-index beside an embedded store; required for servers)"
 ENCODER_HELP = "sentence encoder: local path or model id (default: the offline all-MiniLM-L6-v2)"
@@ -140,8 +141,7 @@ def build_method(args: argparse.Namespace, store, meter):
     from engine.models.lm import load_lm
     from engine.run import unwrap
 
-    if args.batch_size < 1:
-        raise InvalidInputError(f"--batch-size must be at least 1, not {args.batch_size}")
+    positive_int(args.batch_size, "--batch-size")
     config = SearchConfig(
         width=args.width, depth=args.depth, top_n=args.top_n, alpha=args.alpha, verifier=args.verifier,
         answer_mode=args.mode, neighbour_limit=args.neighbour_limit, lookahead_limit=args.lookahead_limit,

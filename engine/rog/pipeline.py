@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import InvalidInputError
+from engine.identifiers import positive_int
 from engine.models.lm import LanguageModel
 from engine.rog.grounding import Grounding, ground
 from engine.rog.planning import (
@@ -39,8 +40,7 @@ class RogConfig:
             raise InvalidInputError(f"unknown planning mode {self.plan_mode!r}: use {', '.join(PLAN_MODES)}")
         if self.answer_mode not in REASONING_MODES:
             raise InvalidInputError(f"unknown answer mode {self.answer_mode!r}: use {', '.join(REASONING_MODES)}")
-        if self.batch_size < 1:
-            raise InvalidInputError(f"the batch size must be at least 1, not {self.batch_size}")
+        positive_int(self.batch_size, "batch size")
 
 
 class RogMethod:
