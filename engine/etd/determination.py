@@ -58,5 +58,5 @@ def determine(
 ) -> list[Determination]:
     """Each prompt's choice among its options: the prompts decoded together (greedy,
     :meth:`LanguageModel.generate_batch`), each answer parsed."""
-    outputs = lm.generate_batch(prompts, max_new_tokens=max_new_tokens) if prompts else []
+    outputs = lm.generate_batch(prompts, max_new_tokens=max_new_tokens)
     return [parse_choice(g.text, opts) for g, opts in zip(outputs, options, strict=True)]

@@ -45,5 +45,5 @@ def reason(
     ``lm``. The prompts are decoded together (:meth:`LanguageModel.generate_batch`)."""
     build = explanation_prompt if explain else reasoning_prompt
     prompts = [build(question, fit_paths(lm, build(question, []), paths, max_prompt_tokens)) for question, paths in items]
-    outputs = [g.text for g in lm.generate_batch(prompts, max_new_tokens=max_new_tokens)] if prompts else []
+    outputs = [g.text for g in lm.generate_batch(prompts, max_new_tokens=max_new_tokens)]
     return [(parse_answers(output), output) for output in outputs]
