@@ -64,8 +64,9 @@ def parse_method_args(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _argv(cfg: MethodsConfig, method: str, question_set: str) -> list[str] | str:
-    """The method's ``run`` command line for one question set, or why it cannot run."""
+def _argv(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> list[str] | str:
+    """The method's ``run`` command line for one question set of the graph ``spec``, or why it
+    cannot run."""
     argv = [method, "run", "--dataset", question_set, "--split", "test", "--sample", str(cfg.questions),
             "--seed", str(cfg.seed), "--no-progress"]
     if cfg.device:
@@ -75,6 +76,10 @@ def _argv(cfg: MethodsConfig, method: str, question_set: str) -> list[str] | str
         if not checkpoint.is_file():
             return f"no EtD checkpoint at {checkpoint}: train one with `kgqa etd train --dataset {question_set} --checkpoint-dir …`"
         argv += ["--checkpoint", str(checkpoint)]
+    if method == "fidelis" and "--index" not in cfg.method_args.get("fidelis", []):
+        # one index per graph, kept in the workdir: every store of the same content shares it
+        # (an index is keyed to the store's statistics, which a server and the embedded store agree on)
+        argv += ["--index", str(cfg.workdir / "fidelis-index" / spec)]
     return argv + cfg.method_args.get(method, [])
 
 
@@ -133,7 +138,7 @@ def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
                 try:
                     for question_set in QUESTION_SETS[spec]:
                         for method in cfg.methods:
-                            argv = _argv(cfg, method, question_set)
+                            argv = _argv(cfg, method, spec, question_set)
                             where = {"method": method, "dataset": question_set, "store": label}
                             if isinstance(argv, str):
                                 out["skipped"].append({**where, "reason": argv})

@@ -35,6 +35,22 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int | None = None) -> None:
+    """``--split --sample --limit --seed --split-seed``: which questions of a dataset a command
+    takes (:func:`run_questions`). The split is fixed by ``--split-seed`` alone, so another
+    ``--seed`` draws another sample but never moves a question between train and test."""
+    from loaders.datasets import SPLIT_SEED, SPLITS
+
+    why = {"test": "the held-out test part", "train": "train: never train on the questions you report on"}.get(split, split)
+    p.add_argument("--split", choices=SPLITS, default=split, help=f"which part of the dataset's train/val/test split (default {why})")
+    p.add_argument("--sample", type=int, default=sample,
+                   help="a random sample of this many questions of the split, drawn with --seed" + (f" (default {sample})" if sample else ""))
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (after --sample)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0); it does not change the split")
+    p.add_argument("--split-seed", type=int, default=SPLIT_SEED,
+                   help=f"seed of the train/val/test split (default {SPLIT_SEED}); give training and evaluation the same one")
+
+
 DATASET_HELP = (
     "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
     "RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt"
@@ -47,11 +63,7 @@ def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any
     what ``kgqa bench methods`` calls, so a benchmark runs exactly what a user runs)."""
     p.set_defaults(handler=run_from_args, build_method=build_method, method=method)
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
-    p.add_argument("--split", choices=["train", "val", "test", "all"], default="test",
-                   help="which part of the dataset's seeded split to answer (default: the held-out test part)")
-    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
-    p.add_argument("--limit", type=int, default=None, help="answer only the first N questions (after --sample)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
+    add_question_arguments(p, "test")
     p.add_argument("--model", default=None, help=model_help or "language model: HF id, local directory, .gguf, or "
                    "openai:MODEL[@URL] (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
@@ -62,10 +74,10 @@ def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any
 
 
 def run_questions(args: argparse.Namespace) -> list:
-    """The questions ``--dataset --split --sample --limit --seed`` select."""
+    """The questions ``--dataset --split --sample --limit --seed --split-seed`` select."""
     from loaders.datasets import select_questions
 
-    return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed)
+    return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed, split_seed=args.split_seed)
 
 
 def run_from_args(args: argparse.Namespace) -> dict:

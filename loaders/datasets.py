@@ -115,6 +115,10 @@ T = TypeVar("T")
 
 #: the parts of :func:`split_questions`
 SPLITS = ("train", "val", "test", "all")
+#: the seed of every command's train/val/test split. It is not the sample's seed: drawing another
+#: sample of training questions (``--seed 1``) must never move a held-out test question into
+#: ``train``, so the split changes only when a user names another one (``--split-seed``).
+SPLIT_SEED = 0
 
 
 def _wording_group(question: object, index: int) -> object:
@@ -154,21 +158,25 @@ def select_questions(
     sample: int | None = None,
     limit: int | None = None,
     seed: int = 0,
+    split_seed: int = SPLIT_SEED,
     data_directory: str | os.PathLike[str] | None = None,
 ) -> list[Question]:
-    """The questions a method run answers: the ``split`` part of the dataset's seeded split,
-    then a seeded sample of ``sample`` of them, then the first ``limit``."""
-    return select_subset(load_dataset(dataset, data_directory), split, sample=sample, limit=limit, seed=seed)
+    """The questions a method run answers: the ``split`` part of the dataset's split (seeded by
+    ``split_seed``), then a sample of ``sample`` of them (seeded by ``seed``), then the first ``limit``."""
+    return select_subset(load_dataset(dataset, data_directory), split, sample=sample, limit=limit, seed=seed, split_seed=split_seed)
 
 
-def select_subset(items: Sequence[T], split: str = "test", *, sample: int | None = None, limit: int | None = None, seed: int = 0) -> list[T]:
+def select_subset(
+    items: Sequence[T], split: str = "test", *, sample: int | None = None, limit: int | None = None, seed: int = 0,
+    split_seed: int = SPLIT_SEED,
+) -> list[T]:
     """:func:`select_questions` over any list of items (e.g. WebQSP's raw questions)."""
     if split not in SPLITS:
         raise InvalidInputError(f"unknown split {split!r}: use {', '.join(SPLITS)}")
     for name, value in (("sample", sample), ("limit", limit)):
         if value is not None and value < 0:
             raise InvalidInputError(f"--{name} must be 0 or more, not {value}")
-    chosen = split_questions(items, seed)[split]
+    chosen = split_questions(items, split_seed)[split]
     if sample is not None:
         chosen = random.Random(seed).sample(chosen, min(sample, len(chosen)))
     return chosen[:limit] if limit is not None else chosen

@@ -276,3 +276,15 @@ def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(
     assert {(s["method"], s["dataset"]) for s in results["skipped"]} == {("etd", "pathquestion-2h"), ("etd", "pathquestion-3h")}
     assert all("kgqa etd train" in s["reason"] for s in results["skipped"])
     assert "| rog | pathquestion-2h | oxigraph |" in (out / "methods.md").read_text()
+
+
+def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_path):
+    from benchmarks.methods import MethodsConfig, _argv
+
+    cfg = MethodsConfig(methods=["fidelis"], datasets=["metaqa"], stores=["oxigraph", "virtuoso"], questions=2, seed=0,
+                        workdir=tmp_path)
+    argv = _argv(cfg, "fidelis", "metaqa", "metaqa-2hop")
+    assert argv[argv.index("--index") + 1] == str(tmp_path / "fidelis-index" / "metaqa")
+    cfg.method_args = {"fidelis": ["--index", "/srv/index"]}
+    argv = _argv(cfg, "fidelis", "metaqa", "metaqa-2hop")
+    assert argv.count("--index") == 1 and argv[argv.index("--index") + 1] == "/srv/index"

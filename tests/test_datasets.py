@@ -88,3 +88,20 @@ def test_split_keeps_wordings_of_one_walk_together_and_plain_questions_as_a_shuf
     got = split_questions(plain, seed=7)
     assert [q.id for q in got["test"]] == [f"q{i}" for i in order[:5]]
     assert [q.id for q in got["train"]] == [f"q{i}" for i in order[10:]]
+
+
+def test_another_sample_seed_never_moves_a_test_question_into_train():
+    # drawing another sample of training questions (`export-training --seed 1`) must not train on
+    # what `run --split test` (seed 0) reports on; only --split-seed makes a new split
+    from loaders.datasets import select_subset
+
+    items = list(range(500))
+    test = set(select_subset(items, "test"))
+    assert len(test) == 50
+    for seed in range(1, 6):
+        train = select_subset(items, "train", sample=300, seed=seed)
+        assert not test & set(train)
+        assert set(select_subset(items, "test", seed=seed)) == test
+    assert set(select_subset(items, "test", split_seed=1)) != test
+    a, b = (select_subset(items, "test", sample=10, seed=s) for s in (2, 3))
+    assert set(a) <= test and set(b) <= test and a != b  # the seed still draws the sample

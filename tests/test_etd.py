@@ -400,6 +400,13 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert all(len(fact) == 3 for fact in top["evidence"])
     assert main(["eval", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == result["hits1"]
+    # --seed draws the sample of the held-out part; another split would hold training questions
+    checkpoint = ["--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--gnn-only"]
+    assert main(["etd", "run", *common, *checkpoint, "--split", "test", "--sample", "2", "--seed", "3",
+                 "--out", str(tmp_path / "s3.jsonl"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["questions"] == 2
+    assert main(["etd", "run", *common, *checkpoint, "--split", "test", "--split-seed", "1", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "run with --split-seed 0" in capsys.readouterr().err
 
     class SecondChoice:  # a language model that always picks option B
         def __init__(self) -> None:

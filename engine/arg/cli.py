@@ -8,6 +8,7 @@ from typing import Any
 from engine.cli_common import (
     DATASET_HELP,
     add_output_arguments,
+    add_question_arguments,
     add_run_arguments,
     add_store_arguments,
     emit,
@@ -128,11 +129,7 @@ def _ranker_arguments(p: argparse.ArgumentParser) -> None:
 
 def _dataset_arguments(p: argparse.ArgumentParser, split: str) -> None:
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
-    p.add_argument("--split", choices=["train", "val", "test", "all"], default=split,
-                   help=f"which part of the dataset's seeded split (default {split})")
-    p.add_argument("--sample", type=int, default=100, help="a seeded random sample of this many questions of the split (default 100)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions (after --sample)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
+    add_question_arguments(p, split, sample=100)
 
 
 def _sexpr(args: argparse.Namespace) -> None:
@@ -277,7 +274,7 @@ def build_method(args: argparse.Namespace, store, meter):
     bi, scorer, schema = _models(args)
     plain = unwrap(store)
     tests = run_questions(args)
-    train = select_questions(args.dataset, "train", sample=args.pool, seed=args.seed) if args.split != "train" else []
+    train = select_questions(args.dataset, "train", sample=args.pool, seed=args.seed, split_seed=args.split_seed) if args.split != "train" else []
     pool = demo_pool(plain, _gold_items(plain, train), _gold_items(plain, tests)) if args.n_demos else []
     return ArgMethod(
         store, meter.lm(load_lm(args.model, args.device)), bi, scorer, pool, n_demos=args.n_demos,

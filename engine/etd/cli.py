@@ -55,7 +55,9 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--paper-config", default=None,
                    help="metaqa-1hop|2hop|3hop or pathquestion-2h|3h: the paper's hyperparameters (L, K) to train with (default: --dataset when it names one)")
-    p.add_argument("--seed", type=int, default=None, help="split and training seed (default 0)")
+    p.add_argument("--seed", type=int, default=None, help="training seed: initialisation and batch order (default 0)")
+    p.add_argument("--split-seed", type=int, default=None,
+                   help="seed of the train/val/test split (default 0); `kgqa etd run` must name the same")
     p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default 1000)")
     p.add_argument("--encoding-cache", default=None,
                    help="directory keeping the frozen text encodings between runs (default: encode every run)")
@@ -74,10 +76,10 @@ def _run_train(args: argparse.Namespace) -> None:
     config = TrainConfig.for_dataset(
         paper, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
-            "max_train", "seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
+            "max_train", "seed", "split_seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
             "mask_topic")}
     )
-    parts = split_questions(load_dataset(args.dataset), config.seed, config.val_fraction, config.test_fraction)
+    parts = split_questions(load_dataset(args.dataset), config.split_seed, config.val_fraction, config.test_fraction)
     train_questions = parts["train"][: config.max_train]
     with open_from_args(args) as store:
         summary = train(store, train_questions, parts["val"], config, args.checkpoint_dir, progress=not args.no_progress)
@@ -91,10 +93,11 @@ def build_method(args: argparse.Namespace, store, meter):
 
     model, saved = load_checkpoint(args.checkpoint)
     settings = saved["train"]
-    if args.split != "all" and (settings["seed"], settings["val_fraction"], settings["test_fraction"]) != (args.seed, 0.1, 0.1):
+    split_seed = settings.get("split_seed", settings["seed"])  # checkpoints from before --split-seed split with --seed
+    if args.split != "all" and (split_seed, settings["val_fraction"], settings["test_fraction"]) != (args.split_seed, 0.1, 0.1):
         raise InvalidInputError(
-            f"{args.checkpoint} was trained on a split with seed {settings['seed']} and val/test fractions "
-            f"{settings['val_fraction']}/{settings['test_fraction']}: run with --seed {settings['seed']} (and the default "
+            f"{args.checkpoint} was trained on a split with seed {split_seed} and val/test fractions "
+            f"{settings['val_fraction']}/{settings['test_fraction']}: run with --split-seed {split_seed} (and the default "
             "fractions) so that --split picks questions it was not trained on"
         )
     max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree

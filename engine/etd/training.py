@@ -59,7 +59,8 @@ class TrainConfig:
     #: per-question cap on each layer's kept nodes in training steps [inf]; None = the paper
     max_frontier: int | None = None
     encoder: str | None = None
-    seed: int = 0
+    seed: int = 0  # initialisation and batch order
+    split_seed: int = 0  # the train/val/test split (loaders.datasets.SPLIT_SEED unless named)
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     max_train: int | None = None

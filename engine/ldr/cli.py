@@ -10,6 +10,7 @@ from typing import Any
 from engine.cli_common import (
     DATASET_HELP,
     add_output_arguments,
+    add_question_arguments,
     add_run_arguments,
     add_store_arguments,
     open_from_args,
@@ -33,11 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = commands.add_parser("export-training", help="search and pruning+answer SFT samples from gold structures")
     p.add_argument("--dataset", required=True, help=DATASET_HELP + ", or a WebQSP JSON file (WebQSP.train.json.gz; no store needed)")
     p.add_argument("--out", required=True, help="directory for search.jsonl, reasoning.jsonl and export-report.json")
-    p.add_argument("--split", choices=["train", "val", "test", "all"], default="train",
-                   help="which part of the dataset's seeded split to export (default train: never train on the questions you report on)")
-    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
+    add_question_arguments(p, "train")
     _add_ldr_options(p)
     add_store_arguments(p)
     add_output_arguments(p)
@@ -100,7 +97,8 @@ def _export(args: argparse.Namespace) -> None:
 
     report = ExportReport()
     if _is_webqsp(args.dataset):
-        questions = select_subset(read_webqsp(args.dataset), args.split, sample=args.sample, limit=args.limit, seed=args.seed)
+        questions = select_subset(read_webqsp(args.dataset), args.split, sample=args.sample, limit=args.limit, seed=args.seed,
+                                  split_seed=args.split_seed)
         samples = webqsp_samples(tqdm(questions, desc="parses", unit="q", file=sys.stderr), report)
         _write(args.out, samples, FILES, report)
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.cli_common import (
     DATASET_HELP,
     add_output_arguments,
+    add_question_arguments,
     add_run_arguments,
     add_store_arguments,
     open_from_args,
@@ -45,11 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--targets", choices=["shortest", "gold"], default="shortest",
                    help="planning targets: every shortest path from topic to answers (RoG, default) or the question's "
                         "gold relation path where the dataset gives one (MetaQA type, PathQuestion path, WebQSP chain)")
-    p.add_argument("--split", choices=["train", "val", "test", "all"], default="train",
-                   help="which part of the dataset's seeded split to export (default train: never train on the questions you report on)")
-    p.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many questions of the split")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the sample (default 0)")
+    add_question_arguments(p, "train")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_export)
