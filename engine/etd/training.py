@@ -28,6 +28,7 @@ from engine.metrics import score_question
 from engine.models.device import pick_device
 from engine.run import Meter
 from engine.store import Store
+from loaders.datasets import SPLIT_SEED
 from loaders.questions import Question
 
 #: (L, K) per dataset: the paper's Table 8; PathQuestion is not in the paper [L = hops, K as MetaQA]
@@ -60,7 +61,7 @@ class TrainConfig:
     max_frontier: int | None = None
     encoder: str | None = None
     seed: int = 0  # initialisation and batch order
-    split_seed: int = 0  # the train/val/test split (loaders.datasets.SPLIT_SEED unless named)
+    split_seed: int = SPLIT_SEED  # the train/val/test split
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     max_train: int | None = None
