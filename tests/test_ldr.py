@@ -290,6 +290,18 @@ def test_kitt_example_reproduces(make_store, store_kind):
     assert r.answers == ["m.wd"]
 
 
+def test_the_start_entity_is_answered_last(make_store):
+    """Out and back over another edge reaches the start entity itself: it stays an answer, after
+    the others (first answer first is LDR's Hits@1)."""
+    store = make_store("oxigraph", [Triple("Film", "written_by", "Ann"), Triple("Film", "starred_actors", "Ann"),
+                                    Triple("Film", "starred_actors", "Bob")])
+    q = Question("co", "who co-starred with the writer [Ann]", ["Bob"], ["Ann"], ["Bob"])
+    script = Script("Ann+^written_by", "entity_1+starred_actors", NONE, "entity_2")
+    r = reason(store, script, q)
+    assert r.graph.terms(r.answer_node) == ["Ann", "Bob"]  # G_k's own order puts the start first
+    assert r.answers == ["Bob", "Ann"]
+
+
 def _roster() -> Subgraph:
     """A team's roster CVTs, each with a player, a start date and a number."""
     g = Subgraph("m.team", "Team")
