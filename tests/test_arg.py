@@ -198,6 +198,20 @@ def test_generation_alignment_and_vote(bi):
     assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and score_question(got.answers, ["Joseph Losey", "x"]).f1 == pytest.approx(2 / 3)
 
 
+def test_a_form_that_goes_out_and_back_answers_its_anchor_last(bi):
+    from engine.arg.alignment import Aligner
+    from engine.arg.generation import DemoPicker
+    from engine.arg.pipeline import answer_questions
+    from engine.arg.prompts import Demo
+
+    names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey")]
+    store = ReferenceStore(TRIPLES + names)
+    picker = DemoPicker([Demo("who directed [Y]", "(JOIN (R directed_by) [Y])")], 0, "bm25")
+    lm = ScriptedLM(["(JOIN directed_by (JOIN (R directed_by) [M]))"])
+    [got] = answer_questions(store, [("which films share the director of [M]", ["M"])], lm, picker, bi, Scorer(bi), Aligner(store), k=5)
+    assert got.answers == ["The Prowler", "M"]  # sorted, "M" would come first; the anchor stays, last
+
+
 def test_alignment_moves_on_past_a_candidate_that_times_out():
     import time
 

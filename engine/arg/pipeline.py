@@ -1,6 +1,7 @@
 """ARG-KBQA end to end: per question retrieval → prompt → K generated forms → alignment and
-execution → majority vote over the answers (:func:`answer_questions`; greedy generation is
-batched across the questions), and :class:`ArgMethod`,
+execution → majority vote over the answers, sorted, the question's own anchors last
+(:func:`engine.run.topic_last`) (:func:`answer_questions`; greedy generation is batched across
+the questions), and :class:`ArgMethod`,
 ARG on the method-run protocol (:mod:`engine.run`), with EM of the voted form against the
 gold form. ``gold_form_f1`` is the F1 of the gold form's own answers: the ceiling F1 can reach
 when the form is right (MetaQA's 2-hop gold answers leave out the topic entity, which e.g.
@@ -25,7 +26,7 @@ from engine.graph import Literal, Term, term_key
 from engine.identifiers import positive_int
 from engine.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
-from engine.run import Prediction, unwrap
+from engine.run import Prediction, topic_last, unwrap
 from engine.sexpr import parse
 from engine.store import Store
 from loaders.questions import Question
@@ -71,7 +72,7 @@ def answer_questions(
     outputs = generate_outputs(lm, prompts, samples)
     generation_seconds = (time.perf_counter() - started) / max(len(questions), 1)
     answers = []
-    for (question, _), retrieval, refs, ds, outs in zip(questions, retrievals, references, demos, outputs, strict=True):
+    for (question, anchors), retrieval, refs, ds, outs in zip(questions, retrievals, references, demos, outputs, strict=True):
         generated = forms_of(outs)
         executing = time.perf_counter()
         runs = [aligner.run(form, question) for form in generated]
@@ -82,6 +83,7 @@ def answer_questions(
             outputs=outs, demos=[d.question for d in ds],
         )
         _vote(out, runs)
+        out.answers = topic_last(out.answers, anchors)  # a form that goes out and back returns its anchor
         answers.append(out)
     return answers
 

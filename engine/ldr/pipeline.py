@@ -8,8 +8,8 @@ linked entities and the numbers and dates written in it, and with ``match_names`
 entities of G_k whose store name the question mentions (one ``names`` call over G_k: only an
 entity in G_k can satisfy a constraint); stage 3: one node of S_k (not the start node, not a
 constraint position) chosen by the model, its entities in the pruned G_k are the answers in
-G_k's order (first answer first; the start entity last, :func:`start_last`); ONE ``names`` call
-for their names.
+G_k's order (first answer first; the start entity last, :func:`engine.run.topic_last`); ONE
+``names`` call for their names.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from engine.ldr.prompts import answer_prompt
 from engine.ldr.search import Chooser, Search, SearchLimits, Step, top_scores
 from engine.ldr.structure import Subgraph, term_text
 from engine.metrics import graph_hit, relation_recall, tree_edit_distance
-from engine.run import Prediction
+from engine.run import Prediction, topic_last
 from engine.store import Store
 from loaders.questions import Question, gold_hops
 
@@ -106,21 +106,11 @@ def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrCo
         choice = choose(answer_prompt(q.question, graph.render()), texts)
         answer_node = candidates[choice.index].index
         answer_step = Step(len(texts), texts[choice.index], top_scores(texts, choice))
-    answers = start_last(graph.terms(answer_node, pruned), start) if answer_node is not None else []
+    answers = topic_last(graph.terms(answer_node, pruned), [start]) if answer_node is not None else []
     return Reasoning(
         graph, found.steps, found.truncated, targets, [c.text(graph) for c in stage2.chosen], stage2.steps,
         pruned, answer_node, answer_step, answers,
     )
-
-
-def start_last(answers: list[Any], start: str) -> list[Any]:
-    """The answers in G_k's order, the start entity moved after the others: a node reached out
-    and back ("who co-starred with [X]") holds X itself, which a question seldom asks for but
-    can (PathQuestion's "X's child's parent"), so it is kept, last. Chosen on validation
-    questions (`--split val --sample 60`, ``ldr-5``): MetaQA-2hop Hits@1 0.950 → 1.000, no other
-    set changed. (RoG's path ends, :meth:`engine.rog.grounding.Grounding.answers`, leave the
-    start out altogether.)"""
-    return [a for a in answers if a != start] + [a for a in answers if a == start]
 
 
 def hop_label(relation: str, forward: bool) -> str:
