@@ -50,8 +50,9 @@ class Prediction:
 
 def topic_last(answers: Sequence[Any], topics: Sequence[Any]) -> list[Any]:
     """``answers`` in their order with the question's own topic entities moved after the others.
-    A retrieval that goes out and back ("who co-starred with [X]", a form ``(JOIN starred_actors
-    (JOIN (R starred_actors) [X]))``) reaches X itself, which a question seldom asks for but can
+    A retrieval that goes out and back reaches X itself — ARG's form for "who co-starred with
+    [X]", ``(JOIN starred_actors (JOIN (R starred_actors) [X]))``; LDR's tree for "who wrote the
+    films [X] directed" when X wrote them too — which a question seldom asks for but can
     (PathQuestion's "X's child's parent"), so it stays an answer, last. Chosen on validation
     questions (``--split val``, 50–60 per set) for LDR and ARG: MetaQA-2hop Hits@1 0.950 → 1.000
     (LDR ``ldr-5``) and 0.82 → 0.92 (ARG ``arg-generator-3``), no other MetaQA or PathQuestion
