@@ -1,6 +1,6 @@
 """ARG-KBQA end to end: per question retrieval → prompt → K generated forms → alignment and
-execution → majority vote over the answers, sorted, the question's own anchors last
-(:func:`engine.run.topic_last`) (:func:`answer_questions`; greedy generation is batched across
+execution → majority vote over the answers, sorted with the question's own anchors last
+(:func:`answer_questions`, :func:`engine.run.topic_last`; greedy generation is batched across
 the questions), and :class:`ArgMethod`,
 ARG on the method-run protocol (:mod:`engine.run`), with EM of the voted form against the
 gold form. ``gold_form_f1`` is the F1 of the gold form's own answers: the ceiling F1 can reach
