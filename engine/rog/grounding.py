@@ -14,6 +14,7 @@ from engine.errors import InvalidIdentifierError
 from engine.graph import Literal, Path
 from engine.identifiers import UNBOUNDED, validate_relation
 from engine.render import render_path, term_text
+from engine.run import topic_last
 from engine.store import MAX_PATH_HOPS, Store
 
 
@@ -32,18 +33,28 @@ class Grounding:
         return [render_path(p, self.names) for p in self.paths]
 
     def answers(self) -> list[str]:
-        """The path ends as answers (RoG without reasoning), never the walk's own start. Ends
-        of walks that do not come back to their topic entity come first, the most often
-        reached first; then those reached only through a return. A return is weaker evidence:
-        the years of the films sharing ``[Titanic]``'s director would otherwise start with
-        Titanic's own, which MetaQA never counts; yet PathQuestion's genealogies do walk back
-        (the nationality of the parent of X's child is often X's). Chosen on validation
-        questions: MetaQA-3hop / PQ-3H Hits@1 0.88 / 0.92 keeping every walk, 1.00 / 0.44
-        dropping the returning ones, 1.00 / 0.88 ranking them after."""
-        direct = Counter(term_text(p.end, self.names) for p in self.paths if p.start not in p.nodes[1:])
-        returning = Counter(term_text(p.end, self.names) for p in self.paths if p.start in p.nodes[1:-1] and p.end != p.start)
-        ranked = [answer for answer, _ in direct.most_common()]
-        return ranked + [answer for answer, _ in returning.most_common() if answer not in direct]
+        """The path ends as answers (RoG without reasoning). Ends of walks that never use one
+        stored edge twice come first, the most often reached first; then ends reached only by
+        walks that go back over an edge they came by; the topic entities themselves last
+        (:func:`engine.run.topic_last`). Going back over the same edge is no evidence: the
+        years of the films sharing ``[Titanic]``'s director would otherwise start with
+        Titanic's own (back over its ``directed_by`` edge), which MetaQA never counts; a walk
+        back over *another* edge is a fact: PathQuestion stores parents and children as two
+        edges, and "X's child's parent" is often X. Chosen on validation questions
+        (``--split val --sample 100``): Hits@1 MetaQA-1/2/3hop 0.98 / 1.00 / 1.00 either way,
+        PQ-2H 0.83 → 0.94, PQ-3H 0.90 → 0.95, against the earlier rule (walks through the topic
+        after the others, the topic never); F1 on MetaQA-2hop 1.000 → 0.936, as the topic film
+        now ends the list."""
+        once = Counter(term_text(p.end, self.names) for p in self.paths if not _reuses_edge(p))
+        again = Counter(term_text(p.end, self.names) for p in self.paths if _reuses_edge(p))
+        ranked = [answer for answer, _ in once.most_common()] + [a for a, _ in again.most_common() if a not in once]
+        return topic_last(ranked, {term_text(p.start, self.names) for p in self.paths})
+
+
+def _reuses_edge(path: Path) -> bool:
+    """Whether the walk uses one stored edge twice (RoG's BFS allows it, see the module doc)."""
+    triples = [edge.triple() for edge in path.edges()]
+    return len(set(triples)) < len(triples)
 
 
 def _groundable(plan: Sequence[str] | None) -> bool:
