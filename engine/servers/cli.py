@@ -79,7 +79,9 @@ def run_server(args: argparse.Namespace) -> None:
             f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "
             "and are removed when it stops)"
         )
-    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT), signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt)}
+    # both set explicitly: a command started from a script's background job (`&`, nohup) inherits
+    # an ignored SIGINT, and Ctrl-C / `kill -INT` would then never stop the server
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     running: Running | None = None
     try:
         running = STARTERS[args.kind](directory, args.port)
