@@ -20,7 +20,7 @@ import json
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +48,7 @@ class Prediction:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def topic_last(answers: Sequence[Any], topics: Sequence[Any]) -> list[Any]:
+def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
     """``answers`` in their order with the question's own topic entities moved after the others.
     A retrieval that goes out and back reaches X itself — ARG's form for "who co-starred with
     [X]", ``(JOIN starred_actors (JOIN (R starred_actors) [X]))``; LDR's tree for "who wrote the
@@ -56,8 +56,7 @@ def topic_last(answers: Sequence[Any], topics: Sequence[Any]) -> list[Any]:
     (PathQuestion's "X's child's parent"), so it stays an answer, last. Chosen on validation
     questions (``--split val``, 50–60 per set) for LDR and ARG: MetaQA-2hop Hits@1 0.950 → 1.000
     (LDR ``ldr-5``) and 0.82 → 0.92 (ARG ``arg-generator-3``), no other MetaQA or PathQuestion
-    set changed. (RoG's path ends leave the topic out altogether,
-    :meth:`engine.rog.grounding.Grounding.answers`.)"""
+    set changed. RoG's path ends end with it too (:meth:`engine.rog.grounding.Grounding.answers`)."""
     own = set(topics)
     return [a for a in answers if a not in own] + [a for a in answers if a in own]
 
