@@ -9,7 +9,8 @@ import pytest
 
 from engine.arg.candidates import Schema, path_forms, read_schema, with_names
 from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
-from engine.arg.retrieval import retrieve
+from engine.arg.retrieval import retrieve, retrieve_batch
+from engine.batched import per_group
 from engine.cli import main
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
@@ -450,3 +451,52 @@ def test_gold_form_f1_compares_ids_where_the_dataset_gives_them(bi):
     q = Question("w", "who directed it?", ["Joseph Losey"], ["m.1"], ["m.2"], 1, sexpr="(JOIN (R directed_by) m.1)")
     method = ArgMethod(store, ScriptedLM([]), bi, Scorer(bi), [], n_demos=0)
     assert method._gold(q, "(JOIN (R directed_by) m.1)") == {"gold_form": q.sexpr, "em": True, "gold_form_f1": 1.0}
+
+
+def test_batched_retrieval_equals_one_by_one(make_store, store_kind, bi):
+    """retrieve_batch shares the store calls of a batch and gives each question what its own
+    retrieve gives: paths, scores and references, with entity and literal anchors, anchors
+    two questions share, and a question without anchors."""
+    store = make_store(store_kind, DATED)
+    year = Literal.make("1951", YEAR)
+    questions = [
+        ("who directed [The Prowler]", ["The Prowler"]),
+        ("which films share a director with [M]", ["M"]),
+        ("which films of 1951 did Joseph Losey direct", [year, "Joseph Losey"]),
+        ("which films were released in 1951", [year]),
+        ("who starred in [M]", ["M"]),
+        ("what is this", []),
+    ]
+    scorer = Scorer(bi)
+    for limit in (10_000, 2):  # 2 cuts some questions' rows: those ask on their own
+        calls: list = []
+        store.listeners.append(calls.append)
+        batched = retrieve_batch(store, questions, bi, scorer, k=5, limit=limit)
+        batch_calls = len(calls)
+        calls.clear()
+        alone = [retrieve(store, q, a, bi, scorer, k=5, limit=limit) for q, a in questions]
+        store.listeners.remove(calls.append)
+        for got, want in zip(batched, alone, strict=True):
+            assert (got.question, got.paths, got.references) == (want.question, want.paths, want.references)
+        if limit == 10_000:
+            assert batch_calls < len(calls)
+    assert any(len(r.paths) > 1 for r in batched) and batched[-1].paths == []
+
+
+def test_per_group_splits_one_call_exactly():
+    store = ReferenceStore(DATED)
+    groups = [["M"], ["The Prowler", "M"], [], ["Roma"], ["nowhere"]]
+    for limit in (None, 100, 3, 1):
+        made: list = []
+
+        def call(anchors, n, made=made):
+            made.append((tuple(anchors), n))
+            return store.relations(anchors, "both", n)
+
+        got = per_group(call, groups, limit)
+        want = [store.relations(g, "both", limit) for g in groups]
+        assert got == [(w.rows, w.truncated) for w in want], limit
+        if limit in (None, 100):
+            assert len(made) == 1  # nothing cut: one call answered every group
+        else:
+            assert len(made) > 1 and ((("The Prowler", "M"), limit) in made)  # a cut group asked on its own

@@ -176,7 +176,7 @@ def render_retrieval(result: Any) -> str:
         lines.append(f"{p.score:.3f}\t{term_text(p.anchor)}\t{hops}")
     lines += ["", "score\treference (names)\tS-expression"]
     lines += [f"{r.score:.3f}\t{r.text}\t{r.sexpr}" for r in result.references]
-    lines += ["", f"store {result.store_seconds:.2f} s in {result.store_calls} calls, model {result.model_seconds:.2f} s"]
+    lines += ["", f"store {result.store_seconds:.2f} s in {result.store_calls:g} calls, model {result.model_seconds:.2f} s"]
     return "\n".join(lines)
 
 

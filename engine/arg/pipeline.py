@@ -1,4 +1,4 @@
-"""ARG-KBQA end to end: per question retrieval → prompt → K generated forms → alignment and
+"""ARG-KBQA end to end: retrieval (the batch's store calls shared, :func:`retrieve_batch`) → prompt → K generated forms → alignment and
 execution → majority vote over the answers, sorted with the question's own anchors last
 (:func:`answer_questions`, :func:`engine.run.topic_last`; greedy generation is batched across
 the questions), and :class:`ArgMethod`,
@@ -20,7 +20,7 @@ from engine.arg.datasets import gold_form
 from engine.arg.generation import DemoPicker, forms_of, generate_outputs
 from engine.arg.prompts import Demo, build_prompt
 from engine.arg.ranker import BiEncoder, Scorer
-from engine.arg.retrieval import K, retrieve
+from engine.arg.retrieval import K, retrieve_batch
 from engine.errors import KGQAError
 from engine.graph import Literal, Term, term_key
 from engine.identifiers import positive_int
@@ -64,7 +64,7 @@ def answer_questions(
     schema: Schema | None = None,
 ) -> list[ArgAnswer]:
     """Each (question, anchors) answered; the generation time of the batch is shared evenly."""
-    retrievals = [retrieve(store, question, anchors, bi, scorer, k, schema) for question, anchors in questions]
+    retrievals = retrieve_batch(store, questions, bi, scorer, k, schema)
     references = [[r.text for r in retrieval.references] for retrieval in retrievals]
     started = time.perf_counter()
     demos = [picker.pick(question) for question, _ in questions]
@@ -147,11 +147,11 @@ class ArgMethod:
             self.store, [(q.question, q.topic_entities) for q in questions], self.lm, self.picker, self.bi, self.scorer,
             self.aligner, self.k, self.samples, self.schema,
         )
-        return [self._prediction(q, g) for q, g in zip(questions, got, strict=True)]
+        ids = list(dict.fromkeys(a for g in got for a in g.answers if not isinstance(a, Literal)))
+        names = self.store.names(ids) if ids else {}  # one call for the batch's answers
+        return [self._prediction(q, g, names) for q, g in zip(questions, got, strict=True)]
 
-    def _prediction(self, q: Question, got: ArgAnswer) -> Prediction:
-        ids = [a for a in got.answers if not isinstance(a, Literal)]
-        names = self.store.names(ids) if ids else {}
+    def _prediction(self, q: Question, got: ArgAnswer, names: dict[str, str | None]) -> Prediction:
         texts = [a.value if isinstance(a, Literal) else (names.get(a) or a) for a in got.answers]
         extras: dict[str, Any] = {
             "demos": got.demos,

@@ -13,6 +13,9 @@
    replaced by names. A literal anchor gives ``(JOIN r literal)`` and, for numbers and dates,
    the comparisons ``(lt r literal)`` … ``(ge r literal)`` as well.
 
+:func:`retrieve_batch` does this for a batch of questions with the store calls shared (one
+``relations`` call, one ``two_hop_relations`` call per (r1, direction), one ``names`` call),
+each question getting exactly the rows its own calls would give (:mod:`engine.batched`).
 Every store call and model call is timed apart (``store_seconds``, ``model_seconds``) by a :class:`~engine.run.Meter`.
 """
 from __future__ import annotations
@@ -24,10 +27,11 @@ from typing import Any
 
 from engine.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.arg.ranker import BiEncoder, Scorer, top
+from engine.batched import per_group
 from engine.graph import Literal, Term, term_key
 from engine.run import Meter
+from engine.sexpr.tree import Top, to_text
 from engine.sexpr.tree import entities as tree_entities
-from engine.sexpr.tree import to_text
 from engine.store import Store
 
 K = 20
@@ -54,7 +58,7 @@ class Retrieval:
     references: list[Reference] = field(default_factory=list)
     store_seconds: float = 0.0
     model_seconds: float = 0.0
-    store_calls: int = 0
+    store_calls: float = 0.0  # a batch's calls shared evenly
 
 
 def _two_stage(
@@ -79,36 +83,64 @@ def retrieve(
 ) -> Retrieval:
     """The kept paths and the top-k references for a question with its gold entities and
     literals (``anchors``: ids and :class:`Literal` values)."""
-    result = Retrieval(question)
+    return retrieve_batch(store, [(question, anchors)], bi, scorer, k, schema, limit)[0]
+
+
+def retrieve_batch(
+    store: Store,
+    questions: Sequence[tuple[str, Sequence[str | Literal]]],
+    bi: BiEncoder,
+    scorer: Scorer,
+    k: int = K,
+    schema: Schema | None = None,
+    limit: int | None = 10_000,
+) -> list[Retrieval]:
+    """:func:`retrieve` for each (question, anchors), the same results, with the store calls
+    of the batch shared (:func:`engine.batched.per_group`): one ``relations`` call, one
+    ``two_hop_relations`` call per (r1, direction) any question kept, one ``names`` call. The
+    batch's store and model seconds are shared evenly."""
     meter = Meter()
     store = meter.store(store)
-    seeds = list(dict.fromkeys(anchors))
-    rows = store.relations(seeds, "both", limit).rows
-    hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
-    kept1 = _two_stage(meter, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
-    paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
+    results = [Retrieval(question) for question, _ in questions]
+    seeds = [list(dict.fromkeys(anchors)) for _, anchors in questions]
+    hop1_rows = per_group(lambda a, n: store.relations(a, "both", n), seeds, limit)
+    by_r1s: list[dict[tuple[str, str], list[Term]]] = []
+    for result, (rows, _) in zip(results, hop1_rows):
+        hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
+        kept1 = _two_stage(meter, bi, scorer, result.question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
+        result.paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
+        by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
+        for path in result.paths:
+            (r1, d1), = path.hops
+            by_r1[(r1, d1)].append(path.anchor)
+        by_r1s.append(by_r1)
 
-    by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
-    for path in paths:
-        (r1, d1), = path.hops
-        by_r1[(r1, d1)].append(path.anchor)
-    hop2: set[tuple[Term, str, str, str, str]] = set()
-    for (r1, d1), starts in by_r1.items():
-        found = store.two_hop_relations(starts, r1, d1, limit).rows
-        hop2.update((row.id, r1, d1, row.relation, row.direction) for row in found)
-    pairs = sorted(hop2, key=_hop_key)
-    kept2 = _two_stage(
-        meter, bi, scorer, question,
-        [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
-        [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs],
-        k,
-    )
-    paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
-    result.paths = paths
-    result.references = rank_forms(meter, store, scorer, question, paths, k, schema)
-    result.store_seconds, result.model_seconds = meter.seconds["store"], meter.seconds["model"]
-    result.store_calls = meter.calls["store"]
-    return result
+    hop2s: list[set[tuple[Term, str, str, str, str]]] = [set() for _ in questions]
+    for r1, d1 in sorted({key for by_r1 in by_r1s for key in by_r1}):
+        asking = [i for i, by_r1 in enumerate(by_r1s) if (r1, d1) in by_r1]
+        found = per_group(
+            lambda a, n, r1=r1, d1=d1: store.two_hop_relations(a, r1, d1, n), [by_r1s[i][(r1, d1)] for i in asking], limit
+        )
+        for i, (rows, _) in zip(asking, found):
+            hop2s[i].update((row.id, r1, d1, row.relation, row.direction) for row in rows)
+    forms: list[list[Top]] = []
+    for result, hop2 in zip(results, hop2s):
+        pairs = sorted(hop2, key=_hop_key)
+        texts = [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs]
+        kept2 = _two_stage(meter, bi, scorer, result.question, texts, texts, k)
+        result.paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
+        forms.append(list(dict.fromkeys(f for p in result.paths for f in path_forms(p.anchor, list(p.hops), schema))))
+
+    ids = sorted({i for fs in forms for f in fs for i in tree_entities(f)})
+    names: dict[str, Any] = store.names(ids) if ids else {}
+    for result, fs in zip(results, forms):
+        own = {i: names[i] for f in fs for i in tree_entities(f)}  # another question's ids never rename this one's text
+        result.references = rank_forms(meter, scorer, result.question, fs, own, k)
+    n = max(len(questions), 1)
+    for result in results:
+        result.store_seconds, result.model_seconds = meter.seconds["store"] / n, meter.seconds["model"] / n
+        result.store_calls = meter.calls["store"] / n
+    return results
 
 
 def _hop_key(row: tuple) -> tuple:
@@ -117,12 +149,10 @@ def _hop_key(row: tuple) -> tuple:
 
 
 def rank_forms(
-    meter: Meter, store: Store, scorer: Scorer, question: str, paths: list[KeptPath], k: int, schema: Schema | None
+    meter: Meter, scorer: Scorer, question: str, forms: list[Top], names: dict[str, Any], k: int
 ) -> list[Reference]:
-    forms = list(dict.fromkeys(f for p in paths for f in path_forms(p.anchor, list(p.hops), schema)))
+    """The top k of a question's candidate forms by stage 2, each shown with names for ids."""
     texts = [to_text(f) for f in forms]
-    ids = sorted({i for f in forms for i in tree_entities(f)})
-    names: dict[str, Any] = store.names(ids) if ids else {}
     named = [with_names(f, names) for f in forms]
     with meter.stage("model"):
         scores = scorer.scores(question, [f"Logical form: {t}" for t in named])

@@ -1,5 +1,6 @@
 """Grounding: every complete path instance of every plan from every topic entity (RoG's
-Algorithm 1), one batched ``follow_paths`` call per distinct plan, names attached.
+Algorithm 1), one batched ``follow_paths`` call per distinct plan, names attached; for a batch
+of questions, one call per distinct plan of the batch (:func:`ground_batch`).
 
 Like RoG's own BFS, a walk may use an edge twice (``distinct_edges=False``) and matches each
 relation in either direction by default; no cap on paths unless ``limit`` is given.
@@ -9,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
+from engine.batched import per_group
 from engine.errors import InvalidIdentifierError
 from engine.graph import Literal, Path
 from engine.identifiers import UNBOUNDED, validate_relation
@@ -80,20 +83,51 @@ def ground(
 ) -> Grounding:
     """Ground each plan from all topic entities; a plan that cannot be a path (unparsable, a
     name no relation may have) grounds to nothing. Repeated plans are queried once."""
-    result = Grounding()
-    done: dict[tuple[str, ...], list[Path]] = {}
-    for i, plan in enumerate(plans):
-        key = tuple(plan) if plan and _groundable(plan) and topics else None
-        if key is None:
-            result.paths_per_plan.append(0)
-            continue
-        if key not in done:  # a repeated plan's paths are kept once, under its first occurrence
-            answer = store.follow_paths(topics, list(key), direction, UNBOUNDED if limit is None else limit, distinct_edges=False)
-            done[key] = answer.paths
-            result.truncated |= answer.truncated
-            result.paths += answer.paths
-            result.plan_of += [i] * len(answer.paths)
-        result.paths_per_plan.append(len(done[key]))
-    ids = sorted({n for p in result.paths for n in p.nodes if not isinstance(n, Literal)})  # type: ignore[type-var]
-    result.names = store.names(ids) if ids else {}
-    return result
+    return ground_batch(store, [(topics, plans)], direction=direction, limit=limit)[0]
+
+
+def ground_batch(
+    store: Store,
+    questions: Sequence[tuple[Sequence[str], Sequence[Sequence[str] | None]]],
+    *,
+    direction: str = "both",
+    limit: int | None = None,
+) -> list[Grounding]:
+    """:func:`ground` for each (topics, plans), the same groundings, with the store calls of
+    the batch shared (:func:`engine.batched.per_group`): one ``follow_paths`` call per distinct
+    plan over the topics of every question that made it, one ``names`` call."""
+    keys = [[tuple(p) if p and _groundable(p) and topics else None for p in plans] for topics, plans in questions]
+    done: list[dict[tuple[str, ...], tuple[list[Path], bool]]] = [{} for _ in questions]
+    for key in dict.fromkeys(k for question in keys for k in question if k is not None):
+        asking = [i for i, question in enumerate(keys) if key in question]
+        found = per_group(
+            lambda seeds, n, key=key: store.follow_paths(seeds, list(key), direction, n, distinct_edges=False),
+            [questions[i][0] for i in asking],
+            UNBOUNDED if limit is None else limit,
+            rows=attrgetter("paths"),
+            anchor=attrgetter("start"),
+        )
+        for i, answer in zip(asking, found):
+            done[i][key] = answer
+    results = []
+    for question, answered in zip(keys, done):
+        result = Grounding()
+        seen: set[tuple[str, ...]] = set()
+        for i, key in enumerate(question):
+            if key is None:
+                result.paths_per_plan.append(0)
+                continue
+            paths, truncated = answered[key]
+            if key not in seen:  # a repeated plan's paths are kept once, under its first occurrence
+                seen.add(key)
+                result.truncated |= truncated
+                result.paths += paths
+                result.plan_of += [i] * len(paths)
+            result.paths_per_plan.append(len(paths))
+        results.append(result)
+    ids = [sorted({n for p in r.paths for n in p.nodes if not isinstance(n, Literal)}) for r in results]  # type: ignore[type-var]
+    wanted = sorted({i for own in ids for i in own})
+    names = store.names(wanted) if wanted else {}
+    for result, own in zip(results, ids):
+        result.names = {i: names[i] for i in own}
+    return results

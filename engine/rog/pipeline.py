@@ -1,4 +1,4 @@
-"""RoG end to end on the method-run protocol: plan and ground per question, reason per batch, and plan validity."""
+"""RoG end to end on the method-run protocol: plan per question, ground and reason per batch, and plan validity."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -8,7 +8,7 @@ from typing import Any
 from engine.errors import InvalidInputError
 from engine.identifiers import positive_int
 from engine.models.lm import LanguageModel
-from engine.rog.grounding import Grounding, ground
+from engine.rog.grounding import Grounding, ground_batch
 from engine.rog.planning import (
     PLAN_MODES,
     Frontiers,
@@ -60,10 +60,20 @@ class RogMethod:
             raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        """Plans and groundings question by question (each plan is a beam search of its own),
-        then the reasoning prompts of the whole batch decoded together."""
+        """Plans question by question (each plan is a beam search of its own), grounded in the
+        store with the batch's calls shared where they do not depend on the plans (the topic
+        entities' relations, each distinct plan's paths, names), then the reasoning prompts of
+        the whole batch decoded together."""
         c = self.config
-        planned = [self._plan(q) for q in questions]
+        frontiers = [Frontiers(self.store, q.topic_entities, c.direction) for q in questions]
+        if c.plan_mode == "grounded":
+            Frontiers.share_first_step(frontiers)
+        plans = [self._plan(q, f) for q, f in zip(questions, frontiers, strict=True)]
+        groundings = ground_batch(
+            self.store, [(q.topic_entities, [p.relations for p in ps]) for q, ps in zip(questions, plans, strict=True)],
+            direction=c.direction, limit=c.path_limit,
+        )
+        planned = [(ps, g, g.rendered(), g.answers()) for ps, g in zip(plans, groundings, strict=True)]
         if c.answer_mode == "paths":
             reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, _, ends in planned]
         else:
@@ -76,11 +86,10 @@ class RogMethod:
             ))
         return [self._prediction(*p, *r) for p, r in zip(planned, reasoned, strict=True)]
 
-    def _plan(self, q: Question) -> tuple[list[Plan], Grounding, list[str], list[str]]:
-        """One question's plans, their groundings in the store, the paths rendered and their ends."""
+    def _plan(self, q: Question, frontiers: Frontiers) -> list[Plan]:
+        """One question's plans."""
         c = self.config
-        frontiers = Frontiers(self.store, q.topic_entities, c.direction)
-        plans = generate_plans(
+        return generate_plans(
             self.planner,
             q.question,
             k=c.k,
@@ -90,8 +99,6 @@ class RogMethod:
             max_hops=c.max_hops,
             max_new_tokens=c.plan_tokens,
         )
-        grounding = ground(self.store, q.topic_entities, [p.relations for p in plans], direction=c.direction, limit=c.path_limit)
-        return plans, grounding, grounding.rendered(), grounding.answers()
 
     def _prediction(
         self, plans: list[Plan], grounding: Grounding, rendered: list[str], path_ends: list[str], prediction: list[str], output: str | None

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from engine.batched import per_group
 from engine.graph import NAME_RELATION, Literal
 from engine.identifiers import UNBOUNDED
 from engine.models.lm import LanguageModel
 from engine.models.trie import TokenTrie
+from engine.results import RelationCount
 from engine.rog.prompts import (
     PATH_CLOSE,
     PATH_OPEN,
@@ -66,9 +68,29 @@ class Frontiers:
         """Relations of edges leaving the frontier of ``prefix``."""
         if prefix not in self._relations:
             nodes = self.nodes(prefix)
-            rows = self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else []
-            self._relations[prefix] = frozenset(r.relation for r in rows if r.relation != NAME_RELATION)
+            self._relations[prefix] = _walkable(self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else [])
         return self._relations[prefix]
+
+    @staticmethod
+    def share_first_step(frontiers: Sequence[Frontiers]) -> None:
+        """Fill in the relations leaving each one's topic entities, which every grounded plan
+        asks first, with one ``relations`` call per store and direction for all of them (the
+        rows each would get alone, :func:`engine.batched.per_group`)."""
+        together: dict[tuple[int, str], list[Frontiers]] = {}
+        for f in frontiers:
+            together.setdefault((id(f.store), f.direction), []).append(f)
+        for group in together.values():
+            first = group[0]
+            found = per_group(
+                lambda ids, n, f=first: f.store.relations(ids, f.direction, n), [f.nodes(()) for f in group], UNBOUNDED
+            )
+            for f, (rows, _) in zip(group, found):
+                f._relations[()] = _walkable(rows)
+
+
+def _walkable(rows: Iterable[RelationCount]) -> frozenset[str]:
+    """The relations of ``relations`` rows a plan may name (names are shown, not walked)."""
+    return frozenset(r.relation for r in rows if r.relation != NAME_RELATION)
 
 
 class PlanConstraint:
