@@ -159,6 +159,21 @@ def test_grounded_constraint_plans_all_ground(make_store):
     assert meter.calls["store"] <= 1 + 2 * len({p for p in groundable if len(p) == 1})
 
 
+def test_frontier_relations_match_plain_python(make_store, store_kind):
+    """The relations a grounded plan may take next, for every prefix of up to three hops, on
+    every store: those of the edges touching the nodes plain-Python walks reach."""
+    store = make_store(store_kind, TRIPLES)
+    vocabulary = sorted(relation_vocabulary(store))
+    for topics in (["Titanic"], ["Inception", "Avatar"], ["James Cameron"]):
+        frontiers = Frontiers(store, topics)
+        prefixes = [()] + [(r,) for r in vocabulary] + [(r, s) for r in vocabulary for s in vocabulary]
+        for prefix in prefixes + [(r, s, t) for r, s in [("directed_by", "directed_by")] for t in vocabulary]:
+            ends = _walk_ends(TRIPLES, topics, prefix)
+            want = {t.relation for t in TRIPLES if t.subject in ends or t.object in ends}
+            assert frontiers.relations(prefix) == want, (topics, prefix)
+            assert frontiers.nodes(prefix) == sorted(ends)
+
+
 # ----------------------------------------------------------------------------- constrained planning, SmolLM2
 @pytest.fixture(scope="module")
 def lm():

@@ -48,7 +48,7 @@ def relation_vocabulary(store: Store) -> frozenset[str]:
 
 class Frontiers:
     """The nodes reached from the topic entities by each relation prefix, and the relations
-    leaving them: one batched store call per prefix, cached."""
+    leaving them: batched store calls over a whole frontier, cached."""
 
     def __init__(self, store: Store, topics: Sequence[str], direction: str = "both") -> None:
         self.store = store
@@ -65,10 +65,18 @@ class Frontiers:
         return self._nodes[prefix]
 
     def relations(self, prefix: tuple[str, ...]) -> frozenset[str]:
-        """Relations of edges leaving the frontier of ``prefix``."""
+        """Relations of edges leaving the frontier of ``prefix``. Walking both ways, those of a
+        non-empty prefix come from ONE ``two_hop_relations`` call from the frontier before its
+        last relation (the relations of the nodes that relation reaches), so the frontier
+        itself is expanded only when a longer prefix needs it."""
         if prefix not in self._relations:
-            nodes = self.nodes(prefix)
-            self._relations[prefix] = _walkable(self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else [])
+            if prefix and self.direction == "both" and prefix not in self._nodes:
+                parent = self.nodes(prefix[:-1])
+                rows = self.store.two_hop_relations(parent, prefix[-1], "both", UNBOUNDED).rows if parent else []
+            else:
+                nodes = self.nodes(prefix)
+                rows = self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else []
+            self._relations[prefix] = _walkable(rows)
         return self._relations[prefix]
 
     @staticmethod
