@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_run_arguments(p, "arg", build_method, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--pool", type=int, default=200, help="demonstration candidates drawn from the train split (default 200)")
-    p.add_argument("--batch-size", type=int, default=8, help="questions whose greedy generations are decoded together (default 8)")
+    p.add_argument("--batch-size", type=int, default=8, help="questions answered together: their greedy generations decoded together, their retrieval store calls shared (default 8)")
     _generation_arguments(p, n_demos=10)
     _ranker_arguments(p)
 
