@@ -86,6 +86,7 @@ from engine.results import (
 )
 from engine.sexpr.tree import Count
 from engine.store import Store
+from engine.stores import bolt_quickack
 from engine.timeouts import run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
@@ -191,6 +192,8 @@ class BoltStore(Store):
             self._driver.close()
             raise
         self.compiler: CypherCompiler = FALKORDB if self._falkordb else NEO4J
+        if self._falkordb:
+            bolt_quickack.install()  # FalkorDB's answers over ≈ 4 KB otherwise wait ≈ 40 ms for an ACK
         self._term_check = term_check(limits.FALKORDB if self._falkordb else limits.NEO4J)
 
     # ------------------------------------------------------------------ connection
