@@ -23,6 +23,7 @@ from engine.ldr.constraints import (
     prune,
     question_values,
 )
+from engine.ldr.lockstep import Choice
 from engine.ldr.pipeline import LdrConfig, LdrMethod, reason
 from engine.ldr.prompts import (
     NONE,
@@ -32,7 +33,7 @@ from engine.ldr.prompts import (
     stage_of,
 )
 from engine.ldr.scoring import OptionScorer, StageScorer, match_option
-from engine.ldr.search import Choice, Search, SearchLimits
+from engine.ldr.search import Search, SearchLimits
 from engine.ldr.structure import Child, Subgraph, entity_type, node_type
 from engine.ldr.training_data import (
     ExportReport,
@@ -46,7 +47,7 @@ from engine.metrics import tree_edit_distance
 from engine.models.lm import Generation, LanguageModel, load_lm
 from engine.run import Meter, run_method
 from loaders.questions import Question
-from tests.random_graphs import random_graph
+from tests.random_graphs import node_ids, random_graph
 from tests.test_sft import tiny  # noqa: F401  (the tiny character-level Llama fixture)
 
 # the prompts as ../shared/methods/LDR.md gives them
@@ -579,8 +580,52 @@ def test_ldr_method_runs_on_the_protocol(tmp_path, make_store):
     assert summary["hits1"] == 1.0 and summary["ldr"]["relation_recall"] == 1.0 and summary["ldr"]["edit_distance"] == 0
     r = records[0]
     assert r["ldr"]["s_k"] == [["Titanic", "directed_by", "entity_1"]] and r["ldr"]["g_k"] == [["Titanic", "directed_by", "James Cameron"]]
-    assert r["calls"] == {"store": 5.0, "llm": 2.0}  # names, relations; expand, relations; answer names | two search steps
+    # the two questions in lock step: names, relations; expand, relations; answer names, each one call for both
+    assert r["calls"] == {"store": 3.0, "llm": 2.0}
     assert r["seconds"]["store"] > 0 and r["ldr"]["scoring"] == "logprobs"
+    alone = LdrMethod(meter.store(store), OptionScorer(meter.lm(KeywordLM({}))), batch_size=1)
+    run_method(alone, questions, meter, tmp_path / "alone.jsonl", progress=False)
+    one_by_one = [json.loads(line) for line in (tmp_path / "alone.jsonl").read_text().splitlines()]
+    assert one_by_one[0]["calls"] == {"store": 5.0, "llm": 2.0}  # the same calls, each its own
+    assert [(o["prediction"], o["ldr"]) for o in one_by_one] == [(r["prediction"], r["ldr"]) for r in records]
+
+
+def _hashed_choice(prompt: str, options: Sequence[str]) -> Choice:
+    """A deterministic chooser that looks arbitrary: the same (prompt, options) always gets the
+    same choice, whichever batch asks."""
+    import hashlib
+
+    digest = int(hashlib.sha256((prompt + "\x00" + "\x00".join(options)).encode()).hexdigest(), 16)
+    return Choice(digest % len(options), [float((digest >> (8 * i)) % 97) for i in range(len(options))])
+
+
+@pytest.mark.parametrize("limits", [SearchLimits(), SearchLimits(max_steps=4, relation_rows=4, edges=3)])
+def test_lock_step_batches_answer_as_one_by_one(make_store, store_kind, limits):
+    """Questions reasoned in lock step, their store calls shared, get exactly what each gets
+    alone, on every store: random graphs, random start and constraint entities, names
+    matched in G_k, a question without a topic entity, and limits that cut some calls."""
+    triples = random_graph(5, nodes=30, edges=120)
+    store = make_store(store_kind, triples)
+    ids = node_ids(triples)
+    rng = random.Random(11)
+    questions = [
+        Question(f"q{i}", f"what is linked to {' and '.join(topics)} in 1990", [], topics, [])
+        for i, topics in enumerate([rng.sample(ids, rng.choice([1, 1, 2])) for _ in range(11)])
+    ] + [Question("none", "a question about nothing", [], [], [])]
+    config = LdrConfig(limits=limits, match_names=True)
+    runs = {}
+    for batch in (1, 5):
+        meter = Meter()
+        method = LdrMethod(meter.store(store), _hashed_choice, config, batch_size=batch)
+        got = []
+        for start in range(0, len(questions), batch):
+            got += method.answer(questions[start:start + batch])
+        runs[batch] = got, meter.calls["store"]
+    (alone, alone_calls), (together, together_calls) = runs[1], runs[5]
+    assert [(p.answers, p.answer_ids, p.extras) for p in together] == [(p.answers, p.answer_ids, p.extras) for p in alone]
+    if limits == SearchLimits():  # with cuts, a shared call that some question's limit cuts is asked again alone
+        assert together_calls < alone_calls
+    assert any(len(p.extras.get("steps", ())) > 1 for p in alone) and together[-1].extras == {"error": "no topic entity to start from"}
 
 
 def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811

@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-template", default=None, help="chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
     p.add_argument("--normalise", choices=["sum", "mean"], default="sum",
                    help="option score: summed token log-probability (default, Eq. 7) or the mean per token (length-normalised beam search)")
+    p.add_argument("--batch-size", type=int, default=8,
+                   help="questions reasoned in lock step, their store calls shared; the model keeps one prompt cache per question (default 8)")
     _add_ldr_options(p)
 
     p = commands.add_parser("export-training", help="search and pruning+answer SFT samples from gold structures")
@@ -71,11 +73,17 @@ def build_method(args: argparse.Namespace, store, meter):
     from engine.models.lm import load_lm
 
     config = _config(args)
-    search = OptionScorer(meter.lm(load_lm(args.model, args.device, args.prompt_template)), config.normalise)
+
+    def model(source: str | None):
+        lm = load_lm(source, args.device, args.prompt_template)
+        if hasattr(lm, "prefix_caches"):  # each question's next prompt begins like its last: keep one per question
+            lm.prefix_caches = max(lm.prefix_caches, args.batch_size + 1)
+        return OptionScorer(meter.lm(lm), config.normalise)
+
+    search = model(args.model)
     if args.reasoner is None:
-        return LdrMethod(store, search, config)
-    reasoner = OptionScorer(meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)), config.normalise)
-    return LdrMethod(store, StageScorer(search, reasoner), config)
+        return LdrMethod(store, search, config, args.batch_size)
+    return LdrMethod(store, StageScorer(search, model(args.reasoner)), config, args.batch_size)
 
 
 def _is_webqsp(dataset: str) -> bool:

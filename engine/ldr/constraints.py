@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.graph import XSD, Literal, Term
+from engine.ldr.lockstep import Decide, Program
 from engine.ldr.prompts import NO_CONSTRAINT, constraint_prompt
-from engine.ldr.search import Chooser, Step, top_scores
+from engine.ldr.search import Step, top_scores
 from engine.ldr.structure import DATE, ENTITY, NUM, TOPIC, Subgraph, term_text
 from engine.sexpr import keys
 from engine.sexpr.tree import literal_kind
@@ -172,8 +173,9 @@ def _same_slot(a: Constraint, b: Constraint) -> bool:
     return a.target == b.target
 
 
-def locate_constraints(question: str, graph: Subgraph, targets: Sequence[Target], choose: Chooser) -> ConstraintResult:
-    """Choose constraints one at a time (Eq. 8): each option is the whole answer so far."""
+def locate_constraints(question: str, graph: Subgraph, targets: Sequence[Target]) -> Program[ConstraintResult]:
+    """Choose constraints one at a time (Eq. 8): each option is the whole answer so far (a
+    program, :mod:`engine.ldr.lockstep`)."""
     pool = constraint_pool(graph, targets)
     prompt = constraint_prompt(question, graph.render(), [t.text for t in targets])
     chosen: list[Constraint] = []
@@ -181,7 +183,7 @@ def locate_constraints(question: str, graph: Subgraph, targets: Sequence[Target]
     while pool:
         done = [c.text(graph) for c in chosen]
         texts = [", ".join([*done, c.text(graph)]) for c in pool] + [", ".join(done) if done else NO_CONSTRAINT]
-        choice = choose(prompt, texts)
+        choice = yield Decide(prompt, tuple(texts))
         steps.append(Step(len(texts), texts[choice.index], top_scores(texts, choice)))
         if choice.index == len(pool):
             break

@@ -9,7 +9,9 @@ entities of G_k whose store name the question mentions (one ``names`` call over 
 entity in G_k can satisfy a constraint); stage 3: one node of S_k (not the start node, not a
 constraint position) chosen by the model, its entities in the pruned G_k are the answers in
 G_k's order (first answer first; the start entity last, :func:`engine.run.topic_last`); ONE
-``names`` call for their names.
+``names`` call for their names. Each stage is a program (:mod:`engine.ldr.lockstep`) that
+yields its decisions and store calls, so a batch of questions runs in lock step and shares
+its store calls.
 """
 from __future__ import annotations
 
@@ -20,9 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.graph import Literal
+from engine.identifiers import positive_int
 from engine.ldr.constraints import Target, locate_constraints, prune, question_values
+from engine.ldr.lockstep import (
+    Chooser,
+    Decide,
+    Decider,
+    NamesOf,
+    Program,
+    one_by_one,
+    serve,
+)
 from engine.ldr.prompts import answer_prompt
-from engine.ldr.search import Chooser, Search, SearchLimits, Step, top_scores
+from engine.ldr.search import Search, SearchLimits, Step, top_scores
 from engine.ldr.structure import Subgraph, term_text
 from engine.metrics import graph_hit, relation_recall, tree_edit_distance
 from engine.run import Prediction, topic_last
@@ -75,35 +87,41 @@ class Opening:
     names: dict[str, str | None]
 
 
-def open_question(store: Store, q: Question) -> Opening:
-    """The start of :func:`reason` (its first topic entity is the start entity)."""
-    names = store.names(list(dict.fromkeys(q.topic_entities)))
+def opening(q: Question) -> Program[Opening]:
+    """The start of :func:`reasoning` (its first topic entity is the start entity)."""
+    names = yield NamesOf(tuple(dict.fromkeys(q.topic_entities)))
     start = q.topic_entities[0]
     return Opening(Subgraph(start, names.get(start)), names)
 
 
-def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrConfig(), opening: Opening | None = None) -> Reasoning:
-    """The three stages for one question, from ``opening`` (default :func:`open_question`)."""
-    opening = opening or open_question(store, q)
-    graph, names = opening.graph, opening.names
+def open_question(store: Store, q: Question) -> Opening:
+    """:func:`opening` served alone."""
+    return serve([opening(q)], store)[0]
+
+
+def reasoning(q: Question, config: LdrConfig = LdrConfig(), start_from: Opening | None = None) -> Program[Reasoning]:
+    """The three stages for one question, from ``start_from`` (default :func:`opening`), as a
+    program (:mod:`engine.ldr.lockstep`)."""
+    if start_from is None:
+        start_from = yield from opening(q)
+    graph, names = start_from.graph, start_from.names
     start, linked = graph.start, list(dict.fromkeys(q.topic_entities[1:]))
-    found = Search(store, choose, config.limits).run(q.question, graph)
+    found = yield from Search(None, None, config.limits).steps(q.question, graph)
     targets = [Target(e, names.get(e) or e) for e in linked if e != start]
     targets += question_values(q.question, [start, *(n for n in names.values() if n)])
-    gk_names: dict[str, str | None] = {}
     if config.match_names and len(graph.nodes) > 1:
         ids = list(dict.fromkeys(m.term for m in graph.members[1:] if not isinstance(m.term, Literal)))
-        gk_names = store.names(ids) if ids else {}  # type: ignore[arg-type]
+        gk_names: dict[str, str | None] = (yield NamesOf(tuple(ids))) if ids else {}  # type: ignore[arg-type]
         known = {t.term for t in targets}
         targets += [t for t in mentioned(q.question, gk_names, [start]) if t.term not in known]
-    stage2 = locate_constraints(q.question, graph, targets, choose)
+    stage2 = yield from locate_constraints(q.question, graph, targets)
     pruned = prune(graph, stage2.chosen)
     positions = {c.node for c in stage2.chosen}
     candidates = [n for n in graph.nodes[1:] if n.index not in positions]
     answer_node, answer_step = None, None
     if candidates:
         texts = [n.name for n in candidates]
-        choice = choose(answer_prompt(q.question, graph.render()), texts)
+        choice = yield Decide(answer_prompt(q.question, graph.render()), tuple(texts))
         answer_node = candidates[choice.index].index
         answer_step = Step(len(texts), texts[choice.index], top_scores(texts, choice))
     answers = topic_last(graph.terms(answer_node, pruned), [start]) if answer_node is not None else []
@@ -111,6 +129,11 @@ def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrCo
         graph, found.steps, found.truncated, targets, [c.text(graph) for c in stage2.chosen], stage2.steps,
         pruned, answer_node, answer_step, answers,
     )
+
+
+def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrConfig(), opening: Opening | None = None) -> Reasoning:
+    """:func:`reasoning` for one question, served call by call."""
+    return serve([reasoning(q, config, opening)], store, one_by_one(choose))[0]
 
 
 def hop_label(relation: str, forward: bool) -> str:
@@ -135,23 +158,32 @@ def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
 
 
 class LdrMethod:
-    """LDR on the method-run protocol: one store and one scoring model."""
+    """LDR on the method-run protocol: one store and one scoring model. The questions of a
+    batch (``batch_size``) are reasoned in lock step (:mod:`engine.ldr.lockstep`): each round's
+    store calls of one kind go out as one call over all the questions' ids, and each round's
+    decisions go to ``decide`` together (one by one through ``choose`` unless given); every
+    question gets what it would get alone."""
 
     name = "ldr"
-    batch_size = 1
 
-    def __init__(self, store: Store, choose: Chooser, config: LdrConfig = LdrConfig()) -> None:
+    def __init__(self, store: Store, choose: Chooser, config: LdrConfig = LdrConfig(), batch_size: int = 8, decide: Decider | None = None) -> None:
         self.store, self.choose, self.config = store, choose, config
+        self.batch_size = positive_int(batch_size, "batch size")
+        self.decide = decide or one_by_one(choose)
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        return [self.answer_one(q) for q in questions]
+        programs = [self._program(q) for q in questions]
+        return serve(programs, self.store, self.decide)
 
     def answer_one(self, q: Question) -> Prediction:
+        return self.answer([q])[0]
+
+    def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:
             return Prediction([], [], {"error": "no topic entity to start from"})
-        r = reason(self.store, self.choose, q, self.config)
+        r = yield from reasoning(q, self.config)
         ids = [a for a in r.answers if not isinstance(a, Literal)]
-        names = self.store.names(ids) if ids else {}
+        names = (yield NamesOf(tuple(dict.fromkeys(ids)))) if ids else {}
         shown = [names.get(a) or a if not isinstance(a, Literal) else a.value for a in r.answers]
         triples = r.graph.triples(r.pruned)
         extras = {

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.errors import InvalidInputError, UnsupportedOperationError
+from engine.ldr.lockstep import Choice
 from engine.ldr.prompts import stage_of
-from engine.ldr.search import Choice
 from engine.models.lm import LanguageModel
 
 NORMALISATIONS = ("mean", "sum")

@@ -24,11 +24,21 @@ in the pool (options past it, last-added first, are dropped); ``relation_rows`` 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from engine.errors import InvalidInputError
 from engine.graph import NAME_RELATION, Edge, Literal
+from engine.ldr.lockstep import (
+    Choice,
+    Chooser,
+    Decide,
+    ExpandOf,
+    Program,
+    RelationsOf,
+    one_by_one,
+    serve,
+)
 from engine.ldr.prompts import NONE, search_prompt
 from engine.ldr.structure import Child, Member, Subgraph
 from engine.results import RelationCount
@@ -43,18 +53,6 @@ class Option:
 
     def text(self, graph: Subgraph) -> str:
         return f"{graph.nodes[self.node].name}+{'' if self.forward else '^'}{self.relation}"
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The chosen option's index and every option's score (None when no model was asked)."""
-
-    index: int
-    scores: list[float] | None = None
-
-
-#: (prompt, option texts) -> the choice; the LM scorer, or a gold policy for training data
-Chooser = Callable[[str, Sequence[str]], Choice]
 
 
 @dataclass(frozen=True)
@@ -146,18 +144,23 @@ def children(graph: Subgraph, option: Option, edges: Iterable[Edge]) -> list[Chi
 
 
 class Search:
-    """Stage 1 over one store with one chooser."""
+    """Stage 1 with one set of limits: :meth:`steps` is the program (:mod:`engine.ldr.lockstep`),
+    :meth:`run` serves it alone with ``store`` and ``choose``."""
 
-    def __init__(self, store: Store, choose: Chooser, limits: SearchLimits = SearchLimits()) -> None:
+    def __init__(self, store: Store | None, choose: Chooser | None, limits: SearchLimits = SearchLimits()) -> None:
         self.store, self.choose, self.limits = store, choose, limits
 
-    def _relations(self, ids: list[str], truncated: list[str]) -> list[RelationCount]:
+    def run(self, question: str, graph: Subgraph) -> SearchResult:
+        assert self.store is not None and self.choose is not None, "run needs a store and a chooser"
+        return serve([self.steps(question, graph)], self.store, one_by_one(self.choose))[0]
+
+    def _relations(self, ids: list[str], truncated: list[str]) -> Program[list[RelationCount]]:
         if not ids:
             return []
-        result = self.store.relations(ids, "both", limit=self.limits.relation_rows)
-        if result.truncated:
+        rows, cut = yield RelationsOf(tuple(ids), self.limits.relation_rows)
+        if cut:
             _flag(truncated, "relations")
-        return result.rows
+        return rows
 
     def _grow(self, pool: list[Option], new: list[Option], truncated: list[str]) -> None:
         room = self.limits.max_options - len(pool)
@@ -165,29 +168,30 @@ class Search:
             _flag(truncated, "pool")
         pool.extend(new[: max(room, 0)])
 
-    def run(self, question: str, graph: Subgraph) -> SearchResult:
+    def steps(self, question: str, graph: Subgraph) -> Program[SearchResult]:
         result = SearchResult(graph)
         pool: list[Option] = []
-        self._grow(pool, feasible_options(graph, 0, self._relations(graph.ids(0), result.truncated)), result.truncated)
+        rows = yield from self._relations(graph.ids(0), result.truncated)
+        self._grow(pool, feasible_options(graph, 0, rows), result.truncated)
         while pool:
             if len(result.steps) == self.limits.max_steps:
                 _flag(result.truncated, "steps")
                 break
             texts = [o.text(graph) for o in pool] + [NONE]
-            choice = self.choose(search_prompt(question, graph.render()), texts)
+            choice = yield Decide(search_prompt(question, graph.render()), tuple(texts))
             step = Step(len(texts), texts[choice.index], top_scores(texts, choice))
             result.steps.append(step)
             if choice.index == len(pool):
                 break
             option = pool.pop(choice.index)
-            edges = self.store.expand(
-                graph.ids(option.node), [option.relation], "out" if option.forward else "in", limit=self.limits.edges
+            edges, cut = yield ExpandOf(
+                tuple(graph.ids(option.node)), option.relation, "out" if option.forward else "in", self.limits.edges
             )
-            if edges.truncated:
+            if cut:
                 _flag(result.truncated, "expand")
-            found = children(graph, option, edges.edges)
+            found = children(graph, option, edges)
             ids = list(dict.fromkeys(c.term for c in found if not isinstance(c.term, Literal)))
-            rows = self._relations(ids, result.truncated)  # type: ignore[arg-type]
+            rows = yield from self._relations(ids, result.truncated)  # type: ignore[arg-type]
             named = {r.id for r in rows if r.relation == NAME_RELATION and r.direction == "out"}
             node = graph.add_node(option.node, option.relation, option.forward, found, named)  # type: ignore[arg-type]
             step.size = len(node.members)

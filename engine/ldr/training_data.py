@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
+from engine.ldr.lockstep import Choice
 from engine.ldr.pipeline import LdrConfig, open_question, reason
 from engine.ldr.prompts import (
     NO_CONSTRAINT,
@@ -38,7 +39,7 @@ from engine.ldr.prompts import (
     search_prompt,
     stage_of,
 )
-from engine.ldr.search import Choice, Option
+from engine.ldr.search import Option
 from engine.ldr.structure import DATE, ENTITY, NUM, TOPIC, Subgraph
 from engine.store import Store
 from loaders.questions import Hop, Question, gold_hops
