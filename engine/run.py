@@ -35,7 +35,7 @@ CALLS = ("store", "llm")
 #: store methods that do not call the database (compiling for display, closing)
 STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
 #: language-model methods that cost a model call (tokenizer helpers do not)
-LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "score_batch"})
+LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "score_batch"})
 
 
 @dataclass

@@ -85,7 +85,7 @@ def generate_outputs(lm: LanguageModel, prompts: Sequence[str], k: int = 1) -> l
     search per prompt otherwise. Each ends at its first balanced form."""
     if k == 1:
         return [[g.text] for g in lm.generate_batch(prompts, max_new_tokens=128, stop=_complete)]
-    return [[g.text for g in lm.beam_search(p, num_beams=k, num_return=k, max_new_tokens=128, stop=_complete)] for p in prompts]
+    return [[g.text for g in beams] for beams in lm.beam_search_batch(prompts, num_beams=k, num_return=k, max_new_tokens=128, stop=_complete)]
 
 
 def _complete(text: str) -> bool:

@@ -1,4 +1,4 @@
-"""RoG end to end on the method-run protocol: plan per question, ground and reason per batch, and plan validity."""
+"""RoG end to end on the method-run protocol: plan, ground and reason per batch, and plan validity."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -13,7 +13,7 @@ from engine.rog.planning import (
     PLAN_MODES,
     Frontiers,
     Plan,
-    generate_plans,
+    generate_plans_batch,
     relation_vocabulary,
 )
 from engine.rog.reasoning import REASONING_MODES, reason
@@ -60,15 +60,18 @@ class RogMethod:
             raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        """Plans question by question (each plan is a beam search of its own), grounded in the
-        store with the batch's calls shared where they do not depend on the plans (the topic
-        entities' relations, each distinct plan's paths, names), then the reasoning prompts of
-        the whole batch decoded together."""
+        """The batch's plans decoded together (each question's beam search under its own
+        constraint), grounded in the store with the batch's calls shared where they do not
+        depend on the plans (the topic entities' relations, each distinct plan's paths,
+        names), then the reasoning prompts of the whole batch decoded together."""
         c = self.config
         frontiers = [Frontiers(self.store, q.topic_entities, c.direction) for q in questions]
         if c.plan_mode == "grounded":
             Frontiers.share_first_step(frontiers)
-        plans = [self._plan(q, f) for q, f in zip(questions, frontiers, strict=True)]
+        plans = generate_plans_batch(
+            self.planner, [q.question for q in questions], k=c.k, mode=c.plan_mode, vocabulary=self.vocabulary,
+            frontiers=frontiers, max_hops=c.max_hops, max_new_tokens=c.plan_tokens,
+        )
         groundings = ground_batch(
             self.store, [(q.topic_entities, [p.relations for p in ps]) for q, ps in zip(questions, plans, strict=True)],
             direction=c.direction, limit=c.path_limit,
@@ -85,20 +88,6 @@ class RogMethod:
                 max_prompt_tokens=c.prompt_tokens,
             ))
         return [self._prediction(*p, *r) for p, r in zip(planned, reasoned, strict=True)]
-
-    def _plan(self, q: Question, frontiers: Frontiers) -> list[Plan]:
-        """One question's plans."""
-        c = self.config
-        return generate_plans(
-            self.planner,
-            q.question,
-            k=c.k,
-            mode=c.plan_mode,
-            vocabulary=self.vocabulary,
-            frontiers=frontiers,
-            max_hops=c.max_hops,
-            max_new_tokens=c.plan_tokens,
-        )
 
     def _prediction(
         self, plans: list[Plan], grounding: Grounding, rendered: list[str], path_ends: list[str], prediction: list[str], output: str | None

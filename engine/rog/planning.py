@@ -227,16 +227,37 @@ def generate_plans(
 ) -> list[Plan]:
     """K plans for ``question`` by beam search, best first (``max_new_tokens`` bounds free mode;
     the constrained modes take what their longest plan needs)."""
+    return generate_plans_batch(
+        lm, [question], k=k, mode=mode, vocabulary=vocabulary, frontiers=[frontiers], max_hops=max_hops,
+        max_new_tokens=max_new_tokens,
+    )[0]
+
+
+def generate_plans_batch(
+    lm: LanguageModel,
+    questions: Sequence[str],
+    *,
+    k: int = 3,
+    mode: str = "free",
+    vocabulary: Iterable[str] = (),
+    frontiers: Sequence[Frontiers | None] | None = None,
+    max_hops: int = 3,
+    max_new_tokens: int = 100,
+) -> list[list[Plan]]:
+    """:func:`generate_plans` for each question (grounded in ``frontiers[i]``), the beam
+    searches decoded together (:meth:`LanguageModel.beam_search_batch`)."""
     if mode not in PLAN_MODES:
         raise ValueError(f"unknown planning mode {mode!r}: use one of {', '.join(PLAN_MODES)}")
-    allowed = None
+    per_question = list(frontiers) if frontiers is not None else [None] * len(questions)
+    constraints: list[PlanConstraint] | None = None
     if mode != "free":
-        if mode == "grounded" and frontiers is None:
+        if mode == "grounded" and any(f is None for f in per_question):
             raise ValueError("grounded planning needs the frontiers of the question's topic entities")
-        allowed = PlanConstraint(lm, max_hops, vocabulary, frontiers if mode == "grounded" else None)
-        max_new_tokens = allowed.max_new_tokens()
-    beams = lm.beam_search(
-        planning_prompt(question), num_beams=k, num_return=k, max_new_tokens=max_new_tokens, allowed_tokens=allowed,
-        stop=_closed,
+        vocabulary = frozenset(vocabulary)
+        constraints = [PlanConstraint(lm, max_hops, vocabulary, f if mode == "grounded" else None) for f in per_question]
+        max_new_tokens = max((c.max_new_tokens() for c in constraints), default=max_new_tokens)
+    found = lm.beam_search_batch(
+        [planning_prompt(q) for q in questions], num_beams=k, num_return=k, max_new_tokens=max_new_tokens,
+        allowed_tokens=constraints, stop=_closed,
     )
-    return [Plan(b.text, parse_plan(b.text), b.score) for b in beams]
+    return [[Plan(b.text, parse_plan(b.text), b.score) for b in beams] for beams in found]
