@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answer-tokens", type=int, default=128, help="new tokens for an answer (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=4096, help="paths kept in the reasoning prompt fit this many tokens (default 4096, as RoG)")
     p.add_argument("--path-limit", type=int, default=None, help="most paths per plan (default: all)")
-    p.add_argument("--batch-size", type=int, default=8, help="questions answered together: their reasoning prompts decoded together, their grounding store calls shared (default 8)")
+    p.add_argument("--batch-size", type=int, default=8, help="questions answered together: their plans and reasoning prompts decoded together, their grounding store calls shared (default 8)")
 
     p = commands.add_parser("export-training", help="planning and reasoning instruction data from shortest paths")
     p.add_argument("--dataset", required=True, help=DATASET_HELP)

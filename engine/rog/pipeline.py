@@ -33,7 +33,7 @@ class RogConfig:
     answer_tokens: int = 128
     prompt_tokens: int | None = 4096
     path_limit: int | None = None
-    batch_size: int = 8  # questions whose reasoning prompts are decoded together and grounding calls shared
+    batch_size: int = 8  # questions whose plans and reasoning prompts are decoded together, grounding calls shared
 
     def __post_init__(self) -> None:
         if self.plan_mode not in PLAN_MODES:
