@@ -203,7 +203,7 @@ def test_option_pools_expansion_and_grouping_match_plain_python(make_store, stor
     policy = RandomPolicy(seed)
     start_name = store.names([start])[start]
     graph = Subgraph(start, start_name)
-    result = Search(metered, policy, SearchLimits(max_steps=6)).run("q", graph)
+    result = Search(SearchLimits(max_steps=6)).run(metered, policy, "q", graph)
     expected_pools, expected_nodes = _plain_search(triples, start, start_name or start, RandomPolicy(seed), 6)
     assert policy.pools == expected_pools[: len(policy.pools)]
     got = [(n.name, n.parent, n.relation, n.forward, [(graph.members[u].term, graph.members[u].parent) for u in n.members]) for n in graph.nodes]
@@ -225,7 +225,7 @@ def test_limits_are_reported_never_silent(make_store):
         return Choice(0)
 
     def run(**limits):
-        return Search(store, always_first, SearchLimits(**limits)).run("q", Subgraph("hub"))
+        return Search(SearchLimits(**limits)).run(store, always_first, "q", Subgraph("hub"))
 
     assert run().truncated == ["steps"]  # the pool never empties here: always-first goes on to max_steps
     assert run(max_steps=1).truncated == ["steps"]

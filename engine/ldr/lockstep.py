@@ -112,8 +112,12 @@ def _answer(store: Store, decide: Decider | None, asked: dict[int, Request]) -> 
         answers.update(zip(decisions, decide([asked[i] for i in decisions])))  # type: ignore[misc]
     kinds: dict[tuple, list[int]] = defaultdict(list)  # requests one store call can answer together
     for i, r in asked.items():
-        if not isinstance(r, Decide):
-            kinds[(type(r).__name__, *(getattr(r, f) for f in ("relation", "direction", "limit") if hasattr(r, f)))].append(i)
+        if isinstance(r, ExpandOf):
+            kinds[("expand", r.relation, r.direction, r.limit)].append(i)
+        elif isinstance(r, RelationsOf):
+            kinds[("relations", r.limit)].append(i)
+        elif isinstance(r, NamesOf):
+            kinds[("names",)].append(i)
     for members in kinds.values():
         first = asked[members[0]]
         groups = [asked[i].ids for i in members]  # type: ignore[union-attr]

@@ -27,7 +27,6 @@ from engine.ldr.constraints import Target, locate_constraints, prune, question_v
 from engine.ldr.lockstep import (
     Chooser,
     Decide,
-    Decider,
     NamesOf,
     Program,
     one_by_one,
@@ -106,7 +105,7 @@ def reasoning(q: Question, config: LdrConfig = LdrConfig(), start_from: Opening 
         start_from = yield from opening(q)
     graph, names = start_from.graph, start_from.names
     start, linked = graph.start, list(dict.fromkeys(q.topic_entities[1:]))
-    found = yield from Search(None, None, config.limits).steps(q.question, graph)
+    found = yield from Search(config.limits).steps(q.question, graph)
     targets = [Target(e, names.get(e) or e) for e in linked if e != start]
     targets += question_values(q.question, [start, *(n for n in names.values() if n)])
     if config.match_names and len(graph.nodes) > 1:
@@ -160,23 +159,17 @@ def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
 class LdrMethod:
     """LDR on the method-run protocol: one store and one scoring model. The questions of a
     batch (``batch_size``) are reasoned in lock step (:mod:`engine.ldr.lockstep`): each round's
-    store calls of one kind go out as one call over all the questions' ids, and each round's
-    decisions go to ``decide`` together (one by one through ``choose`` unless given); every
-    question gets what it would get alone."""
+    store calls of one kind go out as one call over all the questions' ids, and its decisions
+    are scored one by one; every question gets what it would get alone."""
 
     name = "ldr"
 
-    def __init__(self, store: Store, choose: Chooser, config: LdrConfig = LdrConfig(), batch_size: int = 8, decide: Decider | None = None) -> None:
+    def __init__(self, store: Store, choose: Chooser, config: LdrConfig = LdrConfig(), batch_size: int = 8) -> None:
         self.store, self.choose, self.config = store, choose, config
         self.batch_size = positive_int(batch_size, "batch size")
-        self.decide = decide or one_by_one(choose)
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
-        programs = [self._program(q) for q in questions]
-        return serve(programs, self.store, self.decide)
-
-    def answer_one(self, q: Question) -> Prediction:
-        return self.answer([q])[0]
+        return serve([self._program(q) for q in questions], self.store, one_by_one(self.choose))
 
     def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:

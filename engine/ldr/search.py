@@ -145,14 +145,13 @@ def children(graph: Subgraph, option: Option, edges: Iterable[Edge]) -> list[Chi
 
 class Search:
     """Stage 1 with one set of limits: :meth:`steps` is the program (:mod:`engine.ldr.lockstep`),
-    :meth:`run` serves it alone with ``store`` and ``choose``."""
+    :meth:`run` serves it alone."""
 
-    def __init__(self, store: Store | None, choose: Chooser | None, limits: SearchLimits = SearchLimits()) -> None:
-        self.store, self.choose, self.limits = store, choose, limits
+    def __init__(self, limits: SearchLimits = SearchLimits()) -> None:
+        self.limits = limits
 
-    def run(self, question: str, graph: Subgraph) -> SearchResult:
-        assert self.store is not None and self.choose is not None, "run needs a store and a chooser"
-        return serve([self.steps(question, graph)], self.store, one_by_one(self.choose))[0]
+    def run(self, store: Store, choose: Chooser, question: str, graph: Subgraph) -> SearchResult:
+        return serve([self.steps(question, graph)], store, one_by_one(choose))[0]
 
     def _relations(self, ids: list[str], truncated: list[str]) -> Program[list[RelationCount]]:
         if not ids:

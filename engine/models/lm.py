@@ -297,6 +297,15 @@ class TransformersLM(LanguageModel):
                 chunks.append([i])
         return chunks
 
+    def _left_padded(self, encoded: Sequence[list[int]]) -> tuple[Any, Any, int]:
+        """Token ids left-padded to one width, their attention mask, and the width."""
+        import torch
+
+        width = max(len(e) for e in encoded)
+        ids = torch.tensor([[self._pad] * (width - len(e)) + e for e in encoded], device=self.device)
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=self.device)
+        return ids, mask, width
+
     def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
         """Greedy decoding of several prompts, left-padded into batches of similar length
         (:meth:`_chunks`); a row for which ``stop`` holds is finished (padded) while the others go on."""
@@ -306,9 +315,7 @@ class TransformersLM(LanguageModel):
         encoded = [self.prompt_ids(p) for p in prompts]
         out: list[Generation | None] = [None] * len(encoded)
         for chunk in self._chunks([len(e) for e in encoded]):
-            width = max(len(encoded[i]) for i in chunk)
-            ids = torch.tensor([[self._pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=self.device)
-            mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=self.device)
+            ids, mask, width = self._left_padded([encoded[i] for i in chunk])
             criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
             with torch.no_grad():
                 sequences = self.model.generate(
@@ -366,9 +373,7 @@ class TransformersLM(LanguageModel):
         encoded = [self.prompt_ids(p) for p in prompts]
         out: list[list[Generation]] = [[] for _ in prompts]
         for chunk in self._chunks([len(e) for e in encoded]):
-            width = max(len(encoded[i]) for i in chunk)
-            ids = torch.tensor([[self._pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=self.device)
-            mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=self.device)
+            ids, mask, width = self._left_padded([encoded[i] for i in chunk])
             rules = [constraints[i] for i in chunk]
             allowed = None
             if any(r is not None for r in rules):

@@ -82,18 +82,16 @@ class Frontiers:
     @staticmethod
     def share_first_step(frontiers: Sequence[Frontiers]) -> None:
         """Fill in the relations leaving each one's topic entities, which every grounded plan
-        asks first, with one ``relations`` call per store and direction for all of them (the
-        rows each would get alone, :func:`engine.batched.per_group`)."""
-        together: dict[tuple[int, str], list[Frontiers]] = {}
-        for f in frontiers:
-            together.setdefault((id(f.store), f.direction), []).append(f)
-        for group in together.values():
-            first = group[0]
-            found = per_group(
-                lambda ids, n, f=first: f.store.relations(ids, f.direction, n), [f.nodes(()) for f in group], UNBOUNDED
-            )
-            for f, (rows, _) in zip(group, found):
-                f._relations[()] = _walkable(rows)
+        asks first, with one ``relations`` call for all of them (frontiers of one store and
+        direction; the rows each would get alone, :func:`engine.batched.per_group`)."""
+        if not frontiers:
+            return
+        first = frontiers[0]
+        if any(f.store is not first.store or f.direction != first.direction for f in frontiers):
+            raise ValueError("frontiers share their first step only over one store and direction")
+        found = per_group(lambda ids, n: first.store.relations(ids, first.direction, n), [f.nodes(()) for f in frontiers], UNBOUNDED)
+        for f, (rows, _) in zip(frontiers, found, strict=True):
+            f._relations[()] = _walkable(rows)
 
 
 def _walkable(rows: Iterable[RelationCount]) -> frozenset[str]:
