@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.arg.alignment import Aligner
 from engine.arg.candidates import Schema, path_forms, read_schema, with_names
 from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
 from engine.arg.retrieval import retrieve, retrieve_batch
@@ -481,6 +482,35 @@ def test_batched_retrieval_equals_one_by_one(make_store, store_kind, bi):
         if limit == 10_000:
             assert batch_calls < len(calls)
     assert any(len(r.paths) > 1 for r in batched) and batched[-1].paths == []
+
+
+def test_prefetched_alignment_equals_alignment_alone(make_store, store_kind):
+    """Aligner.prefetch finds a batch's names with the degree calls shared; every form then
+    aligns and runs as it does without it: exact names with one or several matches (ranked by
+    degree), a name with no exact match (BM25 over similar names), an unknown relation, and a
+    form that does not parse."""
+    triples = TRIPLES + [Triple("Joseph Losey 2", NAME_RELATION, Literal.make("Joseph Losey")),
+                         Triple("M", "directed_by", "Joseph Losey 2"), Triple("Heat", "directed_by", "Joseph Losey 2")]
+    store = make_store(store_kind, triples)
+    forms = [
+        "(JOIN directed_by [Joseph Losey])",
+        "(JOIN (R directed_by) [The Prowler])",
+        "(JOIN (R starred) [The Prowlr])",
+        "(JOIN starred_actors [Evelyn Keyes])",
+        "(JOIN (R directed_by",
+    ]
+    alone = Aligner(store)
+    want = [alone.run(f, "which films") for f in forms]
+    calls: list = []
+    store.listeners.append(calls.append)
+    shared = Aligner(store)
+    shared.prefetch(forms)
+    got = [shared.run(f, "which films") for f in forms]
+    store.listeners.remove(calls.append)
+    assert [(g.sexpr, g.result, g.tried) for g in got] == [(w.sexpr, w.result, w.tried) for w in want]
+    assert sum(c.op.name == "relations" for c in calls) == 1  # the degrees of every exact match in one call
+    assert want[0].sexpr == "(JOIN directed_by [Joseph Losey 2])"  # of two exact matches, the one with more edges
+    assert want[2].tried > 1 and want[4].tried == 0  # similar names × similar relations tried; no parse, nothing
 
 
 def test_per_group_splits_one_call_exactly():
