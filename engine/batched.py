@@ -5,7 +5,8 @@ A method that answers a batch of questions often makes the same kind of call for
 call is a round trip plus the server compiling the query's text (on Virtuoso ≈ 1–2.5 ms of a
 small call, since the text changes with every id list), so one call over the union of the
 anchors costs little more than one of them. :func:`per_group` makes that call and gives each
-group exactly the rows its own call would have given:
+group exactly the rows its own call would have given (:func:`names_per_group` does the same
+for ``names``):
 
 - rows are assigned to a group by their ``id`` (the anchor a row belongs to), in the union
   call's order, which is the store's sorted order, so each group's rows are sorted as its
@@ -62,3 +63,11 @@ def per_group(
         mine = [row for row in found if anchor(row) in wanted]
         out.append(own(group) if bound is not None and len(mine) > bound else (mine, False))
     return out
+
+
+def names_per_group(store: Any, groups: Sequence[Sequence[str]]) -> list[dict[str, str | None]]:
+    """``store.names(group)`` for every group, from one ``names`` call over all their ids (a
+    name belongs to its id alone, so the split is exact)."""
+    wanted = sorted({i for group in groups for i in group})
+    names = store.names(wanted) if wanted else {}
+    return [{i: names[i] for i in group} for group in groups]

@@ -27,7 +27,7 @@ from typing import Any
 
 from engine.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.arg.ranker import BiEncoder, Scorer, top
-from engine.batched import per_group
+from engine.batched import names_per_group, per_group
 from engine.graph import Literal, Term, term_key
 from engine.run import Meter
 from engine.sexpr.tree import Top, to_text
@@ -131,11 +131,10 @@ def retrieve_batch(
         result.paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
         forms.append(list(dict.fromkeys(f for p in result.paths for f in path_forms(p.anchor, list(p.hops), schema))))
 
-    ids = sorted({i for fs in forms for f in fs for i in tree_entities(f)})
-    names: dict[str, Any] = store.names(ids) if ids else {}
-    for result, fs in zip(results, forms):
-        own = {i: names[i] for f in fs for i in tree_entities(f)}  # another question's ids never rename this one's text
-        result.references = rank_forms(meter, scorer, result.question, fs, own, k)
+    # each question's own names: another question's ids never rename this one's text
+    ids = [sorted({i for f in fs for i in tree_entities(f)}) for fs in forms]
+    for result, fs, names in zip(results, forms, names_per_group(store, ids), strict=True):
+        result.references = rank_forms(meter, scorer, result.question, fs, names, k)
     n = max(len(questions), 1)
     for result in results:
         result.store_seconds, result.model_seconds = meter.seconds["store"] / n, meter.seconds["model"] / n

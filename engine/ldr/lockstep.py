@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, TypeVar
 
-from engine.batched import per_group
+from engine.batched import names_per_group, per_group
 from engine.store import Store
 
 T = TypeVar("T")
@@ -122,8 +122,7 @@ def _answer(store: Store, decide: Decider | None, asked: dict[int, Request]) -> 
         first = asked[members[0]]
         groups = [asked[i].ids for i in members]  # type: ignore[union-attr]
         if isinstance(first, NamesOf):
-            names = store.names(list(dict.fromkeys(x for g in groups for x in g)))
-            answers.update((i, {x: names[x] for x in g}) for i, g in zip(members, groups))
+            answers.update(zip(members, names_per_group(store, groups)))
         elif isinstance(first, RelationsOf):
             found = per_group(lambda ids, n: store.relations(ids, "both", n), groups, first.limit)
             answers.update(zip(members, found))

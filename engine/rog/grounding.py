@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from engine.batched import per_group
+from engine.batched import names_per_group, per_group
 from engine.errors import InvalidIdentifierError
 from engine.graph import Literal, Path
 from engine.identifiers import UNBOUNDED, validate_relation
@@ -126,8 +126,6 @@ def ground_batch(
             result.paths_per_plan.append(len(paths))
         results.append(result)
     ids = [sorted({n for p in r.paths for n in p.nodes if not isinstance(n, Literal)}) for r in results]  # type: ignore[type-var]
-    wanted = sorted({i for own in ids for i in own})
-    names = store.names(wanted) if wanted else {}
-    for result, own in zip(results, ids):
-        result.names = {i: names[i] for i in own}
+    for result, names in zip(results, names_per_group(store, ids), strict=True):
+        result.names = names
     return results
