@@ -15,7 +15,8 @@ The raw clients (what a user would write against each database, reading every va
 - **oxigraph**: ``pyoxigraph.Store.query(text)`` on the store's own database handle, each
   solution read as a tuple of terms;
 - **virtuoso**: one ``http.client.HTTPConnection`` kept alive, ``POST /sparql`` with the query,
-  the JSON results parsed by ``json.loads``;
+  the answer in the format the engine asks for (a Turtle result set, one binding per line;
+  ``sparql/turtle_results.py``), split into its lines and its rows counted;
 - **bolt**: one driver session held open on the store's own driver (its connection pool), each
   query in a read transaction (``session.execute_read``: FalkorDB reads the database name
   outside transactions, and would answer from another graph), each record's values read. On
@@ -89,7 +90,8 @@ class OxigraphRaw:
 
 
 class VirtuosoRaw:
-    """One HTTP connection kept alive to the store's endpoint; JSON results."""
+    """One HTTP connection kept alive to the store's endpoint; the answer in the format the
+    engine asks for (Virtuoso's Turtle result set), each of its lines read."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -103,13 +105,13 @@ class VirtuosoRaw:
     def run(self, text: str) -> int:
         self.connection.request(
             "POST", self.path, urllib.parse.urlencode({"query": text}),
-            {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/sparql-results+json"},
+            {"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/turtle"},
         )
         response = self.connection.getresponse()
         data = response.read()
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
-        return len(json.loads(data)["results"]["bindings"])
+        return sum(1 for line in data.decode("utf-8").split("\n") if line.startswith("_:_ res:solution"))
 
     def close(self) -> None:
         self.connection.close()

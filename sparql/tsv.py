@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from engine.errors import StoreError
 from engine.graph import XSD, Literal, Term
@@ -39,14 +40,19 @@ def _unescape(match: re.Match) -> str:
     return _ESCAPED[char]
 
 
-def parse_term(token: str, id_of: Callable[[str], str]) -> Term | None:
-    """One TSV value as an engine term: an IRI as ``id_of(iri)``, a blank node as ``_:label``,
-    a :class:`Literal`, or None for an empty (unbound) field."""
+def parse_term(
+    token: str, id_of: Callable[[str], str], literal: Callable[[str, str | None, str | None], Any] = Literal
+) -> Any:
+    """One value in Turtle's syntax (a TSV field, a Turtle result's value) as an engine term:
+    an IRI as ``id_of(iri)``, a blank node as ``_:label``, a literal as ``literal(value,
+    datatype, lang)`` (a :class:`Literal` unless told otherwise), or None for an empty
+    (unbound) field."""
     if not token:
         return None
     first = token[0]
     if first == "<" and not token.startswith("<<"):
-        return id_of(token[1:-1])
+        iri = token[1:-1]
+        return id_of(_ESCAPE.sub(_unescape, iri) if "\\" in iri else iri)  # Turtle's \u escapes
     if first == '"':
         end = token.rfind('"')  # a language tag or datatype IRI holds no quote
         value = token[1:end]
@@ -54,18 +60,18 @@ def parse_term(token: str, id_of: Callable[[str], str]) -> Term | None:
             value = _ESCAPE.sub(_unescape, value)
         suffix = token[end + 1:]
         if not suffix:
-            return Literal(value)
+            return literal(value, None, None)
         if suffix[0] == "@":
-            return Literal(value, None, suffix[1:])
+            return literal(value, None, suffix[1:])
         if suffix.startswith("^^<") and suffix.endswith(">"):
-            return Literal(value, suffix[3:-1])
+            return literal(value, suffix[3:-1], None)
     elif token.startswith("_:"):
         return token
     else:
         for pattern, datatype in _BARE:
             if pattern.fullmatch(token):
-                return Literal(token, datatype)
-    raise StoreError(f"cannot read the value {token[:200]!r} of a TSV result")
+                return literal(token, datatype, None)
+    raise StoreError(f"cannot read the value {token[:200]!r} of a query result")
 
 
 def read_tsv(

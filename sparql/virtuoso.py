@@ -1,10 +1,12 @@
 """The Virtuoso dialect of SPARQL: only what Virtuoso 7 needs differently.
 
 - Virtuoso writes xsd:double and xsd:float values in its JSON and XML results with six
-  significant digits (``1.23457``). So each projected variable that can hold a literal (each
-  builder of :class:`sparql.compiler.SparqlCompiler` names them to :meth:`select`) gets a
-  companion column ``?<var>__exact`` holding a number printed with 17 digits; the store folds
-  the pair back into the exact value.
+  significant digits (``1.23457``), and in its Turtle results (which the store reads, being
+  several times faster to write: ``sparql/turtle_results.py``) every number bare, so that a
+  double without an exponent reads as a decimal. So each projected variable that can hold a
+  literal (each builder of :class:`sparql.compiler.SparqlCompiler` names them to
+  :meth:`select`) gets a companion column ``?<var>__exact`` holding a number printed with 17
+  digits, a space and its datatype IRI; the store folds the pair back into the exact value.
 - ``sameTerm(?a, ?b)`` is evaluated wrongly (always false) when one variable comes from a
   subject position and the other from an object position, e.g. ``?d ?r ?s FILTER(!sameTerm(?d,
   ?s))`` keeps self-loops; ``=`` is right there. The compiler only compares terms of which at
@@ -20,6 +22,7 @@
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -29,6 +32,8 @@ from sparql.literal_keys import Bind, VirtuosoLiteralKeys
 
 #: suffix of the companion column holding a numeric value's exact text
 EXACT_SUFFIX = "__exact"
+#: a SELECT head's projected variables: an expression's alias, or a variable
+_PROJECTED = re.compile(r"\(.*? AS \?(\w+)\)|\?(\w+)")
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -58,8 +63,16 @@ class VirtuosoCompiler(SparqlCompiler):
     def select(
         self, head: str, body: str, tail: str = "", fetch: int | None = None, literals: Sequence[str] = ()
     ) -> str:
-        head += "".join(
-            f' (IF(isNumeric(?{n}), bif:sprintf("%.17g", ?{n}), ?{n}{EXACT_SUFFIX}_none) AS ?{n}{EXACT_SUFFIX})'
+        inner = super().select(head, body, tail, fetch)
+        if not literals:
+            return inner
+        # The companions go in an outer SELECT: inside a query with a subquery (an
+        # S-expression's ARGMAX), Virtuoso 7.2 fails to compile DATATYPE() in the projection
+        # ("SQ156: Bad dfe in sqlo_place_exp").
+        projected = " ".join("?" + (alias or var) for alias, var in _PROJECTED.findall(head))
+        companions = "".join(
+            f' (IF(isNumeric(?{n}), CONCAT(bif:sprintf("%.17g", ?{n}), " ", STR(DATATYPE(?{n}))), ?{n}{EXACT_SUFFIX}_none)'
+            f" AS ?{n}{EXACT_SUFFIX})"
             for n in literals
         )
-        return super().select(head, body, tail, fetch)
+        return f"SELECT {projected}{companions} WHERE {{ {inner} }}"

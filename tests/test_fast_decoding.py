@@ -1,6 +1,8 @@
 """The fast paths of result decoding give exactly what the plain ones give: Oxigraph's answers
 read from TSV (``sparql/tsv.py``) equal the same answers read from pyoxigraph's term objects,
-on every kind of term; ``sort_paths`` orders paths exactly as sorting by ``path_key`` does."""
+on every kind of term; Turtle result sets laid out as Virtuoso writes them
+(``sparql/turtle_results.py``) read as the same result set written by a Turtle serialiser and
+read by a full parser; ``sort_paths`` orders paths exactly as sorting by ``path_key`` does."""
 from __future__ import annotations
 
 import random
@@ -11,7 +13,9 @@ import pytest
 from engine.errors import StoreError
 from engine.graph import XSD, Literal, Path, Triple, path_key, sort_paths
 from engine.stores.oxigraph import OxigraphStore
+from sparql import turtle_results
 from sparql.tsv import parse_term
+from sparql.turtle_results import RES, expand_prefixed, read_turtle_results
 
 TEXTS = [
     "", "plain", "tab\there", "line\nbreak", "cr\rhere", 'a "quote"', "back\\slash", "\\u0041 as text",
@@ -82,7 +86,7 @@ def test_every_literal_and_id_comes_back_exactly(oxigraph):
 
 def test_a_value_the_reader_does_not_know_is_an_error():
     for token in ("<<a b c>>", "bare", '"x"^^dt', "1.2.3"):
-        with pytest.raises(StoreError, match="TSV"):
+        with pytest.raises(StoreError, match="cannot read the value"):
             parse_term(token, str)
 
 
@@ -104,3 +108,90 @@ def test_sort_paths_orders_as_path_key():
         fast = list(paths)
         sort_paths(fast)
         assert fast == sorted(paths, key=path_key)
+
+
+# ----------------------------------------------------------------------------- Turtle result sets
+def _virtuoso_layout(names: list[str], rows: list[list]) -> str:
+    """A result set as Virtuoso 7.2 writes it for ``Accept: text/turtle``: XSD datatypes through
+    the ``xsd:`` prefix (declared after the variables), integers and decimals bare."""
+    lines = [f"@prefix res: <{RES}> .", "@prefix rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> .",
+             "_:_ a res:ResultSet .", "_:_ res:resultVariable " + " , ".join(f'"{n}"' for n in names) + " .",
+             "@prefix xsd:\t<http://www.w3.org/2001/XMLSchema#> ."]
+
+    def token(term) -> str:
+        text = str(term)
+        if isinstance(term, ox.Literal) and term.datatype.value.startswith(XSD):
+            local = term.datatype.value[len(XSD):]
+            if local in ("integer", "decimal") and "\\" not in text:
+                return term.value
+            return text[:text.rindex("^^")] + "^^xsd:" + local if "^^" in text else text
+        return text
+
+    for row in rows:
+        bound = [(n, t) for n, t in zip(names, row) if t is not None]
+        if not bound:
+            lines.append("_:_ res:solution [ ] .")
+            continue
+        lines.append("_:_ res:solution [")
+        for k, (name, term) in enumerate(bound):
+            end = " ] ] ." if k == len(bound) - 1 else " ] ;"
+            lines.append(f'      res:binding [ res:variable "{name}" ; res:value {token(term)}{end}')
+    return "\n".join(lines) + "\n\n"
+
+
+def _serialised(names: list[str], rows: list[list]) -> str:
+    """The same result set written by pyoxigraph's Turtle serialiser (another layout)."""
+    def res(local: str) -> ox.NamedNode:
+        return ox.NamedNode(RES + local)
+
+    top, triples = ox.BlankNode(), []
+    triples += [ox.Triple(top, res("resultVariable"), ox.Literal(n)) for n in names]
+    for row in rows:
+        solution = ox.BlankNode()
+        triples.append(ox.Triple(top, res("solution"), solution))
+        for name, term in zip(names, row):
+            if term is not None:
+                binding = ox.BlankNode()
+                triples += [ox.Triple(solution, res("binding"), binding), ox.Triple(binding, res("variable"), ox.Literal(name)),
+                            ox.Triple(binding, res("value"), term)]
+    return ox.serialize(triples, format=ox.RdfFormat.TURTLE).decode("utf-8")
+
+
+def _terms(result) -> list[list]:
+    _, columns, prefixes = result
+    return [[None if t is None else parse_term(expand_prefixed(t, prefixes), str) for t in column] for column in columns]
+
+
+def test_turtle_result_sets_read_the_same_in_either_layout(oxigraph, monkeypatch):
+    rng = random.Random(11)
+    pool = [ox.NamedNode(oxigraph.terms.iri_of(i)) for i in IDS]
+    pool += [ox.NamedNode("http://x.org/\u00e9t\u00e9".encode().decode("unicode_escape"))]
+    pool += [ox.Literal(text) for text in ("a ] ;", "b ] ] .", '" ] ;', "x ] ;\n ] ] .")]  # line ends inside
+    pool += [ox.Literal(lit.value, datatype=ox.NamedNode(lit.datatype)) if lit.datatype
+             else ox.Literal(lit.value, language=lit.lang) if lit.lang else ox.Literal(lit.value) for lit in LITERALS]
+    expected_lines = 0
+    for trial in range(60):
+        names = [f"v{i}" for i in range(rng.randint(1, 4))]
+        rows = [[rng.choice(pool) if rng.random() < 0.85 else None for _ in names] for _ in range(rng.randint(0, 12))]
+        text = _virtuoso_layout(names, rows)
+        fast = read_turtle_results(text)
+        assert fast[0] == names and all(len(column) == len(rows) for column in fast[1])
+        expected = [[None if t is None else parse_term(str(t), str) for t in column] for column in zip(*rows)]
+        assert _terms(fast) == (expected or [[] for _ in names])
+        # a full parser on another layout gives the same terms
+        assert _terms(read_turtle_results(_serialised(names, rows))) == _terms(fast)
+        expected_lines += len(rows)
+    assert expected_lines > 200
+    # the Virtuoso layout is read without the full parser
+    monkeypatch.setattr(turtle_results, "_read_graph", lambda data: pytest.fail("fell back to the full parser"))
+    read_turtle_results(_virtuoso_layout(["a"], [[pool[0]], [None], [pool[-1]]]))
+
+
+def test_turtle_results_a_layout_or_prefix_the_reader_does_not_know():
+    one_line = (f'@prefix res: <{RES}> . [] res:resultVariable "a" ; res:solution [ res:binding [ res:variable "a" ;'
+                ' res:value "x\\ty"@en ] ] .')
+    assert _terms(read_turtle_results(one_line)) == [[Literal("x\ty", lang="en")]]
+    with pytest.raises(StoreError, match="undeclared prefix 'foaf'"):
+        _terms(read_turtle_results(_virtuoso_layout(["a"], [[ox.Literal("1")]]).replace('"1"', '"1"^^foaf:x')))
+    with pytest.raises(StoreError, match="cannot read a Turtle result set"):
+        read_turtle_results("<not turtle")

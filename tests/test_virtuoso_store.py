@@ -8,7 +8,6 @@ behaviour tests run against a tiny local fake endpoint.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -34,6 +33,7 @@ from engine.reference import ReferenceStore
 from engine.servers.base import free_port
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
+from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
 from sparql.virtuoso import VirtuosoCompiler
 from tests.random_graphs import random_graph
@@ -163,7 +163,9 @@ ROUND_TRIP = [
 
 
 @pytest.mark.parametrize("loader", ["isql", "update"])
-def test_literals_round_trip_exactly_as_on_the_embedded_store(server, loader):
+def test_literals_round_trip_exactly_as_on_the_embedded_store(server, loader, monkeypatch):
+    # Virtuoso's Turtle answers are read line by line, never by the full parser's fallback
+    monkeypatch.setattr(turtle_results, "_read_graph", lambda data: pytest.fail(f"unknown layout: {data[:500]}"))
     triples = [Triple(f"s{i}", "p", lit) for i, lit in enumerate(ROUND_TRIP)]
     store = _store(server, loader=loader)
     store.add_triples(triples)
@@ -301,12 +303,14 @@ class _FakeEndpoint:
         self.httpd.server_close()
 
 
-_COUNT = json.dumps(
-    {
-        "head": {"vars": ["n"]},
-        "results": {"bindings": [{"n": {"type": "typed-literal", "datatype": XSD + "integer", "value": "3"}}]},
-    }
-)
+# a count as Virtuoso answers it: compiled queries ask for the Turtle result set (its layout)
+_COUNT = """@prefix res: <http://www.w3.org/2005/sparql-results#> .
+@prefix rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> .
+_:_ a res:ResultSet .
+_:_ res:resultVariable "n" .
+_:_ res:solution [
+      res:binding [ res:variable "n" ; res:value 3 ] ] .
+"""
 
 
 @pytest.fixture
@@ -422,11 +426,12 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
     assert virtuoso.same_term("?a", "?b") == "(?a = ?b)"
     assert text(virtuoso, Expand(("m.1",), ("r",), "both", limit=6)) == (
         "SELECT ?src ?rel ?dst ?dir"
-        ' (IF(isNumeric(?dst), bif:sprintf("%.17g", ?dst), ?dst__exact_none) AS ?dst__exact)'
+        ' (IF(isNumeric(?dst), CONCAT(bif:sprintf("%.17g", ?dst), " ", STR(DATATYPE(?dst))), ?dst__exact_none)'
+        " AS ?dst__exact) WHERE { SELECT ?src ?rel ?dst ?dir"
         " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
         ' { { ?src <http://rdf.freebase.com/ns/r> ?dst . BIND("out" AS ?dir) } UNION'
         ' { ?dst <http://rdf.freebase.com/ns/r> ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) }'
-        " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } } LIMIT 6"
+        " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } } LIMIT 6 }"
     )
     # a companion only for what can be a literal: a walk's last node, a name; not aggregates
     walks = text(virtuoso, Walks(("m.1",), ("r", "r"), "both"))
