@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,8 @@ def compare(method: str, old_tree: Path, files: dict[str, Path], args: argparse.
         path = work / f"{method}-{version}.jsonl"
         fill = {**files, "store": args.store, "out": path, "n": args.questions, "seed": args.seed, "pool": POOL, "dataset": args.dataset}
         argv = [a.format(**fill) for a in COMMANDS[method][version]]
+        if version == "new":
+            argv += shlex.split(args.new_args)
         out[f"{version}_command"] = "kgqa " + " ".join(argv)
         out[f"{version}_wall_seconds"] = round(run_version(tree, argv, work / f"{method}-{version}.log"), 2)
         records[version] = [json.loads(line) for line in path.read_text().splitlines()]
@@ -133,7 +136,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"# Model time per question: {result['baseline']} against {result['machine']['git']}",
         "",
         (f"{result['dataset']}, {result['questions']} held-out test questions (seed {result['seed']}), store `{result['store']}`, "
-        f"`OMP_NUM_THREADS={result['omp_threads']}`, load average at the start {result['machine']['load_average']}."),
+        f"`OMP_NUM_THREADS={result['omp_threads']}`, load average at the start {result['machine']['load_average']}."
+        + (f" The current code's commands also get `{result['new_args']}`." if result.get("new_args") else "")),
         "",
         "| method | questions | old model s/q | new model s/q | speed-up | same answers |",
         "|---|---:|---:|---:|---:|---:|",
@@ -158,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default="arg,rog")
     p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--new-args", default="", help="options added to the current code's commands only, e.g. "
+                   "'--dtype bfloat16' (an option the earlier code does not have)")
     p.add_argument("--workdir", default=None, help="keep the question files, records and logs here (default: a temporary directory)")
     args = p.parse_args(argv)
     from benchmarks.report import machine
@@ -170,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no store at {args.store!r}: give a loaded store directory or a server URI")
     result: dict[str, Any] = {
         "baseline": args.baseline, "dataset": args.dataset, "questions": args.questions, "seed": args.seed,
-        "store": args.store, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "machine": machine(), "methods": [],
+        "store": args.store, "new_args": args.new_args, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "machine": machine(), "methods": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.workdir or tmp)

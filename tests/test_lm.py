@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.errors import KGQAError, UnsupportedOperationError
-from engine.models.lm import OpenAIChatLM, TransformersLM, load_lm
+from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
+from engine.models.lm import OpenAIChatLM, TransformersLM, load_lm, local_source
 from engine.models.trie import TokenTrie
 
 
@@ -224,3 +224,24 @@ def test_load_lm_names_a_chat_endpoint(chat_server):
     port = chat_server.server_address[1]
     lm = load_lm(f"openai:m@http://127.0.0.1:{port}/v1")
     assert isinstance(lm, OpenAIChatLM) and lm.url == f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
+    import torch
+
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = make_tiny_lm(tmp_path / "tiny")
+    assert {p.dtype for p in lm.model.parameters()} == {torch.float32}  # a CPU's default, the GGUF de-quantised
+    for dtype, expected in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
+        model = TransformersLM.load(tiny, "cpu", "raw", dtype)
+        assert {p.dtype for p in model.model.parameters()} == {expected}
+        scores = model.score("a b c", [" d", " e"])
+        assert len(scores) == 2 and all(s < 0 for s in scores)
+    # the offline GGUF default, cast after loading: bfloat16 rounds the logits, not a clear decision
+    bf16 = TransformersLM.load(local_source(None), "cpu", None, "bfloat16")
+    assert {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    prompt = "What is the capital of France? Answer in one word."
+    assert bf16.generate(prompt, max_new_tokens=3).text == lm.generate(prompt, max_new_tokens=3).text
+    with pytest.raises(InvalidInputError, match="unknown dtype 'int3': use one of float32, bfloat16"):
+        load_lm(tiny, "cpu", "raw", "int3")

@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.cli_common import (
     DATASET_HELP,
+    add_device_arguments,
     add_output_arguments,
     add_question_arguments,
     add_run_arguments,
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _anchor_arguments(p)
     p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
     p.add_argument("--model", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
-    p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    add_device_arguments(p)
     _generation_arguments(p, n_demos=40)
     _ranker_arguments(p)
     add_store_arguments(p)
@@ -244,7 +245,7 @@ def _ask(args: argparse.Namespace) -> None:
     bi, scorer, schema = _models(args)
     with open_from_args(args) as store:
         [result] = answer_questions(
-            store, [(args.question, anchors)], load_lm(args.model, args.device), DemoPicker(pool, args.n_demos, args.demo_mode),
+            store, [(args.question, anchors)], load_lm(args.model, args.device, dtype=args.dtype), DemoPicker(pool, args.n_demos, args.demo_mode),
             bi, scorer, Aligner(store, timeout=args.timeout), args.k, args.samples, schema,
         )
     emit(args, result)
@@ -277,7 +278,7 @@ def build_method(args: argparse.Namespace, store, meter):
     train = select_questions(args.dataset, "train", sample=args.pool, seed=args.seed, split_seed=args.split_seed) if args.split != "train" else []
     pool = demo_pool(plain, _gold_items(plain, train), _gold_items(plain, tests)) if args.n_demos else []
     return ArgMethod(
-        store, meter.lm(load_lm(args.model, args.device)), bi, scorer, pool, n_demos=args.n_demos,
+        store, meter.lm(load_lm(args.model, args.device, dtype=args.dtype)), bi, scorer, pool, n_demos=args.n_demos,
         demo_mode=args.demo_mode, samples=args.samples, k=args.k, timeout=args.timeout, seed=args.seed, schema=schema,
         batch_size=args.batch_size,
     )

@@ -105,6 +105,6 @@ def build_method(args: argparse.Namespace, store, meter):
     if not args.gnn_only:
         from engine.models.lm import load_lm
 
-        lm = meter.lm(load_lm(args.model, args.device))
+        lm = meter.lm(load_lm(args.model, args.device, dtype=args.dtype))
     return EtdMethod(store, model, meter, lm, top_n=args.top_n, batch_size=args.batch_size, max_degree=max_degree,
                      encoding_cache=args.encoding_cache)

@@ -151,5 +151,5 @@ def build_method(args: argparse.Namespace, store, meter):
     plain = unwrap(store)
     index = open_index(plain, _index_dir(args, plain), args.encoder, args.device,
                        rebuild=args.rebuild_index, progress=not args.no_progress)
-    lm = meter.lm(load_lm(args.model, args.device, args.prompt_template))
+    lm = meter.lm(load_lm(args.model, args.device, args.prompt_template, args.dtype))
     return FidelisMethod(store, lm, index, config, meter, batch_size=args.batch_size)

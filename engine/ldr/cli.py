@@ -75,7 +75,7 @@ def build_method(args: argparse.Namespace, store, meter):
     config = _config(args)
 
     def model(source: str | None):
-        lm = load_lm(source, args.device, args.prompt_template)
+        lm = load_lm(source, args.device, args.prompt_template, args.dtype)
         if hasattr(lm, "prefix_caches"):  # each question's next prompt begins like its last: keep one per question
             lm.prefix_caches = max(lm.prefix_caches, args.batch_size + 1)
         return OptionScorer(meter.lm(lm), config.normalise)

@@ -84,8 +84,8 @@ def build_method(args: argparse.Namespace, store, meter):
         path_limit=args.path_limit,
         batch_size=args.batch_size,
     )
-    planner = meter.lm(load_lm(args.model, args.device, args.prompt_template))
-    reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template)) if args.reasoner else None
+    planner = meter.lm(load_lm(args.model, args.device, args.prompt_template, args.dtype))
+    reasoner = meter.lm(load_lm(args.reasoner, args.device, args.prompt_template, args.dtype)) if args.reasoner else None
     return RogMethod(store, planner, reasoner, config)
 
 
