@@ -72,7 +72,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# Model time and answers: {base} against {other}",
         "",
-        f"Finished {result['finished']} in {result['seconds']} s. {machine_markdown(result['machine'])}.",
+        f"Finished {result['finished']} in {result['seconds']} s. {machine_markdown(result['machine'])}",
         "",
         f"The first {result['questions']} validation questions per set, `OMP_NUM_THREADS={result['omp_threads']}`.",
         "",
@@ -98,14 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.report import machine
 
     dtypes = args.dtypes.split(",")
-    started, rows = time.perf_counter(), []
+    started, rows, load_at_start = time.perf_counter(), [], [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp:
         for dataset in args.datasets.split(","):
             for method in args.methods.split(","):
                 records = {dtype: run(method, dataset, dtype, args, Path(tmp) / f"{method}-{dataset}-{dtype}.jsonl") for dtype in dtypes}
                 rows.append({"method": method, "dataset": dataset, "questions": len(records[dtypes[0]]), **compare(records, dtypes)})
                 print(json.dumps(rows[-1]), flush=True)
-    result = {"dtypes": dtypes, "questions": args.questions, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "machine": machine(),
+    result = {"dtypes": dtypes, "questions": args.questions, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+              "machine": {**machine(), "load_average_start": load_at_start},
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - started, 1), "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -246,11 +246,8 @@ def machine_markdown(m: dict[str, Any]) -> str:
         text += f"; Virtuoso {m['virtuoso']}"
     if m.get("git"):
         text += f"; code at {m['git']}"
-    text += (
-        f". Load average (1, 5, 15 min) at the start: {', '.join(map(str, m.get('load_average_start', [])))}, "
-        f"at the end: {', '.join(map(str, m['load_average']))}"
-    )
-    return text + "."
+    start = f"at the start: {', '.join(map(str, m['load_average_start']))}, " if m.get("load_average_start") else ""
+    return text + f". Load average (1, 5, 15 min) {start}at the end: {', '.join(map(str, m['load_average']))}."
 
 
 def _goals_markdown(goals: list[dict[str, Any]]) -> list[str]:
