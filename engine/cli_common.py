@@ -10,7 +10,6 @@ from typing import Any
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import FREEBASE_NS
-from engine.models.lm import DTYPES
 from engine.open import open_store
 from engine.ops import Compiled, Op
 from engine.render import render
@@ -61,9 +60,11 @@ DATASET_HELP = (
 def add_device_arguments(p: argparse.ArgumentParser) -> None:
     """Where and in what precision a local language model runs."""
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
-    p.add_argument("--dtype", default=None, choices=DTYPES, help="the language model's weight precision (default: "
-                   "float32 on a CPU, the checkpoint's own on a GPU); bfloat16 cuts model time ≈ 2.5x on a CPU with "
-                   "bf16 instructions and may change close decisions")
+    # checked where the model loads (engine.models.lm.DTYPES): this module needs nothing from engine.models,
+    # whose cli.py imports it
+    p.add_argument("--dtype", default=None, help="the language model's weight precision: float32, bfloat16, float16 or "
+                   "auto (default: float32 on a CPU, the checkpoint's own on a GPU); bfloat16 cuts model time ≈ 2.5x on a "
+                   "CPU with bf16 instructions and may change close decisions")
 
 
 def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any, model_help: str | None = None) -> None:

@@ -372,7 +372,7 @@ def test_run_command(tmp_path, capsys, monkeypatch):
         "what language is [The Prowler] in": "(JOIN (R in_language) [The Prowler])", "who starred in [The Prowler]": "(JOIN (R starred_actors) [The Prowler])",
     }
     lm = ByQuestionLM({q: f for q, f in golds.items() if q != "what genre is [M]"})
-    monkeypatch.setattr(engine.models.lm, "load_lm", lambda *_: lm)
+    monkeypatch.setattr(engine.models.lm, "load_lm", lambda *_, **__: lm)
     out = tmp_path / "run.jsonl"
     argv = ["arg", "run", "--dataset", str(qa), "--split", "all", "--sample", "3", "--pool", "3",
             "--n-demos", "2", "--demo-mode", "random", "--k", "5", "--store", path, "--out", str(out), "--json", "--no-progress"]
