@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import StoreError
 from engine.graph import XSD, Literal, Term
 
+K = TypeVar("K")
+V = TypeVar("V")
 _ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
 _ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 #: Turtle's bare literals, in the order they are tried, with the datatype each stands for
@@ -88,11 +90,18 @@ def read_tsv(
     tokens = body[:-1].replace("\n", "\t").split("\t")
     if len(tokens) % len(names):
         raise StoreError(f"a TSV result's rows do not have {len(names)} fields each")
-    try:
-        values = list(map(known.__getitem__, tokens))
-    except KeyError:  # values not met before
-        for token in set(tokens).difference(known):
-            known[token] = read(token)
-        values = list(map(known.__getitem__, tokens))
+    values = decode_each(tokens, known, read)
     width = len(names)
     return names, [values[i::width] for i in range(width)]
+
+
+def decode_each(keys: list[K], known: dict[K, V], read: Callable[[K], V]) -> list[V]:
+    """``known[key]`` for each key, in order; a key met for the first time is read once by
+    ``read(key)`` and kept in ``known``. Answers repeat the same values row after row, so a
+    large answer costs one dictionary lookup per value (at C speed) and one read per distinct one."""
+    try:
+        return list(map(known.__getitem__, keys))
+    except KeyError:  # values not met before
+        for key in set(keys).difference(known):
+            known[key] = read(key)
+        return list(map(known.__getitem__, keys))

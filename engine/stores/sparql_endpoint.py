@@ -50,7 +50,7 @@ from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
 from engine.timeouts import run_with_timeout
 from sparql.readonly import prepare_query
-from sparql.tsv import parse_term
+from sparql.tsv import decode_each, parse_term
 from sparql.turtle_results import expand_prefixed, read_turtle_results
 from sparql.virtuoso import EXACT_SUFFIX
 
@@ -324,21 +324,16 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             tokens = columns[position[name]]
             at = position.get(name + EXACT_SUFFIX)
             keys = tokens if at is None else [t if c is None else (t, c) for t, c in zip(tokens, columns[at])]
-            known = self._turtle_decoded
-            try:
-                decoded.append(list(map(known.__getitem__, keys)))
-            except KeyError:  # values not met before
-                for key in set(keys).difference(known):
-                    known[key] = self._turtle_term(*(key if isinstance(key, tuple) else (key, None)))
-                decoded.append(list(map(known.__getitem__, keys)))
+            decoded.append(decode_each(keys, self._turtle_decoded, self._turtle_term))
         return Columns(kept, decoded)
 
-    def _turtle_term(self, token: str | None, companion: str | None) -> Any:
-        """One Turtle value as an engine term. A number's companion holds its 17-digit text
-        and its datatype, which Turtle's bare numbers do not keep (a double written without
-        an exponent reads as a decimal)."""
-        if token is None:
+    def _turtle_term(self, key: str | tuple[str, str] | None) -> Any:
+        """One Turtle value, or a (value, companion) pair, as an engine term. A number's
+        companion holds its 17-digit text and its datatype, which Turtle's bare numbers do not
+        keep (a double written without an exponent reads as a decimal)."""
+        if key is None:
             return None
+        token, companion = key if isinstance(key, tuple) else (key, None)
         term = parse_term(expand_prefixed(token, self._turtle_prefixes), self.terms.id_of, _literal_parts)
         if not isinstance(term, tuple):
             return term
