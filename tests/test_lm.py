@@ -241,7 +241,7 @@ def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
     # the offline GGUF default, cast after loading: bfloat16 rounds the logits, not a clear decision
     bf16 = TransformersLM.load(local_source(None), "cpu", None, "bfloat16")
     assert {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
-    prompt = "What is the capital of France? Answer in one word."
-    assert bf16.generate(prompt, max_new_tokens=3).text == lm.generate(prompt, max_new_tokens=3).text
+    prompt = "What is the capital of France? Answer in one word."  # first token: 1.5 logits ahead of the next
+    assert bf16.generate(prompt, max_new_tokens=1).text == lm.generate(prompt, max_new_tokens=1).text == "The"
     with pytest.raises(InvalidInputError, match="unknown dtype 'int3': use one of float32, bfloat16"):
         load_lm(tiny, "cpu", "raw", "int3")
