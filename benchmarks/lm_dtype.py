@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.model_time import run_version
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "lm-dtype"
@@ -36,13 +37,13 @@ METHODS: dict[str, list[str]] = {
 DATASETS = {"metaqa-2hop": "metaqa", "metaqa-3hop": "metaqa", "pathquestion-3h": "pq3h"}
 
 
-def run(method: str, dataset: str, dtype: str, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+def run(method: str, dataset: str, dtype: str, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """``kgqa <method> run`` on ``dataset`` in ``dtype``; its records (output and log in ``work``)."""
     store = Path(args.stores) / DATASETS[dataset]
+    out = work / f"{method}-{dataset}-{dtype}.jsonl"
     argv = [method, "run", "--dataset", dataset, "--split", "val", "--limit", str(args.questions), "--store", str(store),
             *METHODS[method], "--dtype", dtype, "--no-progress", "--out", str(out)]
-    done = subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"`kgqa {' '.join(argv)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    run_version(ROOT, argv, out.with_suffix(".log"))
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -94,15 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", default="float32,bfloat16", help="the first is the one the others are compared with")
     p.add_argument("--stores", default=str(ROOT / "kgqa-data"), help="the directory holding the stores metaqa and pq3h")
     p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--workdir", default=None, help="keep the predictions and logs here (default: a temporary directory)")
     args = p.parse_args(argv)
     from benchmarks.report import machine
 
     dtypes = args.dtypes.split(",")
     started, rows, load_at_start = time.perf_counter(), [], [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.workdir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for dataset in args.datasets.split(","):
             for method in args.methods.split(","):
-                records = {dtype: run(method, dataset, dtype, args, Path(tmp) / f"{method}-{dataset}-{dtype}.jsonl") for dtype in dtypes}
+                records = {dtype: run(method, dataset, dtype, args, work) for dtype in dtypes}
                 rows.append({"method": method, "dataset": dataset, "questions": len(records[dtypes[0]]), **compare(records, dtypes)})
                 print(json.dumps(rows[-1]), flush=True)
     result = {"dtypes": dtypes, "questions": args.questions, "omp_threads": os.environ.get("OMP_NUM_THREADS"),

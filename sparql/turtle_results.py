@@ -91,7 +91,7 @@ def _read_lines(data: str) -> TurtleResult:
             raise _OtherLayout
     if row is not None or prefixes.get("res", RES) != RES:
         raise _OtherLayout
-    return names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names], prefixes
+    return names, _columns(rows, len(names)), prefixes
 
 
 def _read_graph(data: str) -> TurtleResult:
@@ -123,7 +123,12 @@ def _read_graph(data: str) -> TurtleResult:
                 raise StoreError("a Turtle result set has a binding without a known variable or a value")
             row[index[variable.value]] = str(value)
         rows.append(row)
-    return variables, [list(column) for column in zip(*rows)] if rows else [[] for _ in variables], {}
+    return variables, _columns(rows, len(variables)), {}
+
+
+def _columns(rows: list[list[str | None]], width: int) -> list[list[str | None]]:
+    """Rows turned into ``width`` columns (empty ones when there are no rows)."""
+    return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
 def expand_prefixed(token: str, prefixes: Mapping[str, str]) -> str:
