@@ -13,18 +13,28 @@ from pathlib import Path as FilePath
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cli import main
 from engine.errors import InvalidInputError
 from engine.fidelis import prompts
 from engine.fidelis.index import EmbeddingIndex, StaleIndexError
-from engine.fidelis.parsing import parse_answers, parse_indices, parse_plan, parse_yes
+from engine.fidelis.parsing import (
+    indices_settled,
+    parse_answers,
+    parse_indices,
+    parse_plan,
+    parse_yes,
+    plan_settled,
+    verdict_settled,
+)
 from engine.fidelis.pathrag import Neighbourhoods, eq3_scores, next_steps, score_steps
 from engine.fidelis.pipeline import FidelisMethod
 from engine.fidelis.search import SearchConfig, Searcher, check_steps
 from engine.graph import Edge, Literal, Path, Triple
 from engine.metrics import coverage_ratio, validity_ratio
-from engine.models.lm import Generation, LanguageModel
+from engine.models.lm import Generation, LanguageModel, per_prompt_stops
 from engine.run import Meter, run_method
 from loaders.questions import Question
 from tests.random_graphs import node_ids, random_graph
@@ -165,12 +175,14 @@ class ScriptedLM(LanguageModel):
 
     name = "scripted"
 
-    def __init__(self, plan: str | None = None, rank: str | None = None, verify: bool = True) -> None:
+    def __init__(self, plan: str | None = None, rank: str | None = None, verify: bool = True, chatter: str = "") -> None:
         self.plan = plan
         self.rank = rank
         self.verify = verify
+        self.chatter = chatter  # written on after every plan, rank and verdict, as small models do
         self.prompts: list[str] = []
         self.batches: list[int] = []
+        self.stopped: list[str] = []  # replies a ``stop`` ended early
 
     def generate(self, prompt: str, **_) -> Generation:
         self.prompts.append(prompt)
@@ -191,13 +203,23 @@ class ScriptedLM(LanguageModel):
         elif prompt.startswith(prompts.ANSWER_SYSTEM):
             paths = prompt.split("Reasoning path: ", 1)[1].split("\nOnly return")[0].splitlines()
             text = ", ".join(dict.fromkeys(p.split(" → ")[-1] for p in paths))
+            return Generation(text, None, None, len(prompt.split()), len(text.split()))
         else:
             raise AssertionError(f"unexpected prompt {prompt[:80]!r}")
+        text += self.chatter
         return Generation(text, None, None, len(prompt.split()), len(text.split()))
 
-    def generate_batch(self, prompts_, *, max_new_tokens=256):
+    def generate_batch(self, prompts_, *, max_new_tokens=256, stop=None):
+        """Each reply written character by character, ended where ``stop`` first holds."""
         self.batches.append(len(prompts_))
-        return [self.generate(p) for p in prompts_]
+        replies = [self.generate(p) for p in prompts_]
+        out = []
+        for g, rule in zip(replies, per_prompt_stops(stop, len(prompts_))):
+            end = next((n for n in range(len(g.text) + 1) if rule is not None and rule(g.text[:n])), len(g.text))
+            if end < len(g.text):
+                self.stopped.append(g.text[:end])
+            out.append(Generation(g.text[:end], None, None, g.prompt_tokens, len(g.text[:end].split())))
+        return out
 
     def beam_search(self, prompt, **_):
         raise AssertionError("FiDeLiS never beam-searches")
@@ -243,6 +265,26 @@ def test_beam_search_verifies_stops_and_answers_on_every_store(make_store, store
     assert summary["calls_per_question"]["store"] <= (3 * 3 + 2) / 2
 
 
+def test_replies_end_where_their_answer_is_settled_and_answer_the_same(make_store, movie_index):
+    """A model that writes on after its plan, indices and verdict is stopped where each parser's
+    reading is settled; the search is the one the whole replies give."""
+    store = make_store("oxigraph", MOVIE_TRIPLES)
+    chatter = " I hope this helps: 1, 2, 3, 4 {no} yes no"
+
+    def outcomes(lm):
+        searcher = Searcher(store, movie_index, lm, SearchConfig(width=2, depth=3))
+        return [(o.plan, o.answers, [s.steps for s in o.searches]) for o in searcher.run([QUESTION, OTHER])]
+
+    whole = ScriptedLM(chatter=chatter)
+    whole.generate_batch = lambda prompts_, *, max_new_tokens=256, stop=None: ScriptedLM.generate_batch(whole, prompts_)
+    stopped = ScriptedLM(chatter=chatter)
+    assert outcomes(stopped) == outcomes(whole)
+    # every plan, rank and verdict stopped right after its answer: the chatter never written
+    assert len(stopped.stopped) == len(stopped.prompts) - 2  # all but the two answer prompts
+    assert all(chatter.strip()[:5] not in reply for reply in stopped.stopped)
+    assert {r[-1] for r in stopped.stopped} <= {"}", "]", ".", " "}
+
+
 def test_paths_mode_answers_with_path_ends_and_unusable_replies_fall_back(make_store, movie_index):
     store = make_store("oxigraph", MOVIE_TRIPLES)
     lm = ScriptedLM(plan="I cannot answer in JSON", rank="none of them", verify=False)
@@ -282,6 +324,35 @@ def test_reply_parsers():
     assert parse_indices("no numbers", 5, 2) == []
     assert (parse_yes("Yes, it can."), parse_yes("no"), parse_yes("maybe")) == (True, False, None)
     assert parse_answers("Answer: Robert Zemeckis, Penny Marshall.\nRobert Zemeckis") == ["Robert Zemeckis", "Penny Marshall"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(['{', '}', '"keywords"', '"declarative_statement"', ': ', '["a"', ', "b"]', '"x"', "[", "]", " ",
+                              "1", "2", "3", "0", "12", ",", "yes", "no", "No", "ne", "Yes.", "\n", "t"]), max_size=14),
+    st.integers(0, 4), st.integers(1, 3),
+)
+def test_a_settled_reply_reads_the_same_however_it_goes_on(parts, n_candidates, k):
+    """Wherever ``*_settled`` holds for a prefix of a reply, its parser reads the prefix as it
+    reads the whole reply: stopping there changes no answer."""
+    reply = "".join(parts)
+    for end in range(len(reply) + 1):
+        prefix = reply[:end]
+        if plan_settled(prefix):
+            assert parse_plan(prefix, "q") == parse_plan(reply, "q")
+        if indices_settled(prefix, n_candidates, k):
+            assert parse_indices(prefix, n_candidates, k) == parse_indices(reply, n_candidates, k)
+        if verdict_settled(prefix):
+            assert parse_yes(prefix) == parse_yes(reply)
+
+
+def test_replies_settle_right_after_their_answer():
+    plan = '```json\n{"keywords": ["a"], "declarative_statement": "X is *placeholder*."}'
+    assert plan_settled(plan) and not plan_settled(plan[:-1]) and not plan_settled('{"planning_steps": ["s"]}')
+    assert [indices_settled(r, 30, 3) for r in ("[3, 5, 1", "[3, 5, 1]", "[3, 3, 5, 99, 1,")] == [False, True, True]
+    assert indices_settled("[2", 1, 3) is False and indices_settled("[1]", 1, 3) is True  # one candidate: all it can take
+    assert [verdict_settled(r) for r in ("Yes", "Yes.", "No", "None of them, no", "Nobody knows. no\n")] == [
+        False, True, False, False, True]
 
 
 def test_prompts_are_the_papers_text():

@@ -79,6 +79,14 @@ def test_generate_batch_stops_each_row_as_generate_does(lm):
     assert [g.text for g in batched] == [g.text for g in single]
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
     assert any(g.completion_tokens < 12 for g in single)  # the stop ended a row before the cap
+    # a rule per prompt (None: only the cap ends it)
+    rules = [lambda text: len(text.split()) >= 1, None, lambda text: len(text.split()) >= 3]
+    single = [lm.generate(p, max_new_tokens=12, stop=r) for p, r in zip(prompts, rules)]
+    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=rules)
+    assert [g.text for g in batched] == [g.text for g in single]
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
+    with pytest.raises(ValueError, match="2 stop rules for 3 prompts"):
+        lm.generate_batch(prompts, max_new_tokens=2, stop=rules[:2])
 
 
 def test_constrained_beam_search_stays_in_the_trie(lm):

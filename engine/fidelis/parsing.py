@@ -82,21 +82,24 @@ def _cut_field(reply: str, key: str) -> list[str]:
         return []
 
 
+def _plan_of(obj: dict, question: str, reply: str) -> Plan | None:
+    """The plan a JSON object gives, or None when it has neither keywords nor a statement."""
+    keywords = _strings(obj.get("keywords"))
+    statement = obj.get("declarative_statement")
+    statement = statement.strip() if isinstance(statement, str) else ""
+    if not (keywords or statement):
+        return None
+    return Plan(keywords=keywords or [question], steps=_strings(obj.get("planning_steps")), statement=statement or question, raw=reply)
+
+
 def parse_plan(reply: str, question: str) -> Plan:
     """The first JSON object with usable ``keywords`` (or a ``declarative_statement``); else
     the complete strings of JSON cut short (``partial``; repeated keywords kept once); else the
     fallback plan: the question as the keywords and the statement."""
     for obj in _json_objects(reply):
-        keywords = _strings(obj.get("keywords"))
-        statement = obj.get("declarative_statement")
-        statement = statement.strip() if isinstance(statement, str) else ""
-        if keywords or statement:
-            return Plan(
-                keywords=keywords or [question],
-                steps=_strings(obj.get("planning_steps")),
-                statement=statement or question,
-                raw=reply,
-            )
+        plan = _plan_of(obj, question, reply)
+        if plan is not None:
+            return plan
     keywords = list(dict.fromkeys(k for k in _cut_field(reply, "keywords") if k))
     if keywords:
         statement = next(iter(_cut_field(reply, "declarative_statement")), "") or question
@@ -134,3 +137,47 @@ def parse_answers(reply: str) -> list[str]:
     text = re.sub(r"^\s*(answer|a)\s*:\s*", "", reply.strip(), flags=re.IGNORECASE)
     parts = [p.strip().strip(".").strip() for p in re.split(r",|\n|;", text)]
     return list(dict.fromkeys(p for p in parts if p))
+
+
+# ----------------------------------------------------------------------------- when to stop
+# Each ``*_settled`` says whether its parser's reading of a reply can no longer change however
+# the model goes on, so generation may stop there (``LanguageModel.generate_batch``'s ``stop``)
+# with the very answer the whole reply would give.
+
+def plan_settled(reply: str) -> bool:
+    """The reply's first ``{`` opens a complete JSON object that :func:`parse_plan` takes: it
+    reads objects in order and stops at the first usable one, so later text is never read."""
+    start = reply.find("{")
+    if start < 0:
+        return False
+    try:
+        value, _ = json.JSONDecoder().raw_decode(reply, start)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and _plan_of(value, "", reply) is not None
+
+
+def indices_settled(reply: str, n_candidates: int, k: int) -> bool:
+    """:func:`parse_indices` has all it can take: ``k`` distinct indices in range (or every
+    candidate), the last followed by something other than a digit, so it cannot grow into
+    another number; the numbers before it are complete, and those after are never read."""
+    wanted = min(k, n_candidates)
+    if wanted <= 0:
+        return True
+    chosen: set[int] = set()
+    for match in _INT.finditer(reply):
+        i = int(match.group()) - 1
+        if 0 <= i < n_candidates:
+            chosen.add(i)
+            if len(chosen) == wanted:
+                return match.end() < len(reply)
+    return False
+
+
+def verdict_settled(reply: str) -> bool:
+    """:func:`parse_yes` has its word for good: the first "yes" or "no" is followed by a
+    non-letter ("no" could still become "none")."""
+    for match in _WORD.finditer(reply):
+        if match.group().lower() in ("yes", "no"):
+            return match.end() < len(reply)
+    return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +28,13 @@ from engine.fidelis import prompts
 from engine.fidelis.index import EmbeddingIndex
 from engine.fidelis.parsing import (
     Plan,
+    indices_settled,
     parse_answers,
     parse_indices,
     parse_plan,
     parse_yes,
+    plan_settled,
+    verdict_settled,
 )
 from engine.fidelis.pathrag import (
     ALPHA,
@@ -42,7 +46,7 @@ from engine.fidelis.pathrag import (
 )
 from engine.graph import Edge, Literal, Path, Term
 from engine.identifiers import UNBOUNDED
-from engine.models.lm import LanguageModel
+from engine.models.lm import BatchStop, LanguageModel
 from engine.render import render_path, term_text
 from engine.store import Store
 from loaders.questions import Question
@@ -140,11 +144,14 @@ class Searcher:
             yield
         self.embedding_seconds += self.meter.seconds.get("model", 0.0) - before
 
-    def _generate(self, items: Sequence[tuple[int, str, str]], usage: list[Usage], max_new_tokens: int) -> list[str]:
-        """One batched generation; ``items`` are (question, stage, prompt)."""
+    def _generate(
+        self, items: Sequence[tuple[int, str, str]], usage: list[Usage], max_new_tokens: int, stop: BatchStop = None
+    ) -> list[str]:
+        """One batched generation; ``items`` are (question, stage, prompt); a reply ends once
+        ``stop`` (its parser's ``*_settled``) holds."""
         if not items:
             return []
-        outputs = self.lm.generate_batch([p for _, _, p in items], max_new_tokens=max_new_tokens)
+        outputs = self.lm.generate_batch([p for _, _, p in items], max_new_tokens=max_new_tokens, stop=stop)
         for (q, stage, _), g in zip(items, outputs):
             usage[q].prompts[stage] += 1
             usage[q].prompt_tokens += g.prompt_tokens or 0
@@ -171,7 +178,9 @@ class Searcher:
     def run(self, questions: Sequence[Question]) -> list[Outcome]:
         c = self.config
         usage = [Usage() for _ in questions]
-        replies = self._generate([(i, "plan", prompts.plan_prompt(q.question)) for i, q in enumerate(questions)], usage, c.plan_tokens)
+        replies = self._generate(
+            [(i, "plan", prompts.plan_prompt(q.question)) for i, q in enumerate(questions)], usage, c.plan_tokens, plan_settled
+        )
         plans = [parse_plan(r, q.question) for r, q in zip(replies, questions)]
         for u, p in zip(usage, plans):
             if not p.parsed:
@@ -214,7 +223,7 @@ class Searcher:
                     prompt = prompts.adequacy_prompt(questions[s.question].question, self.text(beam))
                 items.append((s.question, "verify", prompt))
                 owners.append((s, beam))
-        replies = self._generate(items, usage, self.config.verify_tokens)
+        replies = self._generate(items, usage, self.config.verify_tokens, verdict_settled)
         verdicts: dict[int, list[bool]] = defaultdict(list)
         for (s, beam), reply in zip(owners, replies):
             yes = parse_yes(reply)
@@ -260,7 +269,8 @@ class Searcher:
                 questions[s.question].question, plans[s.question].context, [self.text(c.path) for c in s.candidates], k))
             for s in searches
         ]
-        for s, reply in zip(searches, self._generate(items, usage, self.config.rank_tokens)):
+        settled = [partial(indices_settled, n_candidates=len(s.candidates), k=k) for s in searches]
+        for s, reply in zip(searches, self._generate(items, usage, self.config.rank_tokens, settled)):
             chosen = parse_indices(reply, len(s.candidates), k)
             fallback = not chosen
             if fallback:  # unusable reply: Path-RAG's own order

@@ -57,6 +57,18 @@ AllowedTokens = Callable[[Sequence[int]], Sequence[int]]
 #: early stop: given the text generated so far, whether it is complete (e.g. holds a closed
 #: ``</PATH>`` or a balanced S-expression); a sequence for which it holds is ended there
 StopWhen = Callable[[str], bool]
+#: ``generate_batch``'s stop: one rule for every prompt, or a rule (or None) per prompt
+BatchStop = StopWhen | Sequence[StopWhen | None] | None
+
+
+def per_prompt_stops(stop: BatchStop, n: int) -> list[StopWhen | None]:
+    """``stop`` as one rule per prompt of ``n``."""
+    if stop is None or callable(stop):
+        return [stop] * n
+    stops = list(stop)
+    if len(stops) != n:
+        raise ValueError(f"{len(stops)} stop rules for {n} prompts")
+    return stops
 
 # HTTP statuses worth retrying: rate limits, overload, gateway hiccups
 _TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -113,11 +125,12 @@ class LanguageModel(ABC):
         """The ``num_return`` (default ``num_beams``) best sequences, best first; a beam for
         which ``stop`` holds is finished."""
 
-    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: BatchStop = None) -> list[Generation]:
         """Greedy decoding of independent prompts, one generation per prompt in order, each
-        ended by ``stop`` as :meth:`generate` ends it; the default decodes them one by one
-        (local models batch them)."""
-        return [self.generate(p, max_new_tokens=max_new_tokens, stop=stop) for p in prompts]
+        ended by ``stop`` (one rule for all, or one per prompt) as :meth:`generate` ends it;
+        the default decodes them one by one (local models batch them)."""
+        stops = per_prompt_stops(stop, len(prompts))
+        return [self.generate(p, max_new_tokens=max_new_tokens, stop=s) for p, s in zip(prompts, stops)]
 
     def beam_search_batch(
         self,
@@ -323,17 +336,19 @@ class TransformersLM(LanguageModel):
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=self.device)
         return ids, mask, width
 
-    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: StopWhen | None = None) -> list[Generation]:
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: BatchStop = None) -> list[Generation]:
         """Greedy decoding of several prompts, left-padded into batches of similar length
-        (:meth:`_chunks`); a row for which ``stop`` holds is finished (padded) while the others go on."""
+        (:meth:`_chunks`); a row for which its ``stop`` holds is finished (padded) while the others go on."""
         import torch
         from transformers import StoppingCriteriaList
 
         encoded = [self.prompt_ids(p) for p in prompts]
+        stops = per_prompt_stops(stop, len(prompts))
         out: list[Generation | None] = [None] * len(encoded)
         for chunk in self._chunks([len(e) for e in encoded]):
             ids, mask, width = self._left_padded([encoded[i] for i in chunk])
-            criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
+            rules = [stops[i] for i in chunk]
+            criteria = StoppingCriteriaList([_TextStop(self, width, rules)]) if any(rules) else None
             with torch.no_grad():
                 sequences = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
@@ -346,7 +361,8 @@ class TransformersLM(LanguageModel):
                 if self.eos_token_id in new:  # what follows the end is padding
                     end = new.index(self.eos_token_id)
                     # a row ``stop`` finished is padded with eos (when eos pads): that one is not generated
-                    stopped = stop is not None and stop(self._decode(new[:end]))
+                    rule = stops[i]
+                    stopped = rule is not None and rule(self._decode(new[:end]))
                     new = new[: end if stopped else end + 1]
                 out[i] = Generation(self._decode(new), None, None, len(encoded[i]), len(new))
         return out  # type: ignore[return-value]
@@ -510,16 +526,18 @@ def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
 
 class _TextStop:
     """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
-    is done once ``stop`` holds for the text generated after ``start``, decoded as
-    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
+    is done once ``stop`` (one rule, or one per row; None never stops) holds for the text
+    generated after ``start``, decoded as :meth:`TransformersLM._decode` does. Beam search
+    asks it of every candidate beam."""
 
-    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
+    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen | Sequence[StopWhen | None]) -> None:
         self.lm, self.start, self.stop = lm, start, stop
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
+        rules = per_prompt_stops(self.stop, len(input_ids))
+        done = [rule is not None and rule(self.lm._decode(row[self.start:].tolist())) for rule, row in zip(rules, input_ids)]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
