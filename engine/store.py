@@ -319,6 +319,13 @@ class Store(ABC):
     def stats(self) -> StoreStats:
         """Triples, entities and triples per relation."""
 
+    def relation_names(self) -> list[str]:
+        """The relations the stored edges carry, sorted: the keys of :meth:`stats`'s
+        ``relations``, found without counting entities or edges where the store can list them
+        more cheaply. What the methods take as their relation vocabulary: on a Freebase-sized
+        endpoint :meth:`stats` counts every entity of the graph."""
+        return sorted(self.stats().relations)
+
     # ------------------------------------------------------------------ operations
     def relations(
         self,

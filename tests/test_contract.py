@@ -211,6 +211,14 @@ def test_listeners_see_each_call_with_its_text_rows_and_seconds(store):
     assert call.rows == 2
 
 
+def test_relation_names_are_listed_without_counting_the_graph(store):
+    s = store(GRAPH)
+    calls = calls_of(s)
+    assert s.relation_names() == sorted({t.relation for t in GRAPH}) == ReferenceStore(GRAPH).relation_names()
+    # the methods' relation vocabulary: no count of entities or triples on a Freebase-sized graph
+    assert not {c.op_name for c in calls} & {"count_entities", "count_triples"}
+
+
 def test_limits_cut_inside_the_database(store):
     hub = [Triple("hub", "r", f"e{i}") for i in range(50)]
     s = store(hub)

@@ -85,6 +85,7 @@ def test_every_operation_matches_the_reference(store, seed):
     s = store(triples)
     assert s.count_triples() == len(triples)
     assert s.stats() == reference.stats()
+    assert s.relation_names() == reference.relation_names() == sorted(reference.stats().relations)
     rng = random.Random(seed * 1000)
     for op, args, kwargs in _calls(rng, node_ids(triples), literal_objects(triples)):
         expected = getattr(reference, op)(*args, **kwargs)

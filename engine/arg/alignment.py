@@ -48,7 +48,7 @@ class Aligner:
         self.store = store
         self.timeout = validate_timeout(timeout)
         self.n_entities, self.n_relations = n_entities, n_relations
-        self.known = sorted(store.stats().relations)
+        self.known = store.relation_names()
         self.bm25 = BM25Okapi([tokens(r) or ["_"] for r in self.known]) if self.known else None
         self._ids: dict[str, list[str]] = {}  # a batch's names, from prefetch
 

@@ -51,7 +51,7 @@ class RelationVocab:
     @classmethod
     def from_store(cls, store: Store) -> RelationVocab:
         """Every relation of the store except entity names, sorted."""
-        return cls(sorted(r for r in store.stats().relations if r != NAME_RELATION))
+        return cls([r for r in store.relation_names() if r != NAME_RELATION])
 
     @property
     def size(self) -> int:

@@ -129,7 +129,7 @@ class EmbeddingIndex:
             encoder, encode = make_encoder(encoder)
         started = time.perf_counter()
         stamp = fingerprint(store)
-        relations = sorted(r for r in store.stats().relations if r != NAME_RELATION)
+        relations = [r for r in store.relation_names() if r != NAME_RELATION]
         entities = store.entities(limit=UNBOUNDED).ids
         if not relations or not entities:
             raise InvalidInputError(f"the store {store.uri!r} holds no triples to index: load a graph first with `kgqa load`")

@@ -43,7 +43,7 @@ class Plan:
 
 def relation_vocabulary(store: Store) -> frozenset[str]:
     """Every relation of the store that a plan may name (labels excluded)."""
-    return frozenset(r for r in store.stats().relations if r != NAME_RELATION)
+    return frozenset(r for r in store.relation_names() if r != NAME_RELATION)
 
 
 class Frontiers:

@@ -389,14 +389,22 @@ class BoltStore(Store):
     def stats(self) -> StoreStats:
         """Counts; relation types that are not valid relation names (written by other tools)
         are left out of the per-relation counts."""
+        entities = self._call(CountEntities())[0]
+        return StoreStats(self.count_triples(), entities, self._relation_counts())
+
+    def relation_names(self) -> list[str]:
+        return list(self._relation_counts())
+
+    def _relation_counts(self) -> dict[str, int]:
+        """Edges per relation type that is a valid relation name and has edges (a database
+        lists a type whose edges were all deleted), sorted by relation."""
         types = sorted(t for t in self._call(RelationTypes()) if RELATION_PATTERN.fullmatch(t))
         counts: dict[str, int] = {}
         for start in range(0, len(types), _COUNT_BRANCHES):
             for relation, count in self._call(RelationCounts(tuple(types[start:start + _COUNT_BRANCHES]))):
                 if count:
                     counts[relation] = count
-        entities = self._call(CountEntities())[0]
-        return StoreStats(self.count_triples(), entities, dict(sorted(counts.items())))
+        return counts
 
     # ------------------------------------------------------------------ operations
     def _run(self, op: Op, compiled: Compiled | None) -> list:

@@ -15,7 +15,7 @@ import pyoxigraph as ox
 
 from engine.graph import Edge, Literal, Path, Term, Triple
 from engine.limits import TermCheck, TermLimits, term_check
-from engine.ops import Compiled, CountEntities, CountTriples, Op, RelationCounts
+from engine.ops import Compiled, CountEntities, CountTriples, Op, RelationCounts, RelationTypes
 from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
 from engine.sexpr.tree import Count
 from engine.store import Store
@@ -146,6 +146,9 @@ class SparqlStore(Store):
         relations = dict(self._call(RelationCounts()))
         entities = self._call(CountEntities())[0]
         return StoreStats(sum(relations.values()), entities, dict(sorted(relations.items())))
+
+    def relation_names(self) -> list[str]:
+        return sorted(set(self._call(RelationTypes())))
 
     # ------------------------------------------------------------------ operations
     def _run(self, op: Op, compiled: Compiled | None) -> list:
