@@ -13,14 +13,17 @@ from engine.run import Meter, Prediction, run_method, unwrap
 from loaders.questions import Question
 
 
-def test_nested_stages_are_exclusive():
+def test_nested_stages_are_exclusive(monkeypatch):
+    clock = [100.0]  # a clock the test moves, so that no timing enters the test
+    monkeypatch.setattr("engine.run.time.perf_counter", lambda: clock[0])
     meter = Meter()
     with meter.stage("model"):
-        time.sleep(0.05)
+        clock[0] += 0.05
         with meter.stage("store"):
-            time.sleep(0.1)
-    assert meter.seconds["store"] == pytest.approx(0.1, abs=0.03)
-    assert meter.seconds["model"] == pytest.approx(0.05, abs=0.03)  # the store's 0.1 s is not model time
+            clock[0] += 0.1
+        clock[0] += 0.02
+    assert meter.seconds["store"] == pytest.approx(0.1)
+    assert meter.seconds["model"] == pytest.approx(0.07)  # the store's 0.1 s is not model time
 
 
 def test_metered_store_counts_every_public_call_once_and_meters_compose():
