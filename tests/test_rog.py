@@ -19,6 +19,7 @@ from engine.rog.grounding import ground, ground_batch
 from engine.rog.planning import (
     Frontiers,
     PlanConstraint,
+    fetch_step,
     generate_plans,
     generate_plans_batch,
     relation_vocabulary,
@@ -173,6 +174,36 @@ def test_frontier_relations_match_plain_python(make_store, store_kind):
             want = {t.relation for t in TRIPLES if t.subject in ends or t.object in ends}
             assert frontiers.relations(prefix) == want, (topics, prefix)
             assert frontiers.nodes(prefix) == sorted(ends)
+
+
+def test_a_steps_frontier_calls_are_fetched_together_and_answer_as_alone(make_store, store_kind):
+    """Lock-step random decoding of several grounded plans: after ``fetch_step`` has seen a
+    step's rows, every rule answers from its frontiers' caches (no store call), and allows
+    exactly what the same rule over frontiers of its own allows."""
+    store = make_store(store_kind, TRIPLES)
+    vocabulary = relation_vocabulary(store)
+    topics = [["Titanic"], ["Inception", "Avatar"], ["James Cameron"], ["Christopher Nolan"], ["Titanic", "Leonardo DiCaprio"]]
+    meter = Meter()
+    shared = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(meter.store(store), t)) for t in topics]
+    alone = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(store, t)) for t in topics]
+    before_step = fetch_step(shared)
+    rng = random.Random(5)
+    for _ in range(20):
+        generated: list[list[int]] = [[] for _ in topics]
+        for _ in range(shared[0].max_new_tokens()):
+            rows = [(q, tokens) for q, tokens in enumerate(generated) if not tokens or tokens[-1] != 0]
+            if not rows:
+                break
+            before_step(rows)
+            calls = meter.calls["store"]
+            for q, tokens in rows:
+                allowed = shared[q](tokens)
+                assert allowed == alone[q](tokens)
+                tokens.append(rng.choice(allowed))
+            assert meter.calls["store"] == calls, "a rule called the store after the step was fetched"
+    # one call per kind and relation for the whole step, not per question
+    lazy = sum(len(c.frontiers._relations) + len(c.frontiers._nodes) - 1 for c in alone)
+    assert 0 < meter.calls["store"] < lazy
 
 
 # ----------------------------------------------------------------------------- constrained planning, SmolLM2

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
-from engine.batched import per_group
-from engine.graph import NAME_RELATION, Literal
+from engine.batched import Call, per_group
+from engine.graph import NAME_RELATION, Edge, Literal
 from engine.identifiers import UNBOUNDED
-from engine.models.lm import LanguageModel
+from engine.models.lm import BeforeStep, LanguageModel
 from engine.models.trie import TokenTrie
 from engine.results import RelationCount
 from engine.rog.prompts import (
@@ -46,6 +48,14 @@ def relation_vocabulary(store: Store) -> frozenset[str]:
     return frozenset(r for r in store.relation_names() if r != NAME_RELATION)
 
 
+class _Missing(Exception):
+    """What a frontier lacks while a step's needs are gathered (:func:`fetch_step`)."""
+
+    def __init__(self, frontiers: Frontiers, kind: str, prefix: tuple[str, ...]) -> None:
+        super().__init__(kind, prefix)
+        self.need = (frontiers, kind, prefix)
+
+
 class Frontiers:
     """The nodes reached from the topic entities by each relation prefix, and the relations
     leaving them: batched store calls over a whole frontier, cached."""
@@ -55,14 +65,25 @@ class Frontiers:
         self.direction = direction
         self._nodes: dict[tuple[str, ...], list[str]] = {(): sorted(set(topics))}
         self._relations: dict[tuple[str, ...], frozenset[str]] = {}
+        self._gathering = False  # raise _Missing instead of calling the store
 
     def nodes(self, prefix: tuple[str, ...]) -> list[str]:
         if prefix not in self._nodes:
+            if self._gathering:
+                raise _Missing(self, "nodes", prefix)
             parent = self.nodes(prefix[:-1])
             edges = self.store.expand(parent, [prefix[-1]], self.direction, UNBOUNDED).edges if parent else []
-            # literals end walks: they are reached but never left
-            self._nodes[prefix] = sorted({e.dst for e in edges if not isinstance(e.dst, Literal)})  # type: ignore[type-var]
+            self._set_nodes(prefix, edges)
         return self._nodes[prefix]
+
+    def _set_nodes(self, prefix: tuple[str, ...], edges: Iterable[Edge]) -> None:
+        # literals end walks: they are reached but never left
+        self._nodes[prefix] = sorted({e.dst for e in edges if not isinstance(e.dst, Literal)})  # type: ignore[type-var]
+
+    def _from_two_hop(self, prefix: tuple[str, ...]) -> bool:
+        """Whether ``relations(prefix)`` comes from ``two_hop_relations`` over the frontier
+        before the prefix's last relation (rather than ``relations`` of its own frontier)."""
+        return bool(prefix) and self.direction == "both" and prefix not in self._nodes
 
     def relations(self, prefix: tuple[str, ...]) -> frozenset[str]:
         """Relations of edges leaving the frontier of ``prefix``. Walking both ways, those of a
@@ -70,7 +91,9 @@ class Frontiers:
         last relation (the relations of the nodes that relation reaches), so the frontier
         itself is expanded only when a longer prefix needs it."""
         if prefix not in self._relations:
-            if prefix and self.direction == "both" and prefix not in self._nodes:
+            if self._gathering:
+                raise _Missing(self, "relations", prefix)
+            if self._from_two_hop(prefix):
                 parent = self.nodes(prefix[:-1])
                 rows = self.store.two_hop_relations(parent, prefix[-1], "both", UNBOUNDED).rows if parent else []
             else:
@@ -92,6 +115,91 @@ class Frontiers:
         found = per_group(lambda ids, n: first.store.relations(ids, first.direction, n), [f.nodes(()) for f in frontiers], UNBOUNDED)
         for f, (rows, _) in zip(frontiers, found, strict=True):
             f._relations[()] = _walkable(rows)
+
+
+def fetch_step(constraints: Sequence[PlanConstraint | None]) -> BeforeStep:
+    """A ``before_step`` for :meth:`LanguageModel.beam_search_batch` over grounded plans: the
+    relations every row of a step will ask of its frontiers, fetched first with one store call
+    per kind of call and relation for all the batch's questions (:func:`_fetch_together`), so
+    the rules then read them from the frontiers' caches. The rows see exactly what their own
+    calls would have returned: the same plans, fewer calls."""
+    grounded = [c for c in constraints if c is not None and c.frontiers is not None]
+
+    def before_step(rows: list[tuple[int, list[int]]]) -> None:
+        frontiers = {id(c.frontiers): c.frontiers for c in grounded}.values()
+        for f in frontiers:
+            f._gathering = True
+        try:
+            while True:
+                missing = []
+                for question, generated in rows:
+                    rule = constraints[question]
+                    if rule is None or rule.frontiers is None:
+                        continue
+                    try:
+                        rule(generated)
+                    except _Missing as e:
+                        missing.append(e.need)
+                if not missing:
+                    return
+                for f in frontiers:
+                    f._gathering = False
+                _fetch_together(missing)
+                for f in frontiers:
+                    f._gathering = True
+        finally:
+            for f in frontiers:
+                f._gathering = False
+
+    return before_step
+
+
+def _fetch_together(missing: Iterable[tuple[Frontiers, str, tuple[str, ...]]]) -> None:
+    """Fill in what the frontiers lack, one store call per kind of call, relation and
+    direction for all of them (:func:`engine.batched.per_group`: each frontier gets exactly its
+    own call's rows). What waits on a frontier not expanded yet gets that frontier now and is
+    asked in the next round."""
+    # (kind, relation, direction) -> {(frontier, prefix): frontier}; the prefix's frontier (expand)
+    # or relations (two_hop, relations) is what the call fills in
+    calls: dict[tuple[str, str | None, str], dict[tuple[int, tuple[str, ...]], Frontiers]] = {}
+    for f, kind, prefix in missing:
+        if kind == "nodes":
+            key, base = ("expand", prefix[-1], f.direction), prefix[:-1]
+        elif f._from_two_hop(prefix):
+            key, base = ("two_hop", prefix[-1], "both"), prefix[:-1]
+        else:
+            key, base = ("relations", None, f.direction), prefix
+        if base not in f._nodes:  # first the nearest frontier on the way that is not there
+            while base[:-1] not in f._nodes:
+                base = base[:-1]
+            key, prefix, base = ("expand", base[-1], f.direction), base, base[:-1]
+        calls.setdefault(key, {})[(id(f), prefix)] = f
+    for (kind, relation, direction), asked in calls.items():
+        items = [(prefix, f) for (_, prefix), f in asked.items()]
+        store = items[0][1].store
+        if kind == "expand":
+            groups = [f._nodes[prefix[:-1]] for prefix, f in items]
+            found = _per_nonempty_group(
+                lambda ids, n: store.expand(ids, [relation], direction, n), groups, rows=attrgetter("edges"), anchor=attrgetter("src")
+            )
+            for (prefix, f), edges in zip(items, found, strict=True):
+                f._set_nodes(prefix, edges)
+            continue
+        if kind == "two_hop":
+            groups = [f._nodes[prefix[:-1]] for prefix, f in items]
+            found = _per_nonempty_group(lambda ids, n: store.two_hop_relations(ids, relation, "both", n), groups)
+        else:
+            groups = [f._nodes[prefix] for prefix, f in items]
+            found = _per_nonempty_group(lambda ids, n: store.relations(ids, direction, n), groups)
+        for (prefix, f), rows in zip(items, found, strict=True):
+            f._relations[prefix] = _walkable(rows)
+
+
+def _per_nonempty_group(call: Call, groups: list[list[str]], **how: Any) -> list[list[Any]]:
+    """:func:`per_group`'s rows for each group, unbounded; an empty group gets none and no call."""
+    asked = [g for g in groups if g]
+    found = iter(per_group(call, asked, UNBOUNDED, **how)) if asked else iter(())
+    return [next(found)[0] if g else [] for g in groups]
 
 
 def _walkable(rows: Iterable[RelationCount]) -> frozenset[str]:
@@ -257,5 +365,6 @@ def generate_plans_batch(
     found = lm.beam_search_batch(
         [planning_prompt(q) for q in questions], num_beams=k, num_return=k, max_new_tokens=max_new_tokens,
         allowed_tokens=constraints, stop=_closed,
+        before_step=fetch_step(constraints) if constraints is not None and mode == "grounded" else None,
     )
     return [[Plan(b.text, parse_plan(b.text), b.score) for b in beams] for beams in found]
