@@ -184,7 +184,8 @@ def test_a_steps_frontier_calls_are_fetched_together_and_answer_as_alone(make_st
     vocabulary = relation_vocabulary(store)
     topics = [["Titanic"], ["Inception", "Avatar"], ["James Cameron"], ["Christopher Nolan"], ["Titanic", "Leonardo DiCaprio"]]
     meter = Meter()
-    shared = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(meter.store(store), t)) for t in topics]
+    metered = meter.store(store)
+    shared = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(metered, t)) for t in topics]
     alone = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(store, t)) for t in topics]
     before_step = fetch_step(shared)
     rng = random.Random(5)

@@ -123,33 +123,31 @@ def fetch_step(constraints: Sequence[PlanConstraint | None]) -> BeforeStep:
     per kind of call and relation for all the batch's questions (:func:`_fetch_together`), so
     the rules then read them from the frontiers' caches. The rows see exactly what their own
     calls would have returned: the same plans, fewer calls."""
-    grounded = [c for c in constraints if c is not None and c.frontiers is not None]
+    grounded = [(q, c) for q, c in enumerate(constraints) if c is not None and c.frontiers is not None]
+    frontiers = list({id(c.frontiers): c.frontiers for _, c in grounded}.values())
 
-    def before_step(rows: list[tuple[int, list[int]]]) -> None:
-        frontiers = {id(c.frontiers): c.frontiers for c in grounded}.values()
+    def gather(rows: list[tuple[int, list[int]]]) -> list[tuple[Frontiers, str, tuple[str, ...]]]:
+        """Run every grounded row's rule with its frontiers refusing to call the store: what
+        they lack (one thing per row and round)."""
+        asked = {q for q, _ in grounded}
+        missing = []
         for f in frontiers:
             f._gathering = True
         try:
-            while True:
-                missing = []
-                for question, generated in rows:
-                    rule = constraints[question]
-                    if rule is None or rule.frontiers is None:
-                        continue
+            for question, generated in rows:
+                if question in asked:
                     try:
-                        rule(generated)
+                        constraints[question](generated)  # type: ignore[misc]
                     except _Missing as e:
                         missing.append(e.need)
-                if not missing:
-                    return
-                for f in frontiers:
-                    f._gathering = False
-                _fetch_together(missing)
-                for f in frontiers:
-                    f._gathering = True
         finally:
             for f in frontiers:
                 f._gathering = False
+        return missing
+
+    def before_step(rows: list[tuple[int, list[int]]]) -> None:
+        while missing := gather(rows):
+            _fetch_together(missing)
 
     return before_step
 
@@ -159,22 +157,22 @@ def _fetch_together(missing: Iterable[tuple[Frontiers, str, tuple[str, ...]]]) -
     direction for all of them (:func:`engine.batched.per_group`: each frontier gets exactly its
     own call's rows). What waits on a frontier not expanded yet gets that frontier now and is
     asked in the next round."""
-    # (kind, relation, direction) -> {(frontier, prefix): frontier}; the prefix's frontier (expand)
-    # or relations (two_hop, relations) is what the call fills in
-    calls: dict[tuple[str, str | None, str], dict[tuple[int, tuple[str, ...]], Frontiers]] = {}
+    # (kind, relation, direction, store) -> {(frontier, prefix): frontier}; the call fills in the
+    # prefix's frontier (expand) or its relations (two_hop, relations)
+    calls: dict[tuple[str, str | None, str, int], dict[tuple[int, tuple[str, ...]], Frontiers]] = {}
     for f, kind, prefix in missing:
         if kind == "nodes":
-            key, base = ("expand", prefix[-1], f.direction), prefix[:-1]
+            call, base = ("expand", prefix[-1], f.direction), prefix[:-1]
         elif f._from_two_hop(prefix):
-            key, base = ("two_hop", prefix[-1], "both"), prefix[:-1]
+            call, base = ("two_hop", prefix[-1], "both"), prefix[:-1]
         else:
-            key, base = ("relations", None, f.direction), prefix
+            call, base = ("relations", None, f.direction), prefix
         if base not in f._nodes:  # first the nearest frontier on the way that is not there
             while base[:-1] not in f._nodes:
                 base = base[:-1]
-            key, prefix, base = ("expand", base[-1], f.direction), base, base[:-1]
-        calls.setdefault(key, {})[(id(f), prefix)] = f
-    for (kind, relation, direction), asked in calls.items():
+            call, prefix, base = ("expand", base[-1], f.direction), base, base[:-1]
+        calls.setdefault((*call, id(f.store)), {})[(id(f), prefix)] = f
+    for (kind, relation, direction, _), asked in calls.items():
         items = [(prefix, f) for (_, prefix), f in asked.items()]
         store = items[0][1].store
         if kind == "expand":
