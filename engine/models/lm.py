@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import math
 import os
 import urllib.error
 import urllib.request
@@ -417,7 +418,7 @@ class TransformersLM(LanguageModel):
             rules = [constraints[i] for i in chunk]
             processors = None
             if any(r is not None for r in rules) or before_step is not None:
-                processors = LogitsProcessorList([_Allowed(rules, list(chunk), width, num_beams, before_step)])
+                processors = LogitsProcessorList([_Allowed(rules, list(chunk), width, num_beams, len(self.tokenizer), before_step)])
             criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
             with torch.no_grad():
                 result = self.model.generate(
@@ -529,18 +530,18 @@ def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
 
 class _Allowed:
     """A transformers logits processor: each row's scores masked to the tokens its prompt's
-    rule allows (None: every token), as ``prefix_allowed_tokens_fn`` masks them, after
-    ``before_step`` has been told of every row of the step. ``prompts[b]`` is the index, in
-    the caller's list, of the chunk's b-th prompt; rows are ``num_beams`` per prompt."""
+    rule allows (None: every token of the tokenizer), as ``prefix_allowed_tokens_fn`` masks
+    them, after ``before_step`` has been told of every row of the step. ``prompts[b]`` is the
+    index, in the caller's list, of the chunk's b-th prompt; rows are ``num_beams`` per prompt."""
 
     def __init__(
-        self, rules: list[AllowedTokens | None], prompts: list[int], width: int, num_beams: int, before_step: BeforeStep | None
+        self, rules: list[AllowedTokens | None], prompts: list[int], width: int, num_beams: int, tokens: int,
+        before_step: BeforeStep | None,
     ) -> None:
-        self.rules, self.prompts, self.width, self.num_beams, self.before_step = rules, prompts, width, num_beams, before_step
+        self.rules, self.prompts, self.width, self.num_beams = rules, prompts, width, num_beams
+        self.tokens, self.before_step = tokens, before_step
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import math
-
         import torch
 
         rows = [(i // self.num_beams, row[self.width:].tolist()) for i, row in enumerate(input_ids)]
@@ -549,10 +550,7 @@ class _Allowed:
         mask = torch.full_like(scores, -math.inf)
         for i, (b, generated) in enumerate(rows):
             rule = self.rules[b]
-            if rule is None:
-                mask[i] = 0
-            else:
-                mask[i, list(rule(generated))] = 0
+            mask[i, list(rule(generated)) if rule is not None else slice(0, self.tokens)] = 0
         return scores + mask
 
 
