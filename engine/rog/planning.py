@@ -178,17 +178,18 @@ def _fetch_together(missing: Iterable[tuple[Frontiers, str, tuple[str, ...]]]) -
         if kind == "expand":
             groups = [f._nodes[prefix[:-1]] for prefix, f in items]
             found = _per_nonempty_group(
-                lambda ids, n: store.expand(ids, [relation], direction, n), groups, rows=attrgetter("edges"), anchor=attrgetter("src")
+                lambda ids, n, s=store, r=relation, d=direction: s.expand(ids, [r], d, n),
+                groups, rows=attrgetter("edges"), anchor=attrgetter("src"),
             )
             for (prefix, f), edges in zip(items, found, strict=True):
                 f._set_nodes(prefix, edges)
             continue
         if kind == "two_hop":
             groups = [f._nodes[prefix[:-1]] for prefix, f in items]
-            found = _per_nonempty_group(lambda ids, n: store.two_hop_relations(ids, relation, "both", n), groups)
+            found = _per_nonempty_group(lambda ids, n, s=store, r=relation: s.two_hop_relations(ids, r, "both", n), groups)
         else:
             groups = [f._nodes[prefix] for prefix, f in items]
-            found = _per_nonempty_group(lambda ids, n: store.relations(ids, direction, n), groups)
+            found = _per_nonempty_group(lambda ids, n, s=store, d=direction: s.relations(ids, d, n), groups)
         for (prefix, f), rows in zip(items, found, strict=True):
             f._relations[prefix] = _walkable(rows)
 

@@ -15,7 +15,14 @@ import pyoxigraph as ox
 
 from engine.graph import Edge, Literal, Path, Term, Triple
 from engine.limits import TermCheck, TermLimits, term_check
-from engine.ops import Compiled, CountEntities, CountTriples, Op, RelationCounts, RelationTypes
+from engine.ops import (
+    Compiled,
+    CountEntities,
+    CountTriples,
+    Op,
+    RelationCounts,
+    RelationTypes,
+)
 from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
 from engine.sexpr.tree import Count
 from engine.store import Store
