@@ -234,16 +234,16 @@ def time_workload(impls: list[Retriever], w: Workload, cfg: RunConfig, reference
     gc.collect()
     gc.freeze()
     try:
-        _time_tasks(active, w, cfg, reference, timings, spent)
+        _time_tasks(active, op, w, cfg, reference, timings, spent)
     finally:
         gc.unfreeze()
     return list(timings.values())
 
 
 def _time_tasks(
-    active: list[Retriever], w: Workload, cfg: RunConfig, reference: "References", timings: dict[str, Timing], spent: dict[str, float]
+    active: list[Retriever], op: str, w: Workload, cfg: RunConfig, reference: "References", timings: dict[str, Timing],
+    spent: dict[str, float],
 ) -> None:
-    op = "follow_paths" if w.op == BATCHED else w.op
     for i, task in enumerate(w.tasks):
         answer = reference.answer(w, i)
         for impl in active:

@@ -106,15 +106,11 @@ class Frontiers:
     def share_first_step(frontiers: Sequence[Frontiers]) -> None:
         """Fill in the relations leaving each one's topic entities, which every grounded plan
         asks first, with one ``relations`` call for all of them (frontiers of one store and
-        direction; the rows each would get alone, :func:`engine.batched.per_group`)."""
-        if not frontiers:
-            return
-        first = frontiers[0]
-        if any(f.store is not first.store or f.direction != first.direction for f in frontiers):
+        direction; the rows each would get alone, :func:`_fetch_together`). A batch's prompts
+        may be decoded in several chunks, each with its own steps: this call spans them."""
+        if any(f.store is not frontiers[0].store or f.direction != frontiers[0].direction for f in frontiers):
             raise ValueError("frontiers share their first step only over one store and direction")
-        found = per_group(lambda ids, n: first.store.relations(ids, first.direction, n), [f.nodes(()) for f in frontiers], UNBOUNDED)
-        for f, (rows, _) in zip(frontiers, found, strict=True):
-            f._relations[()] = _walkable(rows)
+        _fetch_together([(f, "relations", ()) for f in frontiers])
 
 
 def fetch_step(constraints: Sequence[PlanConstraint | None]) -> BeforeStep:
