@@ -89,6 +89,67 @@ def test_generate_batch_stops_each_row_as_generate_does(lm):
         lm.generate_batch(prompts, max_new_tokens=2, stop=rules[:2])
 
 
+def test_the_float32_cache_decodes_exactly_as_transformers_own(lm, monkeypatch):
+    """The float32 cache's bookkeeping (buffers written in place, the prompt's own states
+    first) changes nothing: forced on for the float32 model, the same tokens and scores."""
+    prompts = ["Count from one to ten in words.", "Name a colour.", "What is 2 + 2? Answer with a number."]
+    plain = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
+    plain_batch = lm.generate_batch(prompts, max_new_tokens=10)
+    monkeypatch.setattr(lm, "float32_decoding", True)
+    cached = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
+    assert [g.text for g in cached] == [g.text for g in plain]
+    assert [t.logprob for g in cached for t in g.tokens] == pytest.approx([t.logprob for g in plain for t in g.tokens], abs=1e-5)
+    assert [g.text for g in lm.generate_batch(prompts, max_new_tokens=10)] == [g.text for g in plain_batch]
+
+
+def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
+    import torch
+
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = make_tiny_lm(tmp_path / "tiny")
+    assert not TransformersLM.load(tiny, "cpu", "raw", "float32").float32_decoding
+    lm = TransformersLM.load(tiny, "cpu", "raw", "bfloat16")
+    assert lm.float32_decoding and lm.model.config._attn_implementation == "kgqa_float32_decode"
+    seen = []
+    forward = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(query, key, value, *args, **kwargs):
+        seen.append((query.shape[-2], query.dtype, key.dtype))
+        return forward(query, key, value, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+        single = [lm.generate(p, max_new_tokens=5) for p in ("abc", "hello there")]
+    # the prompt attends in bfloat16 over its own states, each new token in float32 over the cache
+    assert {s for s in seen if s[0] > 1} == {(3, torch.bfloat16, torch.bfloat16), (11, torch.bfloat16, torch.bfloat16)}
+    assert {s for s in seen if s[0] == 1} == {(1, torch.float32, torch.float32)}
+    assert all(g.completion_tokens == 5 for g in single)
+
+
+def test_the_float32_layer_keeps_every_state_through_growth_and_cropping():
+    import torch
+
+    from engine.models.float32_cache import Float32Layer
+
+    torch.manual_seed(0)
+    states = [torch.randn(2, 3, n, 4, dtype=torch.bfloat16) for n in (5, 1, 1, 3)]
+    layer = Float32Layer(capacity=6)
+    keys, values = layer.update(states[0], -states[0])
+    assert keys is states[0] and keys.dtype == torch.bfloat16  # the prompt attends over its own states
+    for state in states[1:]:  # the last update outgrows the capacity
+        keys, values = layer.update(state, -state)
+    expected = torch.cat(states, dim=-2).float()
+    assert keys.dtype == values.dtype == torch.float32 and torch.equal(keys, expected) and torch.equal(values, -expected)
+    assert layer.get_seq_length() == 10
+    layer.crop(-4)  # replaces the layer's tensors: the next update starts from them
+    keys, _ = layer.update(states[1], -states[1])
+    assert torch.equal(keys, torch.cat([expected[..., :6, :], states[1].float()], dim=-2))
+    layer.batch_select_indices(torch.tensor([1]))
+    keys, values = layer.update(states[2][1:], -states[2][1:])
+    assert keys.shape == (1, 3, 8, 4) and torch.equal(values[..., -1:, :], -states[2][1:].float())
+
+
 def test_constrained_beam_search_stays_in_the_trie(lm):
     options = ["directed_by", "starred_actors", "has_genre"]
     sequences = [lm.encode(o) + [lm.eos_token_id] for o in options]

@@ -216,6 +216,8 @@ class TransformersLM(LanguageModel):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from engine.models import float32_cache
+
         if dtype is not None and dtype not in DTYPES:
             raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
         device = device or pick_device()
@@ -240,7 +242,21 @@ class TransformersLM(LanguageModel):
         if loading != dtype and dtype != "auto":
             model.to(getattr(torch, dtype))
         model.eval()
-        return cls(model, tokenizer, name_or_path, device, template)
+        lm = cls(model, tokenizer, name_or_path, device, template)
+        lm.float32_decoding = float32_cache.enable(model, device)
+        return lm
+
+    #: greedy decoding keeps the key/value cache in float32 (a 16-bit model on a CPU: :func:`float32_cache.enable`)
+    float32_decoding: bool = False
+
+    def decoding_cache(self, capacity: int) -> dict[str, Any]:
+        """``generate``'s cache argument for prompts and new tokens of at most ``capacity``:
+        the float32 cache where :attr:`float32_decoding` holds, else none (transformers' own)."""
+        if not self.float32_decoding:
+            return {}
+        from engine.models import float32_cache
+
+        return {"past_key_values": float32_cache.new_cache(self.model, capacity)}
 
     # -- prompts and tokens
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -295,6 +311,7 @@ class TransformersLM(LanguageModel):
                 output_scores=True,
                 pad_token_id=self._pad,
                 eos_token_id=self.eos_token_id,
+                **self.decoding_cache(start + options["max_new_tokens"]),
                 **options,
             )
         return out, start
@@ -360,6 +377,7 @@ class TransformersLM(LanguageModel):
                 sequences = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
                     pad_token_id=self._pad, eos_token_id=self.eos_token_id, stopping_criteria=criteria,
+                    **self.decoding_cache(width + max_new_tokens),
                 )
             for row, i in enumerate(chunk):
                 new = sequences[row, width:].tolist()
