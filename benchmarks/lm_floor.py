@@ -47,7 +47,7 @@ def measure(lm: Any, tokens: int, new: int, repeat: int, own_cache: bool) -> dic
     import torch
 
     generator = torch.Generator().manual_seed(tokens)
-    ids = torch.randint(100, len(lm.tokenizer) - 100, (1, tokens), generator=generator)
+    ids = torch.randint(0, len(lm.tokenizer), (1, tokens), generator=generator)
     read = min(timed_generate(lm, ids, 1, own_cache) for _ in range(repeat))
     both = min(timed_generate(lm, ids, 1 + new, own_cache) for _ in range(repeat))
     return {"read_seconds": round(read, 3), "per_new_token_ms": round((both - read) / new * 1000, 1)}
@@ -59,8 +59,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# The language model's floor: reading a prompt, and each new token",
         "",
-        f"Finished {result['finished']} in {result['seconds']} s. {machine_markdown(result['machine'])}. "
-        f"`OMP_NUM_THREADS={result['omp_threads']}`, model {result['model']}, best of {result['repeat']}.",
+        (f"Finished {result['finished']} in {result['seconds']} s. {machine_markdown(result['machine'])}. "
+         f"`OMP_NUM_THREADS={result['omp_threads']}`, model {result['model']}, best of {result['repeat']}."),
         "",
         "| precision | cache | prompt tokens | read the prompt, s | per new token at that context, ms |",
         "|---|---|---:|---:|---:|",

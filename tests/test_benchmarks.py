@@ -288,3 +288,21 @@ def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_
     cfg.method_args = {"fidelis": ["--index", "/srv/index"]}
     argv = _argv(cfg, "fidelis", "metaqa", "metaqa-2hop")
     assert argv.count("--index") == 1 and argv[argv.index("--index") + 1] == "/srv/index"
+
+
+def test_lm_floor_times_each_precision_and_cache(tmp_path):
+    from benchmarks import lm_floor
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = make_tiny_lm(tmp_path / "tiny")
+    out = tmp_path / "floor"
+    argv = ["--model", tiny, "--tokens", "12,40", "--new", "3", "--compare-own", "--out", str(out)]
+    assert lm_floor.main(argv) == 0
+    rows = json.loads((out / "lm-floor.json").read_text())["rows"]
+    # float32 decodes with transformers' own cache; bfloat16 with the engine's, and with the own one compared
+    assert [(r["dtype"], r["cache"], r["tokens"]) for r in rows] == [
+        ("float32", "transformers", 12), ("float32", "transformers", 40),
+        ("bfloat16", "engine", 12), ("bfloat16", "engine", 40), ("bfloat16", "transformers", 12), ("bfloat16", "transformers", 40),
+    ]
+    assert all(r["read_seconds"] > 0 for r in rows)
+    assert "| bfloat16 | engine | 40 |" in (out / "lm-floor.md").read_text()
