@@ -127,6 +127,27 @@ def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
     assert all(g.completion_tokens == 5 for g in single)
 
 
+def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
+    """Where no float32 cache is involved (a prompt's pass, scoring over a cached prefix), the
+    16-bit model computes exactly what it computes under SDPA: the same masks, the same kernel."""
+    from tests.tiny_lm import make_tiny_lm
+
+    lm = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", "bfloat16")
+    assert lm.float32_decoding
+    prompts = ["a", "hello there, general", "xyz abc"]  # left-padded to the longest
+    continuations = [" b", " bc d", " e f g h"]
+
+    def outputs() -> tuple:
+        firsts = [g.text for g in lm.generate_batch(prompts, max_new_tokens=1)]
+        lm._prefixes.clear()
+        return firsts, lm.score_batch("hello", continuations), lm.score_batch("hello there", continuations, eos=True)
+
+    ours = outputs()
+    lm.model.set_attn_implementation("sdpa")
+    lm.float32_decoding = False
+    assert outputs() == ours
+
+
 def test_the_float32_layer_keeps_every_state_through_growth_and_cropping():
     import torch
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 #: the attention implementation name a model runs under once :func:`enable` switched it on
 ATTENTION = "kgqa_float32_decode"
@@ -40,6 +41,8 @@ def enable(model: Any, device: str) -> bool:
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
     AttentionInterface.register(ATTENTION, _attention)
+    # masks as SDPA's: transformers builds none at all for an implementation without one
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
     model.set_attn_implementation(ATTENTION)
     return True
 
