@@ -190,7 +190,7 @@ def is_literal(term: Term) -> bool:
     return isinstance(term, Literal)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Triple:
     """A stored edge in its stored orientation: subject, relation, object."""
 
@@ -199,7 +199,7 @@ class Triple:
     object: Term
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """One hop as met from ``src``: ``forward`` is True when (src, relation, dst) is stored."""
 
@@ -218,7 +218,7 @@ def edge_key(edge: Edge) -> tuple:
     return (term_key(edge.src), edge.relation, term_key(edge.dst), not edge.forward)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Path:
     """A path instance: ``nodes[i] -relations[i]-> nodes[i+1]``, ``forward[i]`` per hop."""
 
