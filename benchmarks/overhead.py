@@ -24,7 +24,9 @@ The raw clients (what a user would write against each database, reading every va
   (``cypher.params.inline_parameters``).
 
 The raw client must read as many rows as the engine decoded from each query, or the task is
-reported as an error.
+reported as an error. While a workload is timed, the objects the harness holds are frozen out of
+the cyclic garbage collector (``runner.harness_frozen``), as in the retrieval runs: otherwise a
+full collection walks them on whichever side's call crosses the collector's threshold.
 """
 from __future__ import annotations
 
@@ -244,7 +246,8 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
                 try:
                     for w in workloads:
                         runner.log(f"   {kind} {w.op}: {len(w.tasks)} tasks")
-                        out["workloads"].append(time_workload(store, raw, kind, w, cfg.repeats).summary())
+                        with runner.harness_frozen():
+                            out["workloads"].append(time_workload(store, raw, kind, w, cfg.repeats).summary())
                 except Exception:  # noqa: BLE001
                     out["stores"][kind]["failed"][ds.name] = traceback.format_exc()[-500:]
                 finally:

@@ -228,16 +228,23 @@ def time_workload(impls: list[Retriever], w: Workload, cfg: RunConfig, reference
     active = [impl for impl in impls if op in impl.ops]
     timings = {impl.name: Timing(w.dataset, w.op, impl.name, tasks_total=len(w.tasks)) for impl in active}
     spent = dict.fromkeys(timings, 0.0)
-    # The harness holds the baselines' graphs (networkx's is millions of objects): frozen out of
-    # the collector, a full collection no longer walks them, so a call pays for its own garbage
-    # only, not ≈ 0.2 s for whichever call happens to cross the threshold (issue 17's hub call).
+    with harness_frozen():
+        _time_tasks(active, op, w, cfg, reference, timings, spent)
+    return list(timings.values())
+
+
+@contextmanager
+def harness_frozen() -> Iterator[None]:
+    """The objects the harness holds so far (the baselines' graphs: networkx's is millions of
+    objects; datasets, workloads) frozen out of the cyclic garbage collector while a workload
+    is timed: a full collection no longer walks them, so a call pays for its own garbage only,
+    not ≈ 0.2 s for whichever call happens to cross the threshold (issue 17's hub call)."""
     gc.collect()
     gc.freeze()
     try:
-        _time_tasks(active, op, w, cfg, reference, timings, spent)
+        yield
     finally:
         gc.unfreeze()
-    return list(timings.values())
 
 
 def _time_tasks(
