@@ -5,8 +5,8 @@
 For each prompt length and precision, the offline SmolLM2-135M (or ``--model``) reads a prompt
 of that many tokens (one forward pass, as ``generate`` runs it: the time to its first token)
 and then decodes ``--new`` more tokens, timed apart, greedily and without stopping, as the
-engine decodes (``TransformersLM.decoding_cache``: in bfloat16 on a CPU, the float32 cache of
-``engine/models/float32_cache.py``); ``--compare-own`` adds, for 16-bit precisions, the same
+engine decodes one prompt (``TransformersLM.decoding_cache``: in bfloat16 on a CPU, the float32
+cache of ``engine/models/float32_cache.py``); ``--compare-own`` adds, for 16-bit precisions, the same
 with transformers' own cache. The prompt is seeded random token ids: the cost of a forward pass
 does not depend on which tokens it reads. Best of ``--repeat``.
 
@@ -33,7 +33,7 @@ def timed_generate(lm: Any, ids: Any, new: int, own_cache: bool) -> float:
     """Seconds for ``generate`` to read ``ids`` and produce exactly ``new`` tokens."""
     import torch
 
-    cache = {} if own_cache else lm.decoding_cache(ids.shape[1] + new)
+    cache = {} if own_cache else lm.decoding_cache(1, ids.shape[1], new)
     started = time.perf_counter()
     with torch.no_grad():
         lm.model.generate(
