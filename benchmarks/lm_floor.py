@@ -33,7 +33,7 @@ def timed_generate(lm: Any, ids: Any, new: int, own_cache: bool) -> float:
     """Seconds for ``generate`` to read ``ids`` and produce exactly ``new`` tokens."""
     import torch
 
-    cache = {} if own_cache else lm.decoding_cache(1, ids.shape[1], new)
+    cache = {} if own_cache else lm.decoding_cache(False, ids.shape[1], new)
     started = time.perf_counter()
     with torch.no_grad():
         lm.model.generate(

@@ -93,14 +93,15 @@ def test_the_float32_cache_decodes_exactly_as_transformers_own(lm, monkeypatch):
     """The float32 cache's bookkeeping (buffers written in place, the prompt's own states
     first) changes nothing: forced on for the float32 model, the same tokens and scores."""
     prompts = ["Count from one to ten in words.", "Name a colour.", "What is 2 + 2? Answer with a number."]
+    same_length = ["Name a colour.", "Name a number."]  # a batch without padding decodes over it too
+    assert len(lm.prompt_ids(same_length[0])) == len(lm.prompt_ids(same_length[1]))
     plain = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
-    plain_batch = lm.generate_batch(prompts, max_new_tokens=10)
+    plain_batch = lm.generate_batch(same_length, max_new_tokens=10)
     monkeypatch.setattr(lm, "float32_decoding", True)
-    monkeypatch.setattr(lm, "float32_cache_from", 0)  # short batches too
     cached = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
     assert [g.text for g in cached] == [g.text for g in plain]
     assert [t.logprob for g in cached for t in g.tokens] == pytest.approx([t.logprob for g in plain for t in g.tokens], abs=1e-5)
-    assert [g.text for g in lm.generate_batch(prompts, max_new_tokens=10)] == [g.text for g in plain_batch]
+    assert [g.text for g in lm.generate_batch(same_length, max_new_tokens=10)] == [g.text for g in plain_batch]
 
 
 def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
@@ -110,13 +111,12 @@ def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
 
     tiny = make_tiny_lm(tmp_path / "tiny")
     float32 = TransformersLM.load(tiny, "cpu", "raw", "float32")
-    assert not float32.float32_decoding and float32.decoding_cache(1, 4000, 10) == {}
+    assert not float32.float32_decoding and float32.decoding_cache(False, 4000, 10) == {}
     lm = TransformersLM.load(tiny, "cpu", "raw", "bfloat16")
     assert lm.float32_decoding and lm.model.config._attn_implementation == "kgqa_float32_decode"
-    # one prompt always; several only as long as float32_cache_from (shorter: transformers' own)
-    assert "past_key_values" in lm.decoding_cache(1, 10, 5)
-    assert lm.decoding_cache(2, lm.float32_cache_from - 1, 5) == {}
-    assert "past_key_values" in lm.decoding_cache(2, lm.float32_cache_from, 5)
+    # prompts without padding only (padded ones attend through masks: transformers' own cache)
+    assert "past_key_values" in lm.decoding_cache(False, 10, 5)
+    assert lm.decoding_cache(True, 4000, 5) == {}
     seen = []
     forward = torch.nn.functional.scaled_dot_product_attention
 
@@ -140,7 +140,6 @@ def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
 
     lm = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", "bfloat16")
     assert lm.float32_decoding
-    lm.float32_cache_from = 0  # the batch decodes over the float32 cache
     prompts = ["a", "hello there, general", "xyz abc"]  # left-padded to the longest
     continuations = [" b", " bc d", " e f g h"]
 

@@ -9,8 +9,9 @@ reasoning prompts; ``benchmarks/README.md``). Kept in float32, the cache holds t
 The prompt's own forward pass is unchanged: it attends in the model's precision. The scores
 differ from the bfloat16 kernel's in their last digits, as any two bfloat16 kernels' do.
 
-``TransformersLM.decoding_cache`` uses it for one prompt, or for a padded batch of prompts of
-at least ``float32_cache_from`` tokens: short padded batches decoded up to 5 % slower with it.
+``TransformersLM.decoding_cache`` uses it for prompts that need no padding (one prompt, or a
+batch of prompts of one length): a padded batch attends through masks, where bfloat16 is not
+slower, and short padded batches decoded up to 5 % slower with it.
 
 The cache is also preallocated, written in place, instead of growing by concatenation (a copy
 of the whole cache per token); an operation that replaces the cache's tensors (cropping, beam

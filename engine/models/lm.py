@@ -248,17 +248,17 @@ class TransformersLM(LanguageModel):
 
     #: greedy decoding keeps the key/value cache in float32 (a 16-bit model on a CPU: :func:`float32_cache.enable`)
     float32_decoding: bool = False
-    #: ... for one prompt, or several (padded) of at least this many tokens: there it pays (one
-    #: bfloat16 prompt: 26-28 against 27-38 ms per token at 50-500 tokens of context, 45 against
-    #: 124 at 4,000; two 1,741-token prompts together: 6.6 s against 9.9 s), while short padded
-    #: batches decoded up to 5 % slower with it (ARG's forms, eight prompts of 355-733 tokens)
-    float32_cache_from: int = 1024
 
-    def decoding_cache(self, rows: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
-        """``generate``'s cache argument for ``rows`` prompts of ``prompt_tokens`` (padded) and
-        ``new_tokens`` more: the float32 cache where :attr:`float32_decoding` holds and it pays
-        (:attr:`float32_cache_from`), else none (transformers' own)."""
-        if not self.float32_decoding or (rows > 1 and prompt_tokens < self.float32_cache_from):
+    def decoding_cache(self, padded: bool, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        """``generate``'s cache argument for prompts of ``prompt_tokens`` (``padded`` to that
+        width or not) and ``new_tokens`` more: the float32 cache where :attr:`float32_decoding`
+        holds and the prompts need no padding, else none (transformers' own). It pays only
+        there: without padding bfloat16 attends through a kernel that is slow for one query (one
+        prompt of 4,000 tokens: 45 against 124 ms per token; eight of 166 tokens together: 2.7
+        s against 3.9 s); with padding both attend through masks at the same cost (two prompts of
+        1,381 and 1,741 tokens: 8.3 s either way), and ARG's short padded batches decoded up to
+        5 % slower with it."""
+        if not self.float32_decoding or padded:
             return {}
         from engine.models import float32_cache
 
@@ -317,7 +317,7 @@ class TransformersLM(LanguageModel):
                 output_scores=True,
                 pad_token_id=self._pad,
                 eos_token_id=self.eos_token_id,
-                **self.decoding_cache(1, start, options["max_new_tokens"]),
+                **self.decoding_cache(False, start, options["max_new_tokens"]),
                 **options,
             )
         return out, start
@@ -383,7 +383,7 @@ class TransformersLM(LanguageModel):
                 sequences = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
                     pad_token_id=self._pad, eos_token_id=self.eos_token_id, stopping_criteria=criteria,
-                    **self.decoding_cache(len(chunk), width, max_new_tokens),
+                    **self.decoding_cache(any(len(encoded[i]) < width for i in chunk), width, max_new_tokens),
                 )
             for row, i in enumerate(chunk):
                 new = sequences[row, width:].tolist()
