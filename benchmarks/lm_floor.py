@@ -87,10 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     for dtype in args.dtypes.split(","):
         lm = TransformersLM.load(local_source(args.model), "cpu", None, dtype)
-        caches = [("engine", False)] + ([("transformers", True)] if args.compare_own and lm.float32_decoding else [])
+        # the engine decodes with transformers' own cache unless it switched to the float32 one
+        caches = [("engine" if lm.float32_decoding else "transformers", False)]
+        if args.compare_own and lm.float32_decoding:
+            caches.append(("transformers", True))
         for name, own in caches:
             for tokens in (int(t) for t in args.tokens.split(",")):
-                rows.append({"dtype": dtype, "cache": name if lm.float32_decoding else "transformers", "tokens": tokens,
+                rows.append({"dtype": dtype, "cache": name, "tokens": tokens,
                              **measure(lm, tokens, args.new, args.repeat, own)})
                 print(json.dumps(rows[-1]), flush=True)
     result = {"model": args.model or "SmolLM2-135M-Instruct (offline default)", "repeat": args.repeat, "new": args.new,
