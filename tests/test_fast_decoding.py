@@ -111,12 +111,13 @@ def test_sort_paths_orders_as_path_key():
 
 
 # ----------------------------------------------------------------------------- Turtle result sets
-def _virtuoso_layout(names: list[str], rows: list[list]) -> str:
+def _virtuoso_layout(names: list[str], rows: list[list], xsd_after: int = 0) -> str:
     """A result set as Virtuoso 7.2 writes it for ``Accept: text/turtle``: XSD datatypes through
-    the ``xsd:`` prefix (declared after the variables), integers and decimals bare."""
+    the ``xsd:`` prefix (declared after the variables, or, as Virtuoso does for a namespace it
+    first meets further on, before row ``xsd_after``), integers and decimals bare."""
     lines = [f"@prefix res: <{RES}> .", "@prefix rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> .",
-             "_:_ a res:ResultSet .", "_:_ res:resultVariable " + " , ".join(f'"{n}"' for n in names) + " .",
-             "@prefix xsd:\t<http://www.w3.org/2001/XMLSchema#> ."]
+             "_:_ a res:ResultSet .", "_:_ res:resultVariable " + " , ".join(f'"{n}"' for n in names) + " ."]
+    xsd = "@prefix xsd:\t<http://www.w3.org/2001/XMLSchema#> ."
 
     def token(term) -> str:
         text = str(term)
@@ -127,7 +128,9 @@ def _virtuoso_layout(names: list[str], rows: list[list]) -> str:
             return text[:text.rindex("^^")] + "^^xsd:" + local if "^^" in text else text
         return text
 
-    for row in rows:
+    for i, row in enumerate(rows):
+        if i == xsd_after:
+            lines.append(xsd)
         bound = [(n, t) for n, t in zip(names, row) if t is not None]
         if not bound:
             lines.append("_:_ res:solution [ ] .")
@@ -136,6 +139,8 @@ def _virtuoso_layout(names: list[str], rows: list[list]) -> str:
         for k, (name, term) in enumerate(bound):
             end = " ] ] ." if k == len(bound) - 1 else " ] ;"
             lines.append(f'      res:binding [ res:variable "{name}" ; res:value {token(term)}{end}')
+    if xsd_after >= len(rows):
+        lines.append(xsd)
     return "\n".join(lines) + "\n\n"
 
 
@@ -169,22 +174,62 @@ def test_turtle_result_sets_read_the_same_in_either_layout(oxigraph, monkeypatch
     pool += [ox.Literal(text) for text in ("a ] ;", "b ] ] .", '" ] ;', "x ] ;\n ] ] .")]  # line ends inside
     pool += [ox.Literal(lit.value, datatype=ox.NamedNode(lit.datatype)) if lit.datatype
              else ox.Literal(lit.value, language=lit.lang) if lit.lang else ox.Literal(lit.value) for lit in LITERALS]
-    expected_lines = 0
-    for trial in range(60):
+    expected_lines = regular = 0
+    for trial in range(120):
         names = [f"v{i}" for i in range(rng.randint(1, 4))]
-        rows = [[rng.choice(pool) if rng.random() < 0.85 else None for _ in names] for _ in range(rng.randint(0, 12))]
-        text = _virtuoso_layout(names, rows)
+        if trial % 2:  # rows that bind different variables
+            rows = [[rng.choice(pool) if rng.random() < 0.85 else None for _ in names] for _ in range(rng.randint(0, 12))]
+        else:  # every row binds the same ones, the column reader's case
+            bound = [True] + [rng.random() < 0.7 for _ in names[1:]]
+            rng.shuffle(bound)
+            rows = [[rng.choice(pool) if b else None for b in bound] for _ in range(rng.randint(1, 12))]
+        text = _virtuoso_layout(names, rows, xsd_after=rng.choice([0, 0, rng.randint(0, len(rows))]))
         fast = read_turtle_results(text)
+        assert fast == turtle_results._read_lines(text)
+        regular += turtle_results._read_regular(text) is not None
         assert fast[0] == names and all(len(column) == len(rows) for column in fast[1])
         expected = [[None if t is None else parse_term(str(t), str) for t in column] for column in zip(*rows)]
         assert _terms(fast) == (expected or [[] for _ in names])
         # a full parser on another layout gives the same terms
         assert _terms(read_turtle_results(_serialised(names, rows))) == _terms(fast)
         expected_lines += len(rows)
-    assert expected_lines > 200
+    assert expected_lines > 400 and regular >= 60
     # the Virtuoso layout is read without the full parser
     monkeypatch.setattr(turtle_results, "_read_graph", lambda data: pytest.fail("fell back to the full parser"))
     read_turtle_results(_virtuoso_layout(["a"], [[pool[0]], [None], [pool[-1]]]))
+
+
+def test_turtle_results_rows_off_the_stride_are_read_line_by_line():
+    """A layout the column reader must not take: every variation is read as the line reader
+    reads it, never cut at the wrong place."""
+    a, b = ox.NamedNode("http://x.org/a"), ox.Literal("v ] ;")
+    text = _virtuoso_layout(["x", "y"], [[a, b], [a, b], [a, b]])
+    assert turtle_results._read_regular(text) is not None
+    start = "_:_ res:solution [\n"
+    pieces = text.split(start)  # the head, then the three rows
+    swapped = text.replace('"x" ; res:value <http://x.org/a> ] ;\n      res:binding [ res:variable "y" ; res:value "v ] ;" ] ] .',
+                           '"y" ; res:value "v ] ;" ] ;\n      res:binding [ res:variable "x" ; res:value <http://x.org/a> ] ] .', 1)
+    variants = {
+        "a row binding its variables in another order": swapped,
+        "a row binding fewer variables": _virtuoso_layout(["x", "y"], [[a, b], [a, None], [a, b]]),
+        "a row binding none": _virtuoso_layout(["x", "y"], [[a, b], [None, None], [a, b]]),
+        "a blank line between rows": text.replace(" ] ] .\n_:_", " ] ] .\n\n_:_", 1),
+        "a row start with a comment": start.join(pieces[:2]) + "_:_ res:solution [ # row two\n" + start.join(pieces[2:]),
+        "a value that looks like a line end": _virtuoso_layout(["x", "y"], [[a, ox.Literal("] ] .\n_:_ res:solution [")]] * 3),
+    }
+    for what, variant in variants.items():
+        assert variant != text, what
+        try:
+            expected = turtle_results._read_lines(variant)
+        except turtle_results._OtherLayout:
+            expected = turtle_results._read_graph(variant)
+            assert _terms(expected) == _terms(turtle_results._read_lines(text)), what
+        assert read_turtle_results(variant) == expected, what
+        if what != "a value that looks like a line end":  # a value it reads at its own stride
+            assert turtle_results._read_regular(variant) is None, what
+    assert read_turtle_results(swapped)[1] == [[str(a)] * 3, [str(b)] * 3]
+    with pytest.raises(StoreError, match="cannot read a Turtle result set"):  # a row that never closes
+        read_turtle_results(pieces[0] + start)
 
 
 def test_turtle_results_a_layout_or_prefix_the_reader_does_not_know():

@@ -168,7 +168,8 @@ class SparqlStore(Store):
 
     def _decode_expand(self, op, result: Columns) -> list[Edge]:
         srcs, rels, dsts, dirs = result("src", "rel", "dst", "dir")
-        return [Edge(s, r, o, _text(d) == "out") for s, r, o, d in zip(srcs, rels, dsts, dirs)]
+        # the direction column holds the literals "out" and "in" (as in _decode_walks)
+        return list(map(Edge, srcs, rels, dsts, [d.value == "out" for d in dirs]))
 
     def _decode_walks(self, op, result: Columns) -> list[Path]:
         path = op.path
