@@ -186,7 +186,10 @@ def test_turtle_result_sets_read_the_same_in_either_layout(oxigraph, monkeypatch
         text = _virtuoso_layout(names, rows, xsd_after=rng.choice([0, 0, rng.randint(0, len(rows))]))
         fast = read_turtle_results(text)
         assert fast == turtle_results._read_lines(text)
-        regular += turtle_results._read_regular(text) is not None
+        by_columns = turtle_results._read_regular(text)
+        if by_columns is not None:
+            assert by_columns == fast
+            regular += 1
         assert fast[0] == names and all(len(column) == len(rows) for column in fast[1])
         expected = [[None if t is None else parse_term(str(t), str) for t in column] for column in zip(*rows)]
         assert _terms(fast) == (expected or [[] for _ in names])
@@ -197,6 +200,21 @@ def test_turtle_result_sets_read_the_same_in_either_layout(oxigraph, monkeypatch
     # the Virtuoso layout is read without the full parser
     monkeypatch.setattr(turtle_results, "_read_graph", lambda data: pytest.fail("fell back to the full parser"))
     read_turtle_results(_virtuoso_layout(["a"], [[pool[0]], [None], [pool[-1]]]))
+
+
+def test_turtle_results_a_large_answer_is_read_by_columns(monkeypatch):
+    rows = [[ox.NamedNode(f"http://x.org/{i}"), ox.Literal(f"v{i % 7}")] for i in range(100)]
+    text = _virtuoso_layout(["x", "y"], rows)
+    assert len(text) >= turtle_results.COLUMNS_FROM
+    by_lines = turtle_results._read_lines
+    expected = by_lines(text)
+
+    def head_only(data: str):  # the column reader reads the lines before the first row
+        assert "res:solution" not in data, "read line by line"
+        return by_lines(data)
+
+    monkeypatch.setattr(turtle_results, "_read_lines", head_only)
+    assert read_turtle_results(text) == expected
 
 
 def test_turtle_results_rows_off_the_stride_are_read_line_by_line():
@@ -225,7 +243,9 @@ def test_turtle_results_rows_off_the_stride_are_read_line_by_line():
             expected = turtle_results._read_graph(variant)
             assert _terms(expected) == _terms(turtle_results._read_lines(text)), what
         assert read_turtle_results(variant) == expected, what
-        if what != "a value that looks like a line end":  # a value it reads at its own stride
+        if what == "a value that looks like a line end":  # a value it reads at its own stride
+            assert turtle_results._read_regular(variant) == expected
+        else:
             assert turtle_results._read_regular(variant) is None, what
     assert read_turtle_results(swapped)[1] == [[str(a)] * 3, [str(b)] * 3]
     with pytest.raises(StoreError, match="cannot read a Turtle result set"):  # a row that never closes
