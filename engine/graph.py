@@ -8,13 +8,18 @@ from __future__ import annotations
 import math
 import re
 import struct
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from decimal import Decimal, InvalidOperation
+from itertools import repeat
 from operator import attrgetter
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from engine.errors import InvalidIdentifierError, InvalidInputError
 from engine.identifiers import IRI_PATTERN
+
+R = TypeVar("R")
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
@@ -241,6 +246,20 @@ class Path:
         ]
 
 
+def build_each(cls: type[R], *columns: Iterable[Any]) -> list[R]:
+    """``[cls(*row) for row in zip(*columns)]`` for :class:`Triple`, :class:`Edge` or
+    :class:`Path` (slotted frozen dataclasses, no ``__post_init__``), twice as fast on large
+    answers: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    in Python, while this sets one field of every instance at a time through its slot, in C.
+    The first column gives the number of rows; the others are at least as long (``repeat(x)``)."""
+    first, *rest = columns
+    first = first if isinstance(first, list) else list(first)
+    built = list(map(object.__new__, repeat(cls, len(first))))
+    for slot, column in zip(_SLOT_SETTERS[cls], (first, *rest)):
+        deque(map(slot, built, column), maxlen=0)
+    return built
+
+
 def path_key(path: Path) -> tuple:
     return (tuple([term_key(n) for n in path.nodes]), path.relations, tuple([not f for f in path.forward]))
 
@@ -261,3 +280,7 @@ def sort_paths(paths: list[Path]) -> None:
 
 
 _FORWARD, _RELATIONS, _NODES = attrgetter("forward"), attrgetter("relations"), attrgetter("nodes")
+
+
+#: per result type, the setters of its fields' slots, in the order of its fields
+_SLOT_SETTERS = {cls: [getattr(cls, f.name).__set__ for f in fields(cls)] for cls in (Triple, Edge, Path)}

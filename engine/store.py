@@ -51,6 +51,7 @@ from engine.graph import (
     Path,
     Term,
     Triple,
+    build_each,
     edge_key,
     sort_paths,
     term_key,
@@ -456,7 +457,7 @@ class Store(ABC):
             kept.sort()
         except TypeError:
             kept.sort(key=lambda t: (t[0], t[1], term_key(t[2])))
-        ordered = [Triple(*t) for t in kept]  # type: ignore[arg-type]
+        ordered = build_each(Triple, *zip(*kept)) if kept else []
         return SubgraphResult(ordered, depth, truncated)
 
     def shortest_paths(

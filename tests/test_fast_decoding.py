@@ -2,16 +2,21 @@
 read from TSV (``sparql/tsv.py``) equal the same answers read from pyoxigraph's term objects,
 on every kind of term; Turtle result sets laid out as Virtuoso writes them
 (``sparql/turtle_results.py``) read as the same result set written by a Turtle serialiser and
-read by a full parser; ``sort_paths`` orders paths exactly as sorting by ``path_key`` does."""
+read by a full parser; ``sort_paths`` orders paths exactly as sorting by ``path_key`` does; ``build_each`` builds
+the result objects their constructors build."""
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
 import random
+from itertools import repeat
 
 import pyoxigraph as ox
 import pytest
 
 from engine.errors import StoreError
-from engine.graph import XSD, Literal, Path, Triple, path_key, sort_paths
+from engine.graph import XSD, Edge, Literal, Path, Triple, build_each, path_key, sort_paths
 from engine.stores.oxigraph import OxigraphStore
 from sparql import turtle_results
 from sparql.tsv import parse_term
@@ -108,6 +113,32 @@ def test_sort_paths_orders_as_path_key():
         fast = list(paths)
         sort_paths(fast)
         assert fast == sorted(paths, key=path_key)
+
+
+def test_built_in_bulk_is_built_as_by_the_constructor():
+    rng = random.Random(5)
+    nodes = IDS + LITERALS[:5]
+
+    def some(pick) -> list:
+        return [pick() for _ in range(50)]
+
+    rows = {
+        Triple: (some(lambda: rng.choice(IDS)), some(lambda: rng.choice("rs")), some(lambda: rng.choice(nodes))),
+        Edge: (some(lambda: rng.choice(nodes)), ["r"] * 50, some(lambda: rng.choice(nodes)), some(lambda: rng.random() < 0.5)),
+        Path: (some(lambda: (rng.choice(IDS), rng.choice(nodes))), [("r",)] * 50, some(lambda: (rng.random() < 0.5,))),
+    }
+    for cls, columns in rows.items():
+        expected = [cls(*row) for row in zip(*columns)]
+        # the first column as an iterator, a constant one as repeat(value)
+        lazy = [iter(columns[0])] + [repeat(c[0]) if len(set(c)) == 1 else c for c in columns[1:]]
+        for built in (build_each(cls, *columns), build_each(cls, *lazy)):
+            assert built == expected and [hash(b) for b in built] == [hash(e) for e in expected]
+            assert [type(b) for b in built] == [cls] * 50 and [repr(b) for b in built] == [repr(e) for e in expected]
+            assert pickle.loads(pickle.dumps(built)) == built and copy.deepcopy(built) == built
+            assert dataclasses.replace(built[0]) == built[0]
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(built[0], dataclasses.fields(cls)[0].name, "x")
+    assert build_each(Triple, [], [], []) == build_each(Triple, iter([]), repeat("r"), repeat("o")) == []
 
 
 # ----------------------------------------------------------------------------- Turtle result sets

@@ -66,7 +66,7 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple
+from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple, build_each
 from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
 from engine.limits import TermCheck, term_check
 from engine.ops import (
@@ -415,7 +415,10 @@ class BoltStore(Store):
         return [RelationCount(*row) for row in rows]
 
     def _decode_expand(self, op, rows: list[list[Any]]) -> list[Edge]:
-        return [Edge(src, rel, _node(i, v, dt, lang), fwd) for src, rel, i, v, dt, lang, fwd in rows]
+        if not rows:
+            return []
+        srcs, rels, ids, values, datatypes, langs, forwards = zip(*rows)
+        return build_each(Edge, srcs, rels, list(map(_node, ids, values, datatypes, langs)), forwards)
 
     def _decode_walks(self, op, rows: list[list[Any]]) -> list[Path]:
         fixed = None if None in op.path else op.path  # then every row has the path's relations

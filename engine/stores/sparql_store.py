@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import pyoxigraph as ox
 
-from engine.graph import Edge, Literal, Path, Term, Triple
+from engine.graph import Edge, Literal, Path, Term, Triple, build_each
 from engine.limits import TermCheck, TermLimits, term_check
 from engine.ops import (
     Compiled,
@@ -169,7 +170,7 @@ class SparqlStore(Store):
     def _decode_expand(self, op, result: Columns) -> list[Edge]:
         srcs, rels, dsts, dirs = result("src", "rel", "dst", "dir")
         # the direction column holds the literals "out" and "in" (as in _decode_walks)
-        return list(map(Edge, srcs, rels, dsts, [d.value == "out" for d in dirs]))
+        return build_each(Edge, srcs, rels, dsts, [d.value == "out" for d in dirs])
 
     def _decode_walks(self, op, result: Columns) -> list[Path]:
         path = op.path
@@ -178,7 +179,7 @@ class SparqlStore(Store):
         # the direction columns hold the literals "out" and "in" (never a Literal's slow hash)
         forwards = zip(*[[d.value == "out" for d in column] for column in result(*[f"d{i}" for i in range(hops)])])
         if None not in path:
-            return [Path(n, path, f) for n, f in zip(nodes, forwards)]
+            return build_each(Path, nodes, repeat(path), forwards)
         free = [i for i in range(hops) if path[i] is None]
         relations = zip(*result(*[f"r{i}" for i in free]))
         out = []
