@@ -323,7 +323,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         for name in kept:
             tokens = columns[position[name]]
             at = position.get(name + EXACT_SUFFIX)
-            keys = tokens if at is None else [t if c is None else (t, c) for t, c in zip(tokens, columns[at])]
+            exact = None if at is None or columns[at].count(None) == len(tokens) else columns[at]  # None: no numbers
+            keys = tokens if exact is None else [t if c is None else (t, c) for t, c in zip(tokens, exact)]
             decoded.append(decode_each(keys, self._turtle_decoded, self._turtle_term))
         return Columns(kept, decoded)
 
