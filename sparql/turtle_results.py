@@ -114,10 +114,10 @@ def _read_lines(data: str) -> TurtleResult:
             slot = index.get(line[start:quote])
             if row is None or slot is None or not line.startswith(_VALUE, quote + 1):
                 raise _OtherLayout
-            if line.endswith(" ] ;"):
-                row[slot] = line[quote + 1 + len(_VALUE):-4]
-            elif line.endswith(" ] ] ."):
-                row[slot] = line[quote + 1 + len(_VALUE):-6]
+            if line.endswith(_MORE):
+                row[slot] = line[quote + 1 + len(_VALUE):-len(_MORE)]
+            elif line.endswith(_LAST):
+                row[slot] = line[quote + 1 + len(_VALUE):-len(_LAST)]
                 rows.append(row)
                 row = None
             else:
