@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,17 +27,19 @@ from engine.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from engine.graph import XSD, Literal, Triple
+from engine.graph import NAME_RELATION, XSD, Literal, Triple
+from engine.identifiers import DIRECTIONS
 from engine.open import open_store
 from engine.ops import CountTriples, Expand, Names, Relations, Types, Walks
 from engine.reference import ReferenceStore
 from engine.servers.base import free_port
+from engine.stores import sparql_store
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
 from sparql.virtuoso import VirtuosoCompiler
-from tests.random_graphs import random_graph
+from tests.random_graphs import node_ids, random_graph
 
 
 @pytest.fixture
@@ -442,3 +445,53 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
     assert "AS ?name__exact)" in text(virtuoso, Names(("m.1",))) and "__exact" not in text(virtuoso, Types(("m.1",)))
     assert text(virtuoso, Relations(("m.1",), "out")) == text(generic, Relations(("m.1",), "out"))
     assert text(virtuoso, CountTriples()) == text(generic, CountTriples())
+
+
+def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, monkeypatch):
+    triples = random_graph(6, edges=80)
+    store = _store(server)
+    store.add_triples(triples)
+    store.ids_per_query = 3
+    reference = ReferenceStore(triples)
+    ids = node_ids(triples) + ["no-such-node"]
+    for direction in DIRECTIONS:
+        assert store.relations(ids, direction) == reference.relations(ids, direction)
+        assert store.expand(ids, None, direction) == reference.expand(ids, None, direction)
+        assert store.follow_paths(ids, ["r", "s"], direction) == reference.follow_paths(ids, ["r", "s"], direction)
+        assert store.two_hop_relations(ids, "r", direction) == reference.two_hop_relations(ids, "r", direction)
+        assert store.subgraph(ids[:5], 2, direction) == reference.subgraph(ids[:5], 2, direction)
+    assert store.names(ids) == reference.names(ids)
+    assert store.types(ids) == reference.types(ids)
+    assert store.shortest_paths(ids[:4], ids[4:9], max_hops=2) == reference.shortest_paths(ids[:4], ids[4:9], max_hops=2)
+    sent: list[str] = []
+    request = SparqlEndpointStore._request
+    monkeypatch.setattr(
+        SparqlEndpointStore, "_request", lambda self, text, *a, **k: sent.append(text) or request(self, text, *a, **k)
+    )
+    # the limit holds for the whole: exactly `limit` rows of the full answer, cut
+    cut = store.expand(ids, limit=4)
+    assert cut.truncated and len(cut.edges) == 4 and set(cut.edges) <= set(reference.expand(ids).edges)
+    assert len(sent) < -(-len(ids) // 3)  # stopped once the limit was met
+    sent.clear()
+    assert store.types(ids) == reference.types(ids) and len(sent) == -(-len(ids) // 3)
+
+
+def test_the_timeout_holds_for_all_the_parts(monkeypatch):
+    store = OxigraphStore(None)
+    store.add_triples([Triple(f"m.{i}", "r", "m.x") for i in range(6)])
+    store.ids_per_query = 2
+    clock = iter(range(100))  # each reading of the parts' clock: one second later
+    monkeypatch.setattr(sparql_store, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    with pytest.raises(QueryTimeoutError, match="relations over 6 ids ran past its timeout of 3 s"):
+        store.relations([f"m.{i}" for i in range(6)], timeout=3)
+
+
+def test_thousands_of_ids_are_answered(server):
+    # Virtuoso cannot compile one query naming this many ("SQ199: Maximum size of a code vector")
+    store = _store(server)
+    triples = [Triple("m.1", "r", "m.2"), Triple("m.1", NAME_RELATION, Literal.make("One"))]
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    ids = ["m.1"] + [f"m.absent.{i}" for i in range(5000)]
+    assert store.names(ids) == reference.names(ids) and store.names(ids)["m.1"] == "One"
+    assert store.relations(ids) == reference.relations(ids) and len(store.relations(ids).rows) == 2

@@ -52,13 +52,18 @@ from engine.timeouts import run_with_timeout
 from sparql.readonly import prepare_query
 from sparql.tsv import decode_each, parse_term
 from sparql.turtle_results import expand_prefixed, read_turtle_results
-from sparql.virtuoso import EXACT_SUFFIX
+from sparql.virtuoso import EXACT_SUFFIX, IDS_PER_QUERY
 
 DEFAULT_GRAPH = "http://kgqa-engine/graph/default"
 FLAVOURS = ("virtuoso", "generic")
 #: the dialect (engine.dialects) each flavour of endpoint speaks
 _DIALECT_OF_FLAVOUR = {"virtuoso": "virtuoso", "generic": "sparql"}
 LOADERS = ("isql", "update")
+
+
+def _shown(text: str, most: int = 2000) -> str:
+    """A query's text for an error message: a list of thousands of ids is cut short."""
+    return text if len(text) <= most else f"{text[:most]} … ({len(text):,} characters)"
 
 
 def _literal_parts(value: str, datatype: str | None, lang: str | None) -> tuple[str, str | None, str | None]:
@@ -142,6 +147,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             raise InvalidInputError(f"invalid graph IRI {graph!r}: give an absolute IRI such as {DEFAULT_GRAPH}")
         self.flavour = flavour
         self.limits = VIRTUOSO if flavour == "virtuoso" else None
+        self.ids_per_query = IDS_PER_QUERY if flavour == "virtuoso" else None
         super().__init__(DIALECTS[_DIALECT_OF_FLAVOUR[flavour]](namespace, graph))  # type: ignore[arg-type]
         self.uri = uri
         self.graph = graph
@@ -299,13 +305,13 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             try:
                 names, rows = self._rows(self._json(text))
             except QueryRejected as e:  # a compiler bug, never user input
-                raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
+                raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{_shown(text)}") from e
             return Columns(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
         # Virtuoso writes Turtle several times faster than JSON (sparql/turtle_results.py)
         try:
             body = self._request(text, "text/turtle", False, timeout)
         except QueryRejected as e:  # a compiler bug, never user input
-            raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{text}") from e
+            raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{_shown(text)}") from e
         names, columns, prefixes = read_turtle_results(body.decode("utf-8"))
         return self._fold_companions(names, columns, prefixes)
 

@@ -7,13 +7,16 @@ decoder zips the columns it needs, which builds no per-row lookup.
 """
 from __future__ import annotations
 
+import dataclasses
+import time
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from typing import Any, NamedTuple
 
 import pyoxigraph as ox
 
+from engine.errors import QueryTimeoutError
 from engine.graph import Edge, Literal, Path, Term, Triple, build_each
 from engine.limits import TermCheck, TermLimits, term_check
 from engine.ops import (
@@ -33,6 +36,17 @@ from sparql.terms import Terms
 from sparql.tsv import parse_term, read_tsv
 
 DECODED_MAX = 1_000_000  # decoded terms kept (a few hundred MB at most)
+#: the field holding the ids of each operation whose every row belongs to one of them
+_LISTED = {"relations": "ids", "expand": "ids", "walks": "seeds", "two_hop_relations": "ids", "names": "ids", "types": "ids"}
+
+
+def _listed(op: Op) -> tuple[str, tuple]:
+    """The field of an operation whose every row belongs to one of its items (ids, seeds or
+    pairs), and those items; ("", ()) for any other operation."""
+    if op.name == "walks" and op.pairs is not None:  # type: ignore[attr-defined]
+        return "pairs", op.pairs  # type: ignore[attr-defined]
+    field = _LISTED.get(op.name)
+    return ("", ()) if field is None else (field, getattr(op, field))
 
 
 def _text(value: Any) -> str:
@@ -63,6 +77,8 @@ class SparqlStore(Store):
     compiler: SparqlCompiler
     #: what the server keeps exactly (:mod:`engine.limits`); None: every valid triple
     limits: TermLimits | None = None
+    #: ids (or pairs) one query may hold; an operation over more runs as several (None: any)
+    ids_per_query: int | None = None
 
     def __init__(self, compiler: SparqlCompiler) -> None:
         self.compiler = compiler
@@ -160,8 +176,34 @@ class SparqlStore(Store):
 
     # ------------------------------------------------------------------ operations
     def _run(self, op: Op, compiled: Compiled | None) -> list:
-        result = self._select(self.terms.bind(compiled), op.timeout)  # type: ignore[arg-type]
-        return getattr(self, "_decode_" + op.name)(op, result)
+        decode = getattr(self, "_decode_" + op.name)
+        field, listed = _listed(op)
+        if self.ids_per_query is None or len(listed) <= self.ids_per_query:
+            return decode(op, self._execute(compiled, op.timeout))  # type: ignore[arg-type]
+        return self._run_in_parts(op, field, listed, decode)
+
+    def _run_in_parts(self, op: Op, field: str, listed: tuple, decode: Callable[[Op, Columns], list]) -> list:
+        """An operation over more ids (or pairs) than one query may hold, as one query per
+        part: each row belongs to one id of the list (ids are distinct), so the rows are the
+        parts' rows together; the limit and the timeout hold for the whole."""
+        deadline = None if op.timeout is None else time.monotonic() + op.timeout
+        rows: list = []
+        step: int = self.ids_per_query  # type: ignore[assignment]
+        for start in range(0, len(listed), step):
+            left = None if op.limit is None else op.limit - len(rows)
+            timeout = None if deadline is None else deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                raise QueryTimeoutError(f"{op.name} over {len(listed)} {field} ran past its timeout of {op.timeout:g} s")
+            part = dataclasses.replace(op, **{field: listed[start:start + step]}, limit=left, timeout=timeout)
+            rows += decode(part, self._execute(self.compiler.compile(part), timeout))
+            if op.limit is not None and len(rows) >= op.limit:
+                break
+        return rows
+
+    def _execute(self, compiled: Compiled, timeout: float | None) -> Columns:
+        """Run a compiled query, its parameters written into its text (a backend whose server
+        takes parameters of its own may send some as those instead)."""
+        return self._select(self.terms.bind(compiled), timeout)
 
     def _decode_relations(self, op, result: Columns) -> list[RelationCount]:
         ids, rels, dirs, counts = result("id", "rel", "dir", "n")
