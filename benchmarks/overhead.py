@@ -14,7 +14,8 @@ The raw clients (what a user would write against each database, reading every va
 
 - **oxigraph**: ``pyoxigraph.Store.query(text)`` on the store's own database handle, each
   solution read as a tuple of terms;
-- **virtuoso**: one ``http.client.HTTPConnection`` kept alive, ``POST /sparql`` with the query,
+- **virtuoso**: one ``http.client.HTTPConnection`` kept alive, ``POST /sparql`` with the query
+  and the ids the store sends as URL parameters (``sparql.virtuoso.bind_with_parameters``),
   the answer in the format the engine asks for (a Turtle result set, one binding per line;
   ``sparql/turtle_results.py``), split into its lines and its rows counted;
 - **bolt**: one driver session held open on the store's own driver (its connection pool), each
@@ -50,6 +51,7 @@ from engine.store import Store
 from engine.stores.bolt import BoltStore
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
+from sparql.virtuoso import bind_with_parameters
 
 GOAL = 0.15  # the engine may add at most this much to the store's own execution
 
@@ -102,11 +104,12 @@ class VirtuosoRaw:
         self.connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=runner.SPARQL_TIMEOUT)
 
     def prepare(self, op: Op) -> Any:
-        return self.store.terms.bind(self.store.explain(op))  # type: ignore[attr-defined]
+        return bind_with_parameters(self.store.explain(op), self.store.terms)  # type: ignore[attr-defined]
 
-    def run(self, text: str) -> int:
+    def run(self, prepared: tuple[str, list[tuple[str, str]]]) -> int:
+        text, parameters = prepared
         self.connection.request(
-            "POST", self.path, urllib.parse.urlencode({"query": text}),
+            "POST", self.path, urllib.parse.urlencode([("query", text), *parameters]),
             {"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/turtle"},
         )
         response = self.connection.getresponse()

@@ -38,7 +38,7 @@ from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
-from sparql.virtuoso import VirtuosoCompiler
+from sparql.virtuoso import VirtuosoCompiler, bind_with_parameters
 from tests.random_graphs import node_ids, random_graph
 
 
@@ -445,6 +445,53 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
     assert "AS ?name__exact)" in text(virtuoso, Names(("m.1",))) and "__exact" not in text(virtuoso, Types(("m.1",)))
     assert text(virtuoso, Relations(("m.1",), "out")) == text(generic, Relations(("m.1",), "out"))
     assert text(virtuoso, CountTriples()) == text(generic, CountTriples())
+
+
+def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
+    virtuoso = VirtuosoCompiler("http://rdf.freebase.com/ns/", "http://g")
+    text, sent = bind_with_parameters(virtuoso.compile(Relations(("m.1",), "out")), virtuoso.t)
+    assert "VALUES" not in text and "m.1" not in text and "{ BIND(?::ids AS ?id) }" in text
+    assert sent == [("?ids", "<http://rdf.freebase.com/ns/m.1>")]
+    # the text is the same for every id: Virtuoso compiles it once
+    assert bind_with_parameters(virtuoso.compile(Relations(("m.2",), "out")), virtuoso.t)[0] == text
+    # an id is escaped as an IRI in the parameter as in the text
+    for awkward in ("x'y\"z", "a> <b", "{}`$"):
+        _, sent = bind_with_parameters(virtuoso.compile(Relations((awkward,), "out")), virtuoso.t)
+        assert sent == [("?ids", virtuoso.t.parameter("ids", awkward))] and sent[0][1].count(">") == 1
+    # two ids, a text with EXISTS, a literal, or pairs: everything written in, as Terms.bind writes it
+    for op in (
+        Relations(("m.1", "m.2"), "out"),
+        Names(("m.1",)),
+        Walks((), ("r",), "out", pairs=(("m.1", "m.2"),)),
+    ):
+        compiled = virtuoso.compile(op)
+        assert bind_with_parameters(compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
+    count = virtuoso.compile(CountTriples())
+    assert bind_with_parameters(count, virtuoso.t) == (count.text, [])
+
+
+def test_single_ids_reach_the_server_as_parameters(server, monkeypatch):
+    triples = random_graph(5)
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    sent: list[tuple[str, tuple]] = []
+    request = SparqlEndpointStore._request
+
+    def recorded(self, text, accept, whole_graph, timeout=None, parameters=()):
+        sent.append((text, tuple(parameters)))
+        return request(self, text, accept, whole_graph, timeout, parameters)
+
+    monkeypatch.setattr(SparqlEndpointStore, "_request", recorded)
+    ids = sorted({t.subject for t in triples})
+    for one in ids[:4] + ["x'y\"z", "no-such-node"]:
+        assert store.relations([one]) == reference.relations([one])
+        assert store.two_hop_relations([one], "r") == reference.two_hop_relations([one], "r")
+    texts = {text for text, parameters in sent if parameters}
+    assert len(texts) == 2 and len(sent) == 12  # one text per operation, whatever the id
+    sent.clear()
+    assert store.relations(ids[:2]) == reference.relations(ids[:2])
+    assert sent[0][1] == () and store.terms.iri(ids[1]) in sent[0][0]
 
 
 def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, monkeypatch):

@@ -17,6 +17,7 @@ import math
 import os
 import urllib.error
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 import pyoxigraph as ox
@@ -42,6 +43,7 @@ from engine.errors import (
 from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
+from engine.ops import Compiled
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
 from engine.stores.sparql_http import KeptConnections
@@ -52,7 +54,7 @@ from engine.timeouts import run_with_timeout
 from sparql.readonly import prepare_query
 from sparql.tsv import decode_each, parse_term
 from sparql.turtle_results import expand_prefixed, read_turtle_results
-from sparql.virtuoso import EXACT_SUFFIX, IDS_PER_QUERY
+from sparql.virtuoso import EXACT_SUFFIX, IDS_PER_QUERY, bind_with_parameters
 
 DEFAULT_GRAPH = "http://kgqa-engine/graph/default"
 FLAVOURS = ("virtuoso", "generic")
@@ -176,7 +178,14 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         self._turtle_prefixes: dict[str, str] = {}
 
     # ------------------------------------------------------------------ HTTP
-    def _request(self, text: str, accept: str, whole_graph: bool, timeout: float | None = None) -> bytes:
+    def _request(
+        self,
+        text: str,
+        accept: str,
+        whole_graph: bool,
+        timeout: float | None = None,
+        parameters: Sequence[tuple[str, str]] = (),
+    ) -> bytes:
         """POST a query; retry transient failures; return the response body.
 
         ``whole_graph`` adds ``default-graph-uri`` and ``named-graph-uri`` so that a raw query
@@ -185,9 +194,10 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         another graph). ``timeout`` (seconds)
         goes to Virtuoso as its ``timeout`` parameter: it interrupts the query there and
         answers with a partial result marked ``X-SQL-State: S1TAT``, which is raised as
-        :class:`QueryTimeoutError`.
+        :class:`QueryTimeoutError`. ``parameters`` are Virtuoso's URL parameters for the
+        query's ``?::name`` variables (:func:`sparql.virtuoso.bind_with_parameters`).
         """
-        form = [("query", text)]
+        form = [("query", text), *parameters]
         if whole_graph:
             form += [("default-graph-uri", self.graph), ("named-graph-uri", self.graph)]
         if timeout is not None:
@@ -298,7 +308,15 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         rows = [[decode(b.get(n)) for n in names] for b in result["results"]["bindings"]]
         return names, rows
 
-    def _select(self, text: str, timeout: float | None = None) -> Columns:
+    def _execute(self, compiled: Compiled, timeout: float | None) -> Columns:
+        if self.flavour != "virtuoso":
+            return super()._execute(compiled, timeout)
+        text, parameters = bind_with_parameters(compiled, self.terms)
+        return self._select(text, timeout, parameters)
+
+    def _select(
+        self, text: str, timeout: float | None = None, parameters: Sequence[tuple[str, str]] = ()
+    ) -> Columns:
         if self.flavour != "virtuoso":
             if timeout is not None:  # no standard way to stop a query
                 return run_with_timeout(lambda: self._select(text), timeout, f"the SPARQL endpoint {self.endpoint}")
@@ -309,9 +327,10 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             return Columns(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
         # Virtuoso writes Turtle several times faster than JSON (sparql/turtle_results.py)
         try:
-            body = self._request(text, "text/turtle", False, timeout)
+            body = self._request(text, "text/turtle", False, timeout, parameters)
         except QueryRejected as e:  # a compiler bug, never user input
-            raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{_shown(text)}") from e
+            shown = _shown(text) + "".join(f"\n{name} = {value}" for name, value in parameters)
+            raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{shown}") from e
         names, columns, prefixes = read_turtle_results(body.decode("utf-8"))
         return self._fold_companions(names, columns, prefixes)
 
