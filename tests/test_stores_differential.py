@@ -10,8 +10,9 @@ import random
 
 import pytest
 
-from engine.graph import NAME_RELATION, TYPE_RELATION
+from engine.graph import NAME_RELATION, TYPE_RELATION, Literal
 from engine.reference import ReferenceStore
+from engine.stores.sparql_store import LITERALS_PER_QUERY
 from tests.random_graphs import (
     ABSENT_LITERALS,
     AWKWARD_IDS,
@@ -126,6 +127,22 @@ def test_limits_cut_to_a_subset_of_the_full_answer(store, seed):
                 assert all(row in full for row in rows), where
             else:
                 assert not got.truncated and rows == full, where
+
+
+def test_more_literal_anchors_than_one_query_holds(store):
+    # a SPARQL store asks for LITERALS_PER_QUERY literal anchors per query; the present ones come last
+    triples = random_graph(3, edges=60)
+    reference = ReferenceStore(triples)
+    s = store(triples)
+    absent = [Literal.make(f"absent {i}") for i in range(2 * LITERALS_PER_QUERY)]
+    anchors = absent + literal_objects(triples) + node_ids(triples)[:2]
+    for direction in DIRECTIONS:
+        assert s.relations(anchors, direction) == reference.relations(anchors, direction), direction
+    for r1 in RELATIONS[:2]:
+        assert s.two_hop_relations(anchors, r1) == reference.two_hop_relations(anchors, r1), r1
+    full = reference.relations(anchors).rows
+    cut = s.relations(anchors, limit=3)
+    assert cut.truncated and len(cut.rows) == 3 and all(row in full for row in cut.rows)
 
 
 def test_loading_twice_changes_nothing(store):
