@@ -108,6 +108,10 @@ class CypherCompiler(Compiler):
         """Like :meth:`entity` for a node that the match reaches rather than starts from."""
         return self.entity(var, key)
 
+    def entity_among(self, var: str, key: str) -> tuple[str, list[str]]:
+        """A node that the match reaches, whose id is one of the list ``key``."""
+        return f"({var}:Entity)", [f"{var}.id IN {key}"]
+
     # ------------------------------------------------------------------ operations
     def relations(self, op: Relations) -> Compiled:
         """Rows (id, relation, direction, count) of the edges adjacent to each id."""
@@ -166,11 +170,16 @@ class CypherCompiler(Compiler):
             text = f"UNWIND $ids AS id\nMATCH {start}"
             last = f"({nodes[-1]})"
         else:
-            params = {"pairs": [list(p) for p in op.pairs]}
-            start, conditions = self.entity("n0", "pair[0]")
-            last, end_conditions = self.entity_reached(nodes[-1], "pair[1]")
+            # pairs grouped by their start, so that each start's walks are expanded once, not
+            # once per pair (FalkorDB, 50 × 50 MetaQA pairs, 2 hops: 4.9 → 0.13 s)
+            ends: dict[str, list[str]] = {}
+            for first, last_id in op.pairs:
+                ends.setdefault(first, []).append(last_id)
+            params = {"groups": [[first, targets] for first, targets in ends.items()]}
+            start, conditions = self.entity("n0", "id")
+            last, end_conditions = self.entity_among(nodes[-1], "targets")
             conditions += end_conditions
-            text = f"UNWIND $pairs AS pair\nMATCH {start}"
+            text = f"UNWIND $groups AS g\nWITH g[0] AS id, g[1] AS targets\nMATCH {start}"
         for i, relation in enumerate(path):
             if i > 0 and not op.distinct_edges:
                 text += f"\nMATCH ({nodes[i]})"
@@ -329,6 +338,9 @@ class FalkorDBCompiler(CypherCompiler):
     def entity_reached(self, var: str, key: str) -> tuple[str, list[str]]:
         # on FalkorDB a lookup there is a plain filter, which the trimmed key would break
         return f"({var}:Entity)", [f"{var}.id + '' = {key}"]
+
+    def entity_among(self, var: str, key: str) -> tuple[str, list[str]]:
+        return f"({var}:Entity)", [f"({var}.id + '') IN {key}"]
 
 
 #: the compilers, ready to use (they hold no state)

@@ -161,14 +161,16 @@ class TestOperations:
         )
 
     def test_walks_between_pairs(self):
-        assert walks([], [None, None, None], "both", None, [("m.1", "m.2")]) == (
-            "UNWIND $pairs AS pair\n"
-            "MATCH (n0:Entity {id: pair[0]})-[r1]-(n1:Entity)-[r2]-(n2:Entity)-[r3]-(n3:Entity {id: pair[1]})\n"
-            "WHERE r1 <> r2 AND r1 <> r3 AND r2 <> r3\n"
+        # grouped by their start: each start's walks are expanded once
+        assert walks([], [None, None, None], "both", None, [("m.1", "m.2"), ("m.3", "m.2"), ("m.1", "m.4")]) == (
+            "UNWIND $groups AS g\n"
+            "WITH g[0] AS id, g[1] AS targets\n"
+            "MATCH (n0:Entity {id: id})-[r1]-(n1:Entity)-[r2]-(n2:Entity)-[r3]-(n3:Entity)\n"
+            "WHERE n3.id IN targets AND r1 <> r2 AND r1 <> r3 AND r2 <> r3\n"
             "RETURN [n0.id, n1.id, n2.id, n3.id] AS ids, n3.value AS value, n3.datatype AS datatype, "
             "n3.lang AS lang, [type(r1), type(r2), type(r3)] AS relations, "
             "[startNode(r1) = n0, startNode(r2) = n1, startNode(r3) = n2] AS forward",
-            {"pairs": [["m.1", "m.2"]]},
+            {"groups": [["m.1", ["m.2", "m.4"]], ["m.3", ["m.2"]]]},
         )
 
     def test_two_hop_relations(self):
@@ -292,10 +294,11 @@ class TestFalkorDBDialect:
 
     def test_walks_check_the_far_end_without_the_index(self):
         text, _ = walks([], [None, "x"], "both", 3, [("a", "b")], FALKORDB)
-        assert text.splitlines()[:3] == [
-            "UNWIND $pairs AS pair",
-            "MATCH (n0:Entity {id: trim(pair[0])})-[r1]-(n1:Entity)-[r2:`x`]-(n2:Entity)",
-            "WHERE n0.id + '' = pair[0] AND n2.id + '' = pair[1] AND r1 <> r2",
+        assert text.splitlines()[:4] == [
+            "UNWIND $groups AS g",
+            "WITH g[0] AS id, g[1] AS targets",
+            "MATCH (n0:Entity {id: trim(id)})-[r1]-(n1:Entity)-[r2:`x`]-(n2:Entity)",
+            "WHERE n0.id + '' = id AND (n2.id + '') IN targets AND r1 <> r2",
         ]
         text, _ = walks(["a"], ["x"], "out", None, None, FALKORDB)
         assert text.splitlines()[1:3] == ["MATCH (n0:Entity {id: trim(id)})-[r1:`x`]->(n1)", "WHERE n0.id + '' = id"]
