@@ -53,3 +53,9 @@ class ReadOnlyViolationError(QueryRefusedError):
 
 class UnsupportedOperationError(KGQAError, NotImplementedError):
     """The store cannot carry out this operation."""
+
+
+def clipped(text: str, width: int) -> str:
+    """``text`` for an error message, cut to about ``width`` characters (a term may be
+    megabytes long, a query may name thousands of ids)."""
+    return text if len(text) <= width else text[: width - 20] + f"… ({len(text):,} characters)"

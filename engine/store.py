@@ -42,6 +42,7 @@ from engine.errors import (
     InvalidInputError,
     QueryTimeoutError,
     UnsupportedOperationError,
+    clipped,
 )
 from engine.graph import (
     NAME_RELATION,
@@ -151,14 +152,8 @@ def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -
         if check is not None:
             why = check(t)
             if why is not None:
-                raise InvalidInputError(f"cannot load {_shown(t)}: {why}")
+                raise InvalidInputError(f"cannot load {clipped(repr(t), 200)}: {why}")
         yield t
-
-
-def _shown(triple: Triple, width: int = 200) -> str:
-    """A triple for a message, cut short (a term may be megabytes long)."""
-    text = repr(triple)
-    return text if len(text) <= width else text[: width - 20] + f"… ({len(text):,} characters)"
 
 
 def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], list[Literal]]:

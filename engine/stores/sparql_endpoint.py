@@ -39,6 +39,7 @@ from engine.errors import (
     QueryTimeoutError,
     StoreError,
     StoreUnavailableError,
+    clipped,
 )
 from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
@@ -61,11 +62,6 @@ FLAVOURS = ("virtuoso", "generic")
 #: the dialect (engine.dialects) each flavour of endpoint speaks
 _DIALECT_OF_FLAVOUR = {"virtuoso": "virtuoso", "generic": "sparql"}
 LOADERS = ("isql", "update")
-
-
-def _shown(text: str, most: int = 2000) -> str:
-    """A query's text for an error message: a list of thousands of ids is cut short."""
-    return text if len(text) <= most else f"{text[:most]} … ({len(text):,} characters)"
 
 
 def _literal_parts(value: str, datatype: str | None, lang: str | None) -> tuple[str, str | None, str | None]:
@@ -323,13 +319,13 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             try:
                 names, rows = self._rows(self._json(text))
             except QueryRejected as e:  # a compiler bug, never user input
-                raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{_shown(text)}") from e
+                raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{clipped(text, 2000)}") from e
             return Columns(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
         # Virtuoso writes Turtle several times faster than JSON (sparql/turtle_results.py)
         try:
             body = self._request(text, "text/turtle", False, timeout, parameters)
         except QueryRejected as e:  # a compiler bug, never user input
-            shown = _shown(text) + "".join(f"\n{name} = {value}" for name, value in parameters)
+            shown = clipped(text, 2000) + "".join(f"\n{name} = {value}" for name, value in parameters)
             raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{shown}") from e
         names, columns, prefixes = read_turtle_results(body.decode("utf-8"))
         return self._fold_companions(names, columns, prefixes)
