@@ -470,11 +470,9 @@ def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
     assert bind_with_parameters(count, virtuoso.t) == (count.text, [])
 
 
-def test_single_ids_reach_the_server_as_parameters(server, monkeypatch):
-    triples = random_graph(5)
-    store = _store(server)
-    store.add_triples(triples)
-    reference = ReferenceStore(triples)
+@pytest.fixture
+def sent(monkeypatch) -> list[tuple[str, tuple]]:
+    """Each compiled query the endpoint stores send from now on: its text and URL parameters."""
     sent: list[tuple[str, tuple]] = []
     request = SparqlEndpointStore._request
 
@@ -483,6 +481,15 @@ def test_single_ids_reach_the_server_as_parameters(server, monkeypatch):
         return request(self, text, accept, whole_graph, timeout, parameters)
 
     monkeypatch.setattr(SparqlEndpointStore, "_request", recorded)
+    return sent
+
+
+def test_single_ids_reach_the_server_as_parameters(server, sent):
+    triples = random_graph(5)
+    store = _store(server)
+    store.add_triples(triples)
+    sent.clear()
+    reference = ReferenceStore(triples)
     ids = sorted({t.subject for t in triples})
     for one in ids[:4] + ["x'y\"z", "no-such-node"]:
         assert store.relations([one]) == reference.relations([one])
@@ -494,7 +501,7 @@ def test_single_ids_reach_the_server_as_parameters(server, monkeypatch):
     assert sent[0][1] == () and store.terms.iri(ids[1]) in sent[0][0]
 
 
-def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, monkeypatch):
+def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):
     triples = random_graph(6, edges=80)
     store = _store(server)
     store.add_triples(triples)
@@ -510,11 +517,7 @@ def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, monkey
     assert store.names(ids) == reference.names(ids)
     assert store.types(ids) == reference.types(ids)
     assert store.shortest_paths(ids[:4], ids[4:9], max_hops=2) == reference.shortest_paths(ids[:4], ids[4:9], max_hops=2)
-    sent: list[str] = []
-    request = SparqlEndpointStore._request
-    monkeypatch.setattr(
-        SparqlEndpointStore, "_request", lambda self, text, *a, **k: sent.append(text) or request(self, text, *a, **k)
-    )
+    sent.clear()
     # the limit holds for the whole: exactly `limit` rows of the full answer, cut
     cut = store.expand(ids, limit=4)
     assert cut.truncated and len(cut.edges) == 4 and set(cut.edges) <= set(reference.expand(ids).edges)
