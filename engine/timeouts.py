@@ -10,6 +10,10 @@ Workers are kept and reused: FalkorDB runs every call under a deadline, and star
 per call cost more than a small query (0.1 ms on a quiet machine, milliseconds on a busy one).
 A worker whose query was abandoned goes back to the idle ones only once that query has ended,
 so a stuck query never delays another call.
+
+An abandoned call must not start its query again: a store that retries transient failures
+(a dropped connection, a 503) asks :func:`abandoned` before each attempt and raises
+:class:`Abandoned` instead of sending the query the caller already got a timeout for.
 """
 from __future__ import annotations
 
@@ -25,12 +29,29 @@ T = TypeVar("T")
 _IDLE_KEPT = 8  # idle workers kept; more end
 
 
+class Abandoned(QueryTimeoutError):
+    """Raised inside a call whose caller stopped waiting, in place of a retry (nobody reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__("the caller stopped waiting for this call, so it is not tried again")
+
+
 class _Job:
     def __init__(self, call: Callable[[], object]) -> None:
         self.call = call
         self.done = threading.Event()
+        self.abandoned = threading.Event()
         self.value: object = None
         self.error: BaseException | None = None
+
+
+_running = threading.local()  # .job: the job a worker thread is running
+
+
+def abandoned() -> bool:
+    """True inside a call that :func:`run_with_timeout` has stopped waiting for."""
+    job = getattr(_running, "job", None)
+    return job is not None and job.abandoned.is_set()
 
 
 class _Worker:
@@ -41,10 +62,12 @@ class _Worker:
     def _loop(self) -> None:
         while True:
             job = self.jobs.get()
+            _running.job = job
             try:
                 job.value = job.call()
             except BaseException as e:  # noqa: BLE001 (handed to the caller)
                 job.error = e
+            _running.job = None
             job.done.set()
             del job
             with _lock:
@@ -69,6 +92,7 @@ def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -
     job = _Job(call)
     worker.jobs.put(job)
     if not job.done.wait(timeout):
+        job.abandoned.set()
         raise QueryTimeoutError(
             f"{store} cannot stop a running query, so it was abandoned at the deadline and runs on in "
             "the background until it ends"

@@ -24,6 +24,7 @@ from engine.errors import (
 from engine.graph import Literal, Triple
 from engine.stores.bolt import BoltStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
+from tests.tcp_proxy import TcpProxy
 
 GRAPH = [Triple("a", "r", "b"), Triple("b", "r", "c"), Triple("a", "type.object.name", Literal("A"))]
 #: how long a regression may hang before the test calls it one
@@ -160,3 +161,20 @@ def test_connecting_to_a_silent_bolt_port_ends_at_the_timeout(silent_port):
     seconds, error = ends(lambda: BoltStore(f"bolt://127.0.0.1:{silent_port}", timeout=1))
     assert isinstance(error, KGQAError) and seconds < 8
     assert f"127.0.0.1:{silent_port}" in str(error)
+
+
+def test_a_bolt_read_the_caller_gave_up_on_is_not_run_again_when_its_connection_drops(falkordb):
+    """The driver retries a read whose connection is lost. After the store's deadline has passed
+    the caller has its timeout: the abandoned read must not be sent again on a new connection."""
+    uri, _ = falkordb
+    marker = "abandoned-read-7d1f"
+    with TcpProxy(int(uri.rsplit(":", 1)[1])) as proxy, BoltStore(f"bolt://127.0.0.1:{proxy.port}", timeout=1) as store:
+        assert store.query("RETURN $m AS m", {"m": marker}).rows == [[marker]]
+        proxy.hold()
+        seconds, error = ends(lambda: store.query("RETURN $m AS m", {"m": marker}))
+        assert isinstance(error, QueryTimeoutError) and seconds < 5
+        sent = proxy.sent_count(marker.encode())
+        proxy.cut()  # the abandoned read's connection drops; the driver's retry would come ≈ 1 s later
+        time.sleep(3)
+        assert proxy.sent_count(marker.encode()) == sent
+        assert store.query("RETURN $m AS m", {"m": marker}).rows == [[marker]]  # the store still works

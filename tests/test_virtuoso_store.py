@@ -269,9 +269,11 @@ class _FakeEndpoint:
     """Answers each POST with the next scripted (status, headers, body); records the requests
     and the client port each came from. ``protocol`` HTTP/1.1 keeps connections open;
     ``hang_up`` then closes each one after its answer without saying so, as a server does
-    with an idle connection."""
+    with an idle connection; ``pause`` seconds pass before each answer, as on a busy server."""
 
-    def __init__(self, script: list[tuple[int, dict[str, str], str]], protocol: str = "HTTP/1.0", hang_up: bool = False) -> None:
+    def __init__(
+        self, script: list[tuple[int, dict[str, str], str]], protocol: str = "HTTP/1.0", hang_up: bool = False, pause: float = 0.0
+    ) -> None:
         self.script = list(script)
         self.requests: list[str] = []
         self.ports: list[int] = []
@@ -284,6 +286,7 @@ class _FakeEndpoint:
                 owner.requests.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
                 owner.ports.append(self.client_address[1])
                 status, headers, body = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
+                time.sleep(pause)
                 data = body.encode()
                 self.send_response(status)
                 for key, value in {"Content-Type": "application/sparql-results+json", **headers}.items():
@@ -335,6 +338,17 @@ def test_transient_server_errors_are_retried(fake):
     assert store.count_triples() == 3
     assert len(endpoint.requests) == 3
     assert f"FROM <{DEFAULT_GRAPH}>" in parse_qs(endpoint.requests[0])["query"][0]
+
+
+def test_a_query_the_caller_gave_up_on_is_not_sent_again(fake):
+    """A generic endpoint cannot stop a query, so a call's timeout abandons it; the store's
+    retries of a transient failure must then stop, not send the query again."""
+    endpoint = fake((503, {}, "busy"), pause=0.6)
+    store = SparqlEndpointStore(endpoint.uri, flavour="generic", retries=3, backoff=0.01)
+    with pytest.raises(QueryTimeoutError):
+        store.relations(["a"], timeout=0.2)
+    time.sleep(1.5)  # the busy answer comes at 0.6 s; a retry would follow 0.01 s later
+    assert len(endpoint.requests) == 1
 
 
 def test_queries_share_one_kept_alive_connection(fake):

@@ -87,7 +87,7 @@ from engine.results import (
 from engine.sexpr.tree import Count
 from engine.store import Store
 from engine.stores import bolt_quickack
-from engine.timeouts import run_with_timeout
+from engine.timeouts import Abandoned, abandoned, run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
 BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
@@ -285,7 +285,9 @@ class BoltStore(Store):
         """Run one statement in its own transaction; its column names and rows. Driver errors
         propagate. With a ``timeout`` (a read bounded by the caller) the transaction is an
         explicit one of at most that many seconds, never retried: a retry would run past the
-        deadline, and an abandoned query must not keep reconnecting. (Not an auto-commit one:
+        deadline, and an abandoned query must not keep reconnecting. Without one, the driver's
+        retries of a lost connection stop once the caller has stopped waiting (:mod:`engine.timeouts`),
+        so a statement is never run again after its caller got a timeout. (Not an auto-commit one:
         FalkorDB then reads the database name, which it ignores in transactions.)"""
         if self._closed:
             raise StoreError(f"the store {self.uri} is closed")
@@ -302,6 +304,8 @@ class BoltStore(Store):
 
         @neo4j.unit_of_work(timeout=self.timeout)
         def work(tx: neo4j.ManagedTransaction) -> tuple[list[str], list[list[Any]]]:
+            if abandoned():  # the driver retries a lost connection; the caller has its timeout already
+                raise Abandoned
             result = tx.run(text, params)
             return list(result.keys()), [record.values() for record in result]
 

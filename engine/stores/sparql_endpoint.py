@@ -51,7 +51,7 @@ from engine.stores.sparql_http import KeptConnections
 from engine.stores.sparql_store import DECODED_MAX, Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
-from engine.timeouts import run_with_timeout
+from engine.timeouts import Abandoned, abandoned, run_with_timeout
 from sparql.readonly import prepare_query
 from sparql.tsv import decode_each, parse_term
 from sparql.turtle_results import expand_prefixed, read_turtle_results
@@ -200,6 +200,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             form.append(("timeout", str(max(1, math.ceil(timeout * 1000)))))  # milliseconds
 
         def attempt() -> bytes:
+            if abandoned():  # a retry after the caller's deadline (engine.timeouts): not sent again
+                raise Abandoned
             headers, body = self._http.post(form, accept, self.timeout)
             if timeout is not None and headers.get("X-SQL-State") == "S1TAT":
                 raise QueryTimeoutError(f"Virtuoso interrupted it: {headers.get('X-SQL-Message', '').strip()[:200]}")
