@@ -104,7 +104,7 @@ class VirtuosoRaw:
         self.connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=runner.SPARQL_TIMEOUT)
 
     def prepare(self, op: Op) -> Any:
-        return bind_with_parameters(self.store.explain(op), self.store.terms)  # type: ignore[attr-defined]
+        return bind_with_parameters(op, self.store.explain(op), self.store.terms)  # type: ignore[attr-defined]
 
     def run(self, prepared: tuple[str, list[tuple[str, str]]]) -> int:
         text, parameters = prepared

@@ -20,7 +20,7 @@
   single id goes instead as a URL parameter, which its endpoint binds to the global variable
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
-  2.5 → 1.2 ms).
+  2.5 → 1.2 ms); so do up to :data:`IDS_AS_PARAMETERS` ids where a triple pattern binds them.
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
   (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
   ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from engine.graph import Literal, is_special_float
-from engine.ops import Compiled
+from engine.ops import Compiled, Op
 from sparql.compiler import SparqlCompiler
 from sparql.literal_keys import Bind, VirtuosoLiteralKeys
 from sparql.readonly import bind_parameters
@@ -52,6 +52,17 @@ _PROJECTED = re.compile(r"\(.*? AS \?(\w+)\)|\?(\w+)")
 IDS_PER_QUERY = 1000
 #: a compiled query's one-column VALUES block of ids
 _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
+#: Lists of up to this many ids go as URL parameters in ``FILTER(?id IN (...))``, padded to
+#: a power of two so that a few texts serve every length. Measured on MetaQA against the
+#: list written in (p50 of 40 random lists, first compilation included): ``relations`` of
+#: 2 / 8 ids 2.5 / 3.5 → 1.0 / 1.4 ms, ``two_hop_relations`` 5.4 / 8.1 → 1.3 / 2.7 ms,
+#: ``expand`` 2.8 → 1.6 ms (8 ids). Longer ones are slower there: ``relations`` of 17 ids,
+#: 32 parameters, 6.2 → 10.9 ms, of 40 ids 10 → 194 ms.
+IDS_AS_PARAMETERS = 8
+#: operations whose ids a triple pattern binds in every branch of their group, so that a
+#: filter on them keeps the rows a VALUES block would (``names`` and ``types`` keep ids
+#: with no edge, which only VALUES brings in)
+_FILTERED = frozenset({"relations", "two_hop_relations", "expand"})
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -96,25 +107,41 @@ class VirtuosoCompiler(SparqlCompiler):
         return f"SELECT {projected}{companions} WHERE {{ {inner} }}"
 
 
-def bind_with_parameters(compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
+def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
     """A compiled query's text for Virtuoso and the URL parameters that go with it.
 
     Each ``VALUES ?var { $name }`` block of a single id becomes ``{ BIND(?::name AS ?var) }``
     and the id goes as the URL parameter ``?name`` (Virtuoso reads it as a Turtle term, here
-    an escaped IRI), so that the text is the same for every id. Every other parameter is
-    written in (:meth:`Terms.bind`), and so is everything in a text with ``EXISTS``:
-    Virtuoso's ``EXISTS`` does not see a variable bound by ``BIND``, parameter or not (a
-    missing id passes ``FILTER(EXISTS { ?id ?p ?o })``).
+    an escaped IRI), so that the text is the same for every id. In the operations a triple
+    pattern binds the ids of (:data:`_FILTERED`), a block of 2 to :data:`IDS_AS_PARAMETERS`
+    ids becomes ``FILTER(?var IN (?::name_0, ...))`` at the end of its group, the list padded
+    with its last id to a power of two. Every other parameter is written in
+    (:meth:`Terms.bind`), and so is everything in a text with ``EXISTS``: Virtuoso's ``EXISTS``
+    does not see a variable bound by ``BIND``, parameter or not (a missing id passes
+    ``FILTER(EXISTS { ?id ?p ?o })``).
 
-    Lists stay written in: a union of such ``BIND`` clauses costs more to compile than the list
-    does (measured on RoG's PathQuestion calls, first call of each text: walks from 3 / 5
-    seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union), and the texts of longer lists
-    seldom repeat, so their plans would seldom be reused."""
+    Longer lists, and lists elsewhere, stay written in: a union of ``BIND`` clauses costs
+    more to compile than the list does (measured on RoG's PathQuestion calls, first call of
+    each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
+    and a long ``IN`` list of parameters is planned badly (above)."""
     text, params = compiled
+    rows = _id_rows(text)
+    if op.name in _FILTERED and len(rows) == 1:
+        start, end, var, name = rows[0]
+        ids = params.get(name)
+        if type(ids) is list and 2 <= len(ids) <= IDS_AS_PARAMETERS and all(type(i) is str for i in ids):
+            width = 1 << (len(ids) - 1).bit_length()
+            padded = ids + ids[-1:] * (width - len(ids))
+            close = _group_end(text, end)
+            listed = ", ".join(f"?::{name}_{j}" for j in range(width))
+            filtered = text[:start] + text[end:close] + f"FILTER(?{var} IN ({listed})) " + text[close:]
+            written = {key: value for key, value in params.items() if key != name}
+            sent = [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
+            return bind_parameters(filtered, written, terms.parameter), sent
     sent: list[tuple[str, str]] = []
     written = dict(params)
     pieces, pos = [], 0
-    for start, end, var, name in _id_rows(text):
+    for start, end, var, name in rows:
         value = params.get(name)
         if type(value) is list and len(value) == 1:
             value = value[0]
@@ -127,6 +154,30 @@ def bind_with_parameters(compiled: Compiled, terms: Terms) -> tuple[str, list[tu
     if not sent:
         return terms.bind(compiled), []
     return bind_parameters("".join(pieces) + text[pos:], written, terms.parameter), sent
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_end(text: str, pos: int) -> int:
+    """Where the group that is open at ``pos`` closes: its ``}``. A compiled text's braces
+    outside strings are its groups' (IRIs are written without braces; ``Terms.iri``)."""
+    depth, quoted, i = 0, False, pos
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == "\\":
+                i += 1  # an escaped character
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    raise ValueError(f"no group closes after position {pos} of a compiled query")
 
 
 @functools.lru_cache(maxsize=1024)

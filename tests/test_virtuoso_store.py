@@ -30,7 +30,7 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.identifiers import DIRECTIONS
 from engine.open import open_store
-from engine.ops import CountTriples, Expand, Names, Relations, Types, Walks
+from engine.ops import CountTriples, Expand, Names, Relations, TwoHopRelations, Types, Walks
 from engine.reference import ReferenceStore
 from engine.servers.base import free_port
 from engine.stores import sparql_store
@@ -38,7 +38,7 @@ from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
-from sparql.virtuoso import VirtuosoCompiler, bind_with_parameters
+from sparql.virtuoso import IDS_AS_PARAMETERS, VirtuosoCompiler, bind_with_parameters
 from tests.random_graphs import node_ids, random_graph
 
 
@@ -463,25 +463,53 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
 
 def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
     virtuoso = VirtuosoCompiler("http://rdf.freebase.com/ns/", "http://g")
-    text, sent = bind_with_parameters(virtuoso.compile(Relations(("m.1",), "out")), virtuoso.t)
+
+    def bound(op):
+        return bind_with_parameters(op, virtuoso.compile(op), virtuoso.t)
+
+    text, sent = bound(Relations(("m.1",), "out"))
     assert "VALUES" not in text and "m.1" not in text and "{ BIND(?::ids AS ?id) }" in text
     assert sent == [("?ids", "<http://rdf.freebase.com/ns/m.1>")]
     # the text is the same for every id: Virtuoso compiles it once
-    assert bind_with_parameters(virtuoso.compile(Relations(("m.2",), "out")), virtuoso.t)[0] == text
+    assert bound(Relations(("m.2",), "out"))[0] == text
     # an id is escaped as an IRI in the parameter as in the text
     for awkward in ("x'y\"z", "a> <b", "{}`$"):
-        _, sent = bind_with_parameters(virtuoso.compile(Relations((awkward,), "out")), virtuoso.t)
+        _, sent = bound(Relations((awkward,), "out"))
         assert sent == [("?ids", virtuoso.t.parameter("ids", awkward))] and sent[0][1].count(">") == 1
-    # two ids, a text with EXISTS, a literal, or pairs: everything written in, as Terms.bind writes it
+    # a text with EXISTS, ids no triple pattern binds, a literal, pairs, or more ids than go as
+    # parameters: everything written in, as Terms.bind writes it
     for op in (
-        Relations(("m.1", "m.2"), "out"),
         Names(("m.1",)),
+        Names(("m.1", "m.2")),
+        Types(("m.1", "m.2")),
+        Walks(("m.1", "m.2"), ("r",), "out"),
         Walks((), ("r",), "out", pairs=(("m.1", "m.2"),)),
+        Relations(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS + 1)), "both"),
     ):
         compiled = virtuoso.compile(op)
-        assert bind_with_parameters(compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
-    count = virtuoso.compile(CountTriples())
-    assert bind_with_parameters(count, virtuoso.t) == (count.text, [])
+        assert bind_with_parameters(op, compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
+    count = CountTriples()
+    assert bind_with_parameters(count, virtuoso.compile(count), virtuoso.t) == (virtuoso.compile(count).text, [])
+
+
+def test_short_lists_of_ids_go_as_parameters_in_a_filter_one_text_per_power_of_two():
+    virtuoso = VirtuosoCompiler("http://rdf.freebase.com/ns/", "http://g")
+
+    def bound(op):
+        return bind_with_parameters(op, virtuoso.compile(op), virtuoso.t)
+
+    text, sent = bound(Relations(("m.1", "m.2", "m.3"), "both"))
+    assert "VALUES" not in text and "m.1" not in text
+    assert text.endswith("FILTER(?id IN (?::ids_0, ?::ids_1, ?::ids_2, ?::ids_3)) } GROUP BY ?id ?rel ?dir")
+    assert [value for _, value in sent] == [f"<http://rdf.freebase.com/ns/m.{i}>" for i in (1, 2, 3, 3)]
+    assert bound(Relations(("a", "b", "c", "d"), "both"))[0] == text  # 3 and 4 ids share a text
+    assert bound(Relations(("a", "b"), "both"))[0] != text
+    # the filter closes the group the VALUES block opened: the subquery's, for two_hop_relations
+    text, sent = bound(TwoHopRelations(("m.1", "m.2"), "r", "both"))
+    inner = text.index("SELECT DISTINCT")
+    assert text.index("FILTER(?id IN (?::ids_0, ?::ids_1))") < text.index("} }", inner) < text.index("?m ?rel ?x")
+    text, _ = bound(Expand(("m.1", "m.2"), ("r", "s"), "both"))
+    assert "FILTER(?src IN (?::ids_0, ?::ids_1))" in text and "VALUES" not in text
 
 
 @pytest.fixture
@@ -511,8 +539,17 @@ def test_single_ids_reach_the_server_as_parameters(server, sent):
     texts = {text for text, parameters in sent if parameters}
     assert len(texts) == 2 and len(sent) == 12  # one text per operation, whatever the id
     sent.clear()
-    assert store.relations(ids[:2]) == reference.relations(ids[:2])
-    assert sent[0][1] == () and store.terms.iri(ids[1]) in sent[0][0]
+    for n in range(2, IDS_AS_PARAMETERS + 1):  # short lists too, one text per power of two
+        for direction in DIRECTIONS:
+            assert store.relations(ids[:n], direction) == reference.relations(ids[:n], direction)
+            assert store.expand(ids[:n], None, direction) == reference.expand(ids[:n], None, direction)
+            assert store.two_hop_relations(ids[:n], "r", direction) == reference.two_hop_relations(ids[:n], "r", direction)
+    assert all(parameters for _, parameters in sent) and len({text for text, _ in sent}) == 3 * 3 * 3
+    sent.clear()
+    many = ids[:IDS_AS_PARAMETERS + 1]
+    assert len(many) > IDS_AS_PARAMETERS
+    assert store.relations(many) == reference.relations(many)
+    assert sent[0][1] == () and store.terms.iri(many[-1]) in sent[0][0]
 
 
 def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):

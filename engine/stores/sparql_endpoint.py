@@ -44,7 +44,7 @@ from engine.errors import (
 from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
-from engine.ops import Compiled
+from engine.ops import Compiled, Op
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import QueryRejected, server_message, transient
 from engine.stores.sparql_http import KeptConnections
@@ -314,11 +314,11 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         rows = [[decode(b.get(n)) for n in names] for b in result["results"]["bindings"]]
         return names, rows
 
-    def _execute(self, compiled: Compiled, timeout: float | None) -> Columns:
+    def _execute(self, op: Op, compiled: Compiled) -> Columns:
         if self.flavour != "virtuoso":
-            return super()._execute(compiled, timeout)
-        text, parameters = bind_with_parameters(compiled, self.terms)
-        return self._select(text, timeout, parameters)
+            return super()._execute(op, compiled)
+        text, parameters = bind_with_parameters(op, compiled, self.terms)
+        return self._select(text, op.timeout, parameters)
 
     def _select(
         self, text: str, timeout: float | None = None, parameters: Sequence[tuple[str, str]] = ()

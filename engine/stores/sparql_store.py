@@ -193,7 +193,7 @@ class SparqlStore(Store):
         field, listed = _listed(op)
         most = LITERALS_PER_QUERY if field == "literals" else self.ids_per_query
         if most is None or len(listed) <= most:
-            return decode(op, self._execute(compiled, op.timeout))  # type: ignore[arg-type]
+            return decode(op, self._execute(op, compiled))  # type: ignore[arg-type]
         return self._run_in_parts(op, field, listed, most, decode)
 
     def _run_in_parts(
@@ -210,15 +210,16 @@ class SparqlStore(Store):
             if timeout is not None and timeout <= 0:
                 raise QueryTimeoutError(f"{op.name} over {len(listed)} {field} ran past its timeout of {op.timeout:g} s")
             part = dataclasses.replace(op, **{field: listed[start:start + step]}, limit=left, timeout=timeout)
-            rows += decode(part, self._execute(self.compiler.compile(part), timeout))
+            rows += decode(part, self._execute(part, self.compiler.compile(part)))
             if op.limit is not None and len(rows) >= op.limit:
                 break
         return rows
 
-    def _execute(self, compiled: Compiled, timeout: float | None) -> Columns:
-        """Run a compiled query, its parameters written into its text (a backend whose server
-        takes parameters of its own may send some as those instead)."""
-        return self._select(self.terms.bind(compiled), timeout)
+    def _execute(self, op: Op, compiled: Compiled) -> Columns:
+        """Run an operation's compiled query within its timeout, the parameters written into
+        its text (a backend whose server takes parameters of its own may send some as those
+        instead)."""
+        return self._select(self.terms.bind(compiled), op.timeout)
 
     def _decode_relations(self, op, result: Columns) -> list[RelationCount]:
         ids, rels, dirs, counts = result("id", "rel", "dir", "n")
