@@ -20,7 +20,7 @@
   single id goes instead as a URL parameter, which its endpoint binds to the global variable
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
-  2.5 → 1.2 ms); so do up to :data:`IDS_AS_PARAMETERS` ids where a triple pattern binds them.
+  2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`).
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
   (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
   ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
@@ -52,17 +52,16 @@ _PROJECTED = re.compile(r"\(.*? AS \?(\w+)\)|\?(\w+)")
 IDS_PER_QUERY = 1000
 #: a compiled query's one-column VALUES block of ids
 _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
-#: Lists of up to this many ids go as URL parameters in ``FILTER(?id IN (...))``, padded to
-#: a power of two so that a few texts serve every length. Measured on MetaQA against the
-#: list written in (p50 of 40 random lists, first compilation included): ``relations`` of
-#: 2 / 8 ids 2.5 / 3.5 → 1.0 / 1.4 ms, ``two_hop_relations`` 5.4 / 8.1 → 1.3 / 2.7 ms,
-#: ``expand`` 2.8 → 1.6 ms (8 ids). Longer ones are slower there: ``relations`` of 17 ids,
-#: 32 parameters, 6.2 → 10.9 ms, of 40 ids 10 → 194 ms.
-IDS_AS_PARAMETERS = 8
-#: operations whose ids a triple pattern binds in every branch of their group, so that a
-#: filter on them keeps the rows a VALUES block would (``names`` and ``types`` keep ids
-#: with no edge, which only VALUES brings in)
-_FILTERED = frozenset({"relations", "two_hop_relations", "expand"})
+#: Lists of ids that go as URL parameters in ``FILTER(?id IN (...))``, padded to a power of
+#: two so that a few texts serve every length: at most this many, per operation. Only
+#: operations whose ids a triple pattern binds in every branch of their group, so that the
+#: filter keeps the rows a VALUES block would (``names`` and ``types`` keep ids with no edge,
+#: which only VALUES brings in). Measured against the list written in (p50 of 40 random lists,
+#: first compilation included) on MetaQA / PathQuestion: ``relations`` of 8 ids 3.5 → 1.4 ms,
+#: of 16 5.6 / 20.5 → 4.2 / 7.7 ms, but of 17 (32 parameters) 6.2 → 10.9 ms and of 40 (64)
+#: 10 → 194 ms; ``two_hop_relations`` of 32 ids 18.5 / 16.4 → 2.8 / 3.3 ms, ``expand`` 6.0 /
+#: 5.9 → 3.7 / 3.5 ms (FB15k-237: 17.3 → 11.1 and 17.7 → 15.6 ms).
+IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32}
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -112,10 +111,11 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
 
     Each ``VALUES ?var { $name }`` block of a single id becomes ``{ BIND(?::name AS ?var) }``
     and the id goes as the URL parameter ``?name`` (Virtuoso reads it as a Turtle term, here
-    an escaped IRI), so that the text is the same for every id. In the operations a triple
-    pattern binds the ids of (:data:`_FILTERED`), a block of 2 to :data:`IDS_AS_PARAMETERS`
-    ids becomes ``FILTER(?var IN (?::name_0, ...))`` at the end of its group, the list padded
-    with its last id to a power of two. Every other parameter is written in
+    an escaped IRI), so that the text is the same for every id. In ``relations``,
+    ``two_hop_relations`` and ``expand``, whose ids a triple pattern binds, a block of 2 ids
+    up to the operation's :data:`IDS_AS_PARAMETERS` becomes ``FILTER(?var IN (?::name_0,
+    ...))`` at the end of its group, the list padded with its last id to a power of two.
+    Every other parameter is written in
     (:meth:`Terms.bind`), and so is everything in a text with ``EXISTS``: Virtuoso's ``EXISTS``
     does not see a variable bound by ``BIND``, parameter or not (a missing id passes
     ``FILTER(EXISTS { ?id ?p ?o })``).
@@ -126,10 +126,11 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     and a long ``IN`` list of parameters is planned badly (above)."""
     text, params = compiled
     rows = _id_rows(text)
-    if op.name in _FILTERED and len(rows) == 1:
+    most = IDS_AS_PARAMETERS.get(op.name, 0)
+    if most and len(rows) == 1:
         start, end, var, name = rows[0]
         ids = params.get(name)
-        if type(ids) is list and 2 <= len(ids) <= IDS_AS_PARAMETERS and all(type(i) is str for i in ids):
+        if type(ids) is list and 2 <= len(ids) <= most and all(type(i) is str for i in ids):
             width = 1 << (len(ids) - 1).bit_length()
             padded = ids + ids[-1:] * (width - len(ids))
             close = _group_end(text, end)

@@ -9,6 +9,7 @@ behaviour tests run against a tiny local fake endpoint.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -484,7 +485,8 @@ def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
         Types(("m.1", "m.2")),
         Walks(("m.1", "m.2"), ("r",), "out"),
         Walks((), ("r",), "out", pairs=(("m.1", "m.2"),)),
-        Relations(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS + 1)), "both"),
+        Relations(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["relations"] + 1)), "both"),
+        Expand(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["expand"] + 1)), None, "both"),
     ):
         compiled = virtuoso.compile(op)
         assert bind_with_parameters(op, compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
@@ -539,17 +541,36 @@ def test_single_ids_reach_the_server_as_parameters(server, sent):
     texts = {text for text, parameters in sent if parameters}
     assert len(texts) == 2 and len(sent) == 12  # one text per operation, whatever the id
     sent.clear()
-    for n in range(2, IDS_AS_PARAMETERS + 1):  # short lists too, one text per power of two
+    for n in range(2, 9):  # short lists too, one text per power of two
         for direction in DIRECTIONS:
             assert store.relations(ids[:n], direction) == reference.relations(ids[:n], direction)
             assert store.expand(ids[:n], None, direction) == reference.expand(ids[:n], None, direction)
             assert store.two_hop_relations(ids[:n], "r", direction) == reference.two_hop_relations(ids[:n], "r", direction)
     assert all(parameters for _, parameters in sent) and len({text for text, _ in sent}) == 3 * 3 * 3
     sent.clear()
-    many = ids[:IDS_AS_PARAMETERS + 1]
-    assert len(many) > IDS_AS_PARAMETERS
+    many = (ids + [f"absent-{i}" for i in range(IDS_AS_PARAMETERS["relations"])])[:IDS_AS_PARAMETERS["relations"] + 1]
     assert store.relations(many) == reference.relations(many)
     assert sent[0][1] == () and store.terms.iri(many[-1]) in sent[0][0]
+
+
+def test_lists_of_ids_sent_as_parameters_match_the_reference(server, sent):
+    """Every list length up to each operation's bound, in every direction: the IN filter keeps
+    exactly the rows the VALUES block would, including ids with no edge."""
+    triples = random_graph(8, nodes=40, edges=160)
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    ids = node_ids(triples) + ["no-such-node", "x'y\"z"]
+    rng = random.Random(0)
+    for n in range(2, IDS_AS_PARAMETERS["expand"] + 2):
+        some = rng.sample(ids, n)
+        for direction in DIRECTIONS:
+            assert store.relations(some, direction) == reference.relations(some, direction)
+            assert store.expand(some, None, direction) == reference.expand(some, None, direction)
+            assert store.expand(some, ["r", "s"], direction) == reference.expand(some, ["r", "s"], direction)
+            assert store.two_hop_relations(some, "r", direction) == reference.two_hop_relations(some, "r", direction)
+    widths = {len(parameters) for _, parameters in sent}
+    assert widths == {0, 2, 4, 8, 16, 32}  # 0: written in past the bound
 
 
 def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):
