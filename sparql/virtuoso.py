@@ -115,10 +115,9 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     ``two_hop_relations`` and ``expand``, whose ids a triple pattern binds, a block of 2 ids
     up to the operation's :data:`IDS_AS_PARAMETERS` becomes ``FILTER(?var IN (?::name_0,
     ...))`` at the end of its group, the list padded with its last id to a power of two.
-    Every other parameter is written in
-    (:meth:`Terms.bind`), and so is everything in a text with ``EXISTS``: Virtuoso's ``EXISTS``
-    does not see a variable bound by ``BIND``, parameter or not (a missing id passes
-    ``FILTER(EXISTS { ?id ?p ?o })``).
+    Every other parameter is written in (:meth:`Terms.bind`), and so is everything in a text
+    with ``EXISTS``: Virtuoso's ``EXISTS`` does not see a variable bound by ``BIND``,
+    parameter or not (a missing id passes ``FILTER(EXISTS { ?id ?p ?o })``).
 
     Longer lists, and lists elsewhere, stay written in: a union of ``BIND`` clauses costs
     more to compile than the list does (measured on RoG's PathQuestion calls, first call of
