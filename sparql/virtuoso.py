@@ -20,7 +20,10 @@
   single id goes instead as a URL parameter, which its endpoint binds to the global variable
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
-  2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`).
+  2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`),
+  and the relation names of walks, ``two_hop_relations`` and ``expand``
+  (:func:`_relations_as_parameters`), without which a graph of many relations (Freebase) meets
+  a new text at almost every call.
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
   (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
   ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from engine.graph import Literal, is_special_float
-from engine.ops import Compiled, Op
+from engine.ops import Compiled, Expand, Op, TwoHopRelations, Walks
 from sparql.compiler import SparqlCompiler
 from sparql.literal_keys import Bind, VirtuosoLiteralKeys
 from sparql.readonly import bind_parameters
@@ -60,8 +63,10 @@ _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
 #: first compilation included) on MetaQA / PathQuestion: ``relations`` of 8 ids 3.5 → 1.4 ms,
 #: of 16 5.6 / 20.5 → 4.2 / 7.7 ms, but of 17 (32 parameters) 6.2 → 10.9 ms and of 40 (64)
 #: 10 → 194 ms; ``two_hop_relations`` of 32 ids 18.5 / 16.4 → 2.8 / 3.3 ms, ``expand`` 6.0 /
-#: 5.9 → 3.7 / 3.5 ms (FB15k-237: 17.3 → 11.1 and 17.7 → 15.6 ms).
-IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32}
+#: 5.9 → 3.7 / 3.5 ms (FB15k-237: 17.3 → 11.1 and 17.7 → 15.6 ms); walks from 2 / 8 / 32
+#: seeds (relations as parameters either way) 3.1 / 3.4 / 5.2 → 0.95 / 1.2 / 2.1 ms (MetaQA),
+#: 2.8 / 3.9 / 5.4 → 0.9 / 1.1 / 1.8 ms (FB15k-237).
+IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32, "walks": 32}
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -112,7 +117,7 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     Each ``VALUES ?var { $name }`` block of a single id becomes ``{ BIND(?::name AS ?var) }``
     and the id goes as the URL parameter ``?name`` (Virtuoso reads it as a Turtle term, here
     an escaped IRI), so that the text is the same for every id. In ``relations``,
-    ``two_hop_relations`` and ``expand``, whose ids a triple pattern binds, a block of 2 ids
+    ``two_hop_relations``, ``expand`` and walks from seeds, whose ids a triple pattern binds, a block of 2 ids
     up to the operation's :data:`IDS_AS_PARAMETERS` becomes ``FILTER(?var IN (?::name_0,
     ...))`` at the end of its group, the list padded with its last id to a power of two.
     Every other parameter is written in (:meth:`Terms.bind`), and so is everything in a text
@@ -122,8 +127,12 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     Longer lists, and lists elsewhere, stay written in: a union of ``BIND`` clauses costs
     more to compile than the list does (measured on RoG's PathQuestion calls, first call of
     each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
-    and a long ``IN`` list of parameters is planned badly (above)."""
-    text, params = compiled
+    and a long ``IN`` list of parameters is planned badly (above).
+
+    The relation names a walk follows, ``two_hop_relations``' ``r1`` and ``expand``'s
+    relations go as parameters too (:func:`_relations_as_parameters`)."""
+    text, sent = _relations_as_parameters(op, compiled.text, terms)
+    params = compiled.params
     rows = _id_rows(text)
     most = IDS_AS_PARAMETERS.get(op.name, 0)
     if most and len(rows) == 1:
@@ -136,9 +145,8 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
             listed = ", ".join(f"?::{name}_{j}" for j in range(width))
             filtered = text[:start] + text[end:close] + f"FILTER(?{var} IN ({listed})) " + text[close:]
             written = {key: value for key, value in params.items() if key != name}
-            sent = [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
+            sent += [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
             return bind_parameters(filtered, written, terms.parameter), sent
-    sent: list[tuple[str, str]] = []
     written = dict(params)
     pieces, pos = [], 0
     for start, end, var, name in rows:
@@ -154,6 +162,33 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     if not sent:
         return terms.bind(compiled), []
     return bind_parameters("".join(pieces) + text[pos:], written, terms.parameter), sent
+
+
+def _relations_as_parameters(op: Op, text: str, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
+    """``text`` with the IRI of each relation the operation names replaced by ``?::rel_j``,
+    and the URL parameters ``?rel_j`` that carry them. Virtuoso compiles a new text in
+    milliseconds (on FB15k-237's 237 relations, the first call of a text at p50: a walk 18.2
+    against 1.7 ms, ``expand`` 7.7 against 0.9, ``two_hop_relations`` 5.8 against 1.4; once
+    compiled, the same either way). In these texts an IRI written in is a relation in a
+    triple pattern, a ``BIND`` or a walk's ``NOT IN`` list, and nothing else (they hold no
+    string but ``"out"`` and ``"in"``), so the parameter, bound to that IRI, means the same.
+    Not in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
+    if isinstance(op, Walks):
+        named = tuple(dict.fromkeys(r for r in op.path if r is not None))
+    elif isinstance(op, TwoHopRelations):
+        named = (op.r1,)
+    elif isinstance(op, Expand):
+        named = op.relations or ()
+    else:
+        return text, []
+    if not named or "EXISTS" in text:
+        return text, []
+    sent = []
+    for j, relation in enumerate(named):
+        iri = terms.relation(relation)
+        text = text.replace(iri, f"?::rel_{j}")
+        sent.append((f"?rel_{j}", iri))
+    return text, sent
 
 
 @functools.lru_cache(maxsize=1024)

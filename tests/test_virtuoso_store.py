@@ -40,7 +40,7 @@ from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
 from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
 from sparql.virtuoso import IDS_AS_PARAMETERS, VirtuosoCompiler, bind_with_parameters
-from tests.random_graphs import node_ids, random_graph
+from tests.random_graphs import RELATIONS, node_ids, random_graph
 
 
 @pytest.fixture
@@ -483,8 +483,8 @@ def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
         Names(("m.1",)),
         Names(("m.1", "m.2")),
         Types(("m.1", "m.2")),
-        Walks(("m.1", "m.2"), ("r",), "out"),
-        Walks((), ("r",), "out", pairs=(("m.1", "m.2"),)),
+        Walks((), (None,), "out", pairs=(("m.1", "m.2"),), exclude=("r",)),
+        Walks(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["walks"] + 1)), (None, None), "out"),
         Relations(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["relations"] + 1)), "both"),
         Expand(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["expand"] + 1)), None, "both"),
     ):
@@ -512,6 +512,35 @@ def test_short_lists_of_ids_go_as_parameters_in_a_filter_one_text_per_power_of_t
     assert text.index("FILTER(?id IN (?::ids_0, ?::ids_1))") < text.index("} }", inner) < text.index("?m ?rel ?x")
     text, _ = bound(Expand(("m.1", "m.2"), ("r", "s"), "both"))
     assert "FILTER(?src IN (?::ids_0, ?::ids_1))" in text and "VALUES" not in text
+
+
+def test_relation_names_go_as_parameters_one_text_for_every_relation():
+    virtuoso = VirtuosoCompiler("http://rdf.freebase.com/ns/", "http://g")
+
+    def bound(op):
+        return bind_with_parameters(op, virtuoso.compile(op), virtuoso.t)
+
+    def iri(relation):
+        return virtuoso.t.relation(relation)
+
+    text, sent = bound(Walks(("m.1",), ("a.b", "c.d", "a.b"), "both"))
+    assert "a.b" not in text and "c.d" not in text and text.count("?::rel_0") == 4 and text.count("?::rel_1") == 2
+    assert sent == [("?rel_0", iri("a.b")), ("?rel_1", iri("c.d")), ("?ids", "<http://rdf.freebase.com/ns/m.1>")]
+    assert bound(Walks(("m.2",), ("x", "y", "x"), "both"))[0] == text
+    assert bound(Walks(("m.2",), ("x", "y", "z"), "both"))[0] != text  # three relations, another text
+    # a hop with any relation keeps its variable; the named one goes as a parameter
+    text, sent = bound(Walks(("m.1", "m.2"), (None, "a.b"), "out", exclude=("type.object.type",)))
+    assert "?r0" in text and iri("type.object.type") in text and iri("a.b") not in text
+    assert sent[0] == ("?rel_0", iri("a.b")) and [name for name, _ in sent[1:]] == ["?ids_0", "?ids_1"]
+    text, sent = bound(TwoHopRelations(("m.1",), "a.b", "both"))
+    assert iri("a.b") not in text and sent[0] == ("?rel_0", iri("a.b"))
+    assert bound(TwoHopRelations(("m.1",), "c.d", "both"))[0] == text
+    text, sent = bound(Expand(("m.1", "m.2", "m.3"), ("a.b", "c.d"), "both"))
+    assert "BIND(?::rel_0 AS ?rel)" in text and "BIND(?::rel_1 AS ?rel)" in text and "FILTER(?src IN (" in text
+    assert bound(Expand(("m.4", "m.5", "m.6", "m.7"), ("e.f", "g.h"), "both"))[0] == text
+    # a relation name is sent as the text would hold it
+    text, sent = bound(TwoHopRelations(("m.1",), "/film/film/genre", "out"))
+    assert sent[0] == ("?rel_0", iri("/film/film/genre")) and "genre" not in text
 
 
 @pytest.fixture
@@ -569,8 +598,39 @@ def test_lists_of_ids_sent_as_parameters_match_the_reference(server, sent):
             assert store.expand(some, None, direction) == reference.expand(some, None, direction)
             assert store.expand(some, ["r", "s"], direction) == reference.expand(some, ["r", "s"], direction)
             assert store.two_hop_relations(some, "r", direction) == reference.two_hop_relations(some, "r", direction)
-    widths = {len(parameters) for _, parameters in sent}
+    widths = {sum(name.startswith("?ids") for name, _ in parameters) for _, parameters in sent}
     assert widths == {0, 2, 4, 8, 16, 32}  # 0: written in past the bound
+
+
+def test_relations_sent_as_parameters_match_the_reference(server, sent):
+    """Walks, ``two_hop_relations`` and ``expand`` over every relation, from one id and from
+    a list: the answers of the reference, and the same texts whatever the relations."""
+    triples = random_graph(9, nodes=30, edges=140)
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    ids = node_ids(triples) + ["no-such-node"]
+    rng = random.Random(2)
+    texts = []
+    for at, relation in enumerate(RELATIONS):
+        other = RELATIONS[(at + 1) % len(RELATIONS)]
+        sent.clear()
+        for direction in DIRECTIONS:
+            for seeds in ([rng.choice(ids)], rng.sample(ids, 3)):
+                assert store.two_hop_relations(seeds, relation, direction) == reference.two_hop_relations(
+                    seeds, relation, direction
+                )
+                assert store.expand(seeds, [relation, other], direction) == reference.expand(
+                    seeds, [relation, other], direction
+                )
+                for path in ([relation], [relation, other], [relation, other, relation]):
+                    for distinct in (True, False):
+                        assert store.follow_paths(seeds, path, direction, distinct_edges=distinct) == (
+                            reference.follow_paths(seeds, path, direction, distinct_edges=distinct)
+                        )
+        assert all(parameters for _, parameters in sent)
+        texts.append({text for text, _ in sent})
+    assert all(each == texts[0] for each in texts)
 
 
 def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):
