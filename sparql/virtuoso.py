@@ -21,7 +21,7 @@
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
   2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`),
-  and the relation names of walks, ``two_hop_relations`` and ``expand``
+  and, with a single id, the relation names of walks, ``two_hop_relations`` and ``expand``
   (:func:`_relations_as_parameters`), without which a graph of many relations (Freebase) meets
   a new text at almost every call.
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
@@ -117,9 +117,10 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     Each ``VALUES ?var { $name }`` block of a single id becomes ``{ BIND(?::name AS ?var) }``
     and the id goes as the URL parameter ``?name`` (Virtuoso reads it as a Turtle term, here
     an escaped IRI), so that the text is the same for every id. In ``relations``,
-    ``two_hop_relations``, ``expand`` and walks from seeds, whose ids a triple pattern binds, a block of 2 ids
-    up to the operation's :data:`IDS_AS_PARAMETERS` becomes ``FILTER(?var IN (?::name_0,
-    ...))`` at the end of its group, the list padded with its last id to a power of two.
+    ``two_hop_relations``, ``expand`` and walks from seeds, whose ids a triple pattern binds,
+    a block of 2 ids up to the operation's :data:`IDS_AS_PARAMETERS` becomes ``FILTER(?var IN
+    (?::name_0, ...))`` at the end of its group, the list padded with its last id to a power
+    of two.
     Every other parameter is written in (:meth:`Terms.bind`), and so is everything in a text
     with ``EXISTS``: Virtuoso's ``EXISTS`` does not see a variable bound by ``BIND``,
     parameter or not (a missing id passes ``FILTER(EXISTS { ?id ?p ?o })``).
@@ -129,10 +130,14 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
     and a long ``IN`` list of parameters is planned badly (above).
 
-    The relation names a walk follows, ``two_hop_relations``' ``r1`` and ``expand``'s
-    relations go as parameters too (:func:`_relations_as_parameters`)."""
-    text, sent = _relations_as_parameters(op, compiled.text, terms)
-    params = compiled.params
+    Where a single id goes as a parameter, so do the relation names a walk follows,
+    ``two_hop_relations``' ``r1`` and ``expand``'s relations (:func:`_relations_as_parameters`)."""
+    text, sent = _ids_as_parameters(op, compiled, terms)
+    return _relations_as_parameters(op, text, sent, terms) if len(sent) == 1 else (text, sent)
+
+
+def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
+    text, params = compiled
     rows = _id_rows(text)
     most = IDS_AS_PARAMETERS.get(op.name, 0)
     if most and len(rows) == 1:
@@ -145,8 +150,9 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
             listed = ", ".join(f"?::{name}_{j}" for j in range(width))
             filtered = text[:start] + text[end:close] + f"FILTER(?{var} IN ({listed})) " + text[close:]
             written = {key: value for key, value in params.items() if key != name}
-            sent += [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
+            sent = [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
             return bind_parameters(filtered, written, terms.parameter), sent
+    sent = []
     written = dict(params)
     pieces, pos = [], 0
     for start, end, var, name in rows:
@@ -164,15 +170,23 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     return bind_parameters("".join(pieces) + text[pos:], written, terms.parameter), sent
 
 
-def _relations_as_parameters(op: Op, text: str, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
-    """``text`` with the IRI of each relation the operation names replaced by ``?::rel_j``,
-    and the URL parameters ``?rel_j`` that carry them. Virtuoso compiles a new text in
-    milliseconds (on FB15k-237's 237 relations, the first call of a text at p50: a walk 18.2
-    against 1.7 ms, ``expand`` 7.7 against 0.9, ``two_hop_relations`` 5.8 against 1.4; once
-    compiled, the same either way). In these texts an IRI written in is a relation in a
-    triple pattern, a ``BIND`` or a walk's ``NOT IN`` list, and nothing else (they hold no
-    string but ``"out"`` and ``"in"``), so the parameter, bound to that IRI, means the same.
-    Not in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
+def _relations_as_parameters(
+    op: Op, text: str, sent: list[tuple[str, str]], terms: Terms
+) -> tuple[str, list[tuple[str, str]]]:
+    """A text whose one id goes as a parameter (``sent``), with the IRI of each relation the
+    operation names replaced by ``?::rel_j``, and the parameters with ``?rel_j`` added.
+
+    Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
+    of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
+    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). From several
+    ids the plan made without the relations can be far slower (PathQuestion's 3-hop walks,
+    once compiled, from 8 / 32 seeds in an ``IN`` filter: 1.3 / 2.2 ms with the relations
+    written in, 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3 against 16–31 ms),
+    so there they stay written in, and such a text repeats for each list of relations. In
+    these texts an IRI written in is a relation in a triple pattern, a ``BIND`` or a walk's
+    ``NOT IN`` list, and nothing else (they hold no string but ``"out"`` and ``"in"``, and
+    their id goes as a parameter), so the parameter, bound to that IRI, means the same. Not
+    in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
     if isinstance(op, Walks):
         named = tuple(dict.fromkeys(r for r in op.path if r is not None))
     elif isinstance(op, TwoHopRelations):
@@ -180,10 +194,10 @@ def _relations_as_parameters(op: Op, text: str, terms: Terms) -> tuple[str, list
     elif isinstance(op, Expand):
         named = op.relations or ()
     else:
-        return text, []
-    if not named or "EXISTS" in text:
-        return text, []
-    sent = []
+        return text, sent
+    if "EXISTS" in text:
+        return text, sent
+    sent = list(sent)
     for j, relation in enumerate(named):
         iri = terms.relation(relation)
         text = text.replace(iri, f"?::rel_{j}")
