@@ -21,7 +21,7 @@
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
   2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`),
-  and, with a single id, the relation names of walks, ``two_hop_relations`` and ``expand``
+  and then the relation names of ``two_hop_relations``, ``expand`` and walks from one seed
   (:func:`_relations_as_parameters`), without which a graph of many relations (Freebase) meets
   a new text at almost every call.
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
@@ -130,10 +130,13 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
     and a long ``IN`` list of parameters is planned badly (above).
 
-    Where a single id goes as a parameter, so do the relation names a walk follows,
-    ``two_hop_relations``' ``r1`` and ``expand``'s relations (:func:`_relations_as_parameters`)."""
+    Where the ids go as parameters, so do ``two_hop_relations``' ``r1`` and ``expand``'s
+    relations, and the relation names a walk from one seed follows
+    (:func:`_relations_as_parameters`)."""
     text, sent = _ids_as_parameters(op, compiled, terms)
-    return _relations_as_parameters(op, text, sent, terms) if len(sent) == 1 else (text, sent)
+    if len(sent) == 1 or (sent and not isinstance(op, Walks)):
+        return _relations_as_parameters(op, text, sent, terms)
+    return text, sent
 
 
 def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
@@ -173,20 +176,21 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
 def _relations_as_parameters(
     op: Op, text: str, sent: list[tuple[str, str]], terms: Terms
 ) -> tuple[str, list[tuple[str, str]]]:
-    """A text whose one id goes as a parameter (``sent``), with the IRI of each relation the
+    """A text whose ids go as parameters (``sent``), with the IRI of each relation the
     operation names replaced by ``?::rel_j``, and the parameters with ``?rel_j`` added.
 
     Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
     of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
-    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). From several
-    ids the plan made without the relations can be far slower (PathQuestion's 3-hop walks,
-    once compiled, from 8 / 32 seeds in an ``IN`` filter: 1.3 / 2.2 ms with the relations
-    written in, 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3 against 16–31 ms),
-    so there they stay written in, and such a text repeats for each list of relations. In
-    these texts an IRI written in is a relation in a triple pattern, a ``BIND`` or a walk's
-    ``NOT IN`` list, and nothing else (they hold no string but ``"out"`` and ``"in"``, and
-    their id goes as a parameter), so the parameter, bound to that IRI, means the same. Not
-    in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
+    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). From 2–8 ids
+    ``two_hop_relations`` and ``expand`` run as fast or up to 0.3 ms slower once compiled, so
+    their relations go as parameters too. A walk from several seeds stays written in: the plan
+    made without its relations can be far slower (PathQuestion's 3-hop walks, once compiled,
+    from 8 / 32 seeds in an ``IN`` filter: 1.3 / 2.2 ms with the relations written in, 3.2 /
+    13.2 ms as parameters; from 64 seeds written in: 3 against 16–31 ms); its text repeats for
+    each relation path. In these texts an IRI written in is a relation in a triple pattern, a
+    ``BIND`` or a walk's ``NOT IN`` list, and nothing else (they hold no string but ``"out"``
+    and ``"in"``, and their ids go as parameters), so the parameter, bound to that IRI, means
+    the same. Not in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
     if isinstance(op, Walks):
         named = tuple(dict.fromkeys(r for r in op.path if r is not None))
     elif isinstance(op, TwoHopRelations):
