@@ -67,6 +67,9 @@ _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
 #: seeds (relations as parameters either way) 3.1 / 3.4 / 5.2 → 0.95 / 1.2 / 2.1 ms (MetaQA),
 #: 2.8 / 3.9 / 5.4 → 0.9 / 1.1 / 1.8 ms (FB15k-237).
 IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32, "walks": 32}
+#: Walks from at most this many seeds send their relations as parameters too; from more,
+#: Virtuoso's plan without them costs more than compiling (:func:`_relations_as_parameters`).
+WALK_SEEDS_WITH_RELATION_PARAMETERS = 8
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -131,12 +134,12 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     and a long ``IN`` list of parameters is planned badly (above).
 
     Where the ids go as parameters, so do ``two_hop_relations``' ``r1`` and ``expand``'s
-    relations, and the relation names a walk from one seed follows
-    (:func:`_relations_as_parameters`)."""
+    relations, and the relation names a walk follows from up to
+    :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds (:func:`_relations_as_parameters`)."""
     text, sent = _ids_as_parameters(op, compiled, terms)
-    if len(sent) == 1 or (sent and not isinstance(op, Walks)):
-        return _relations_as_parameters(op, text, sent, terms)
-    return text, sent
+    if not sent or (isinstance(op, Walks) and len(op.seeds) > WALK_SEEDS_WITH_RELATION_PARAMETERS):
+        return text, sent
+    return _relations_as_parameters(op, text, sent, terms)
 
 
 def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
@@ -182,12 +185,14 @@ def _relations_as_parameters(
     Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
     of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
     ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). From 2–8 ids
-    ``two_hop_relations`` and ``expand`` run as fast or up to 0.3 ms slower once compiled, so
-    their relations go as parameters too. A walk from several seeds stays written in: the plan
-    made without its relations can be far slower (PathQuestion's 3-hop walks, once compiled,
-    from 8 / 32 seeds in an ``IN`` filter: 1.3 / 2.2 ms with the relations written in, 3.2 /
-    13.2 ms as parameters; from 64 seeds written in: 3 against 16–31 ms); its text repeats for
-    each relation path. In these texts an IRI written in is a relation in a triple pattern, a
+    ``two_hop_relations`` and ``expand`` run as fast or up to 0.3 ms slower once compiled. A
+    walk's plan made without its relations gets slower with its seeds (PathQuestion's 3-hop
+    walks, once compiled, from 2 / 8 / 32 seeds in an ``IN`` filter: 1.0 / 1.3 / 2.2 ms with
+    the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
+    against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds),
+    while compiling a new walk from a few seeds takes 10–30 ms (RoG's decoding steps on
+    MetaQA), so a walk from more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps
+    them written in. In these texts an IRI written in is a relation in a triple pattern, a
     ``BIND`` or a walk's ``NOT IN`` list, and nothing else (they hold no string but ``"out"``
     and ``"in"``, and their ids go as parameters), so the parameter, bound to that IRI, means
     the same. Not in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
