@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from engine.graph import Literal, is_special_float
-from engine.ops import Compiled, Expand, Op, TwoHopRelations, Walks
+from engine.ops import Compiled, Execute, Expand, Op, TwoHopRelations, Walks
+from engine.sexpr.tree import relations as tree_relations
 from sparql.compiler import SparqlCompiler
 from sparql.literal_keys import Bind, VirtuosoLiteralKeys
 from sparql.readonly import bind_parameters
@@ -133,13 +134,18 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
     and a long ``IN`` list of parameters is planned badly (above).
 
-    Where the ids go as parameters, so do ``two_hop_relations``' ``r1`` and ``expand``'s
-    relations, and the relation names a walk follows from up to
-    :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds (:func:`_relations_as_parameters`)."""
-    text, sent = _ids_as_parameters(op, compiled, terms)
-    if not sent or (isinstance(op, Walks) and len(op.seeds) > WALK_SEEDS_WITH_RELATION_PARAMETERS):
-        return text, sent
-    return _relations_as_parameters(op, text, sent, terms)
+    Where the ids go as parameters, so do the relation names of ``two_hop_relations``,
+    ``expand``, S-expressions, and walks from up to :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`
+    seeds (:func:`_relations_as_parameters`)."""
+    named = _named_relations(op)
+    replaced = None
+    if named and "EXISTS" not in compiled.text:
+        replaced = _relations_as_parameters(compiled.text, named, terms)
+    if replaced is not None:
+        text, sent = _ids_as_parameters(op, Compiled(replaced, compiled.params), terms)
+        if sent:
+            return text, sent + [(f"?rel_{j}", terms.relation(name)) for j, name in enumerate(named)]
+    return _ids_as_parameters(op, compiled, terms)
 
 
 def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
@@ -176,11 +182,10 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
     return bind_parameters("".join(pieces) + text[pos:], written, terms.parameter), sent
 
 
-def _relations_as_parameters(
-    op: Op, text: str, sent: list[tuple[str, str]], terms: Terms
-) -> tuple[str, list[tuple[str, str]]]:
-    """A text whose ids go as parameters (``sent``), with the IRI of each relation the
-    operation names replaced by ``?::rel_j``, and the parameters with ``?rel_j`` added.
+def _relations_as_parameters(text: str, named: tuple[str, ...], terms: Terms) -> str | None:
+    """A compiled text with the IRI of each relation of ``named`` replaced by ``?::rel_j``,
+    ``j`` its place in ``named`` (the caller sends the IRIs as the parameters ``?rel_j``); None
+    where one of them is also written as a function (an XSD cast), which a variable cannot be.
 
     Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
     of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
@@ -189,29 +194,34 @@ def _relations_as_parameters(
     walk's plan made without its relations gets slower with its seeds (PathQuestion's 3-hop
     walks, once compiled, from 2 / 8 / 32 seeds in an ``IN`` filter: 1.0 / 1.3 / 2.2 ms with
     the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
-    against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds),
-    while compiling a new walk from a few seeds takes 10–30 ms (RoG's decoding steps on
-    MetaQA), so a walk from more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps
-    them written in. In these texts an IRI written in is a relation in a triple pattern, a
-    ``BIND`` or a walk's ``NOT IN`` list, and nothing else (they hold no string but ``"out"``
-    and ``"in"``, and their ids go as parameters), so the parameter, bound to that IRI, means
-    the same. Not in a text with ``EXISTS`` (see :func:`bind_with_parameters`)."""
+    against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds), while compiling a
+    new walk from a few seeds takes 10–30 ms (RoG's decoding steps on MetaQA), so a walk from
+    more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps them written in. In a compiled text a relation's IRI is a term (of a triple pattern, a
+    ``BIND``, an ``IN`` list), and every value from outside is still a ``$name`` placeholder, so
+    no string holds one; the parameter, bound to that IRI, means the same."""
+    for j, name in enumerate(named):
+        iri = terms.relation(name)
+        if iri + "(" in text:
+            return None
+        text = text.replace(iri, f"?::rel_{j}")
+    return text
+
+
+def _named_relations(op: Op) -> tuple[str, ...]:
+    """The relation names an operation's text holds that go as parameters, each once."""
     if isinstance(op, Walks):
-        named = tuple(dict.fromkeys(r for r in op.path if r is not None))
+        if len(op.seeds) > WALK_SEEDS_WITH_RELATION_PARAMETERS:
+            return ()
+        named: Iterable[str | None] = op.path
     elif isinstance(op, TwoHopRelations):
         named = (op.r1,)
     elif isinstance(op, Expand):
         named = op.relations or ()
+    elif isinstance(op, Execute):
+        named = tree_relations(op.tree)
     else:
-        return text, sent
-    if "EXISTS" in text:
-        return text, sent
-    sent = list(sent)
-    for j, relation in enumerate(named):
-        iri = terms.relation(relation)
-        text = text.replace(iri, f"?::rel_{j}")
-        sent.append((f"?rel_{j}", iri))
-    return text, sent
+        return ()
+    return tuple(dict.fromkeys(name for name in named if name is not None))
 
 
 @functools.lru_cache(maxsize=1024)

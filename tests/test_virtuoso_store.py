@@ -31,8 +31,9 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.identifiers import DIRECTIONS
 from engine.open import open_store
-from engine.ops import CountTriples, Expand, Names, Relations, TwoHopRelations, Types, Walks
+from engine.ops import CountTriples, Execute, Expand, Names, Relations, TwoHopRelations, Types, Walks
 from engine.reference import ReferenceStore
+from engine.sexpr import parse
 from engine.servers.base import free_port
 from engine.stores import sparql_store
 from engine.stores.oxigraph import OxigraphStore
@@ -551,6 +552,17 @@ def test_relation_names_go_as_parameters_one_text_for_every_relation():
     many = tuple(f"m.{i}" for i in range(WALK_SEEDS_WITH_RELATION_PARAMETERS + 1))
     text, sent = bound(Walks(many, ("a.b", "c.d"), "both"))
     assert iri("a.b") in text and "FILTER(?n0 IN (" in text and all(name.startswith("?ids_") for name, _ in sent)
+    # an S-expression's relations, whatever the form; a string that holds a relation's IRI is a
+    # value, written in as it is; a text with EXISTS (a time constraint) is written in whole
+    text, sent = bound(Execute(parse("(JOIN (R a.b) (JOIN c.d m.1))")))
+    assert iri("a.b") not in text and iri("c.d") not in text and sent[0] == ("?p0", virtuoso.t.iri("m.1"))
+    assert sent[1:] == [("?rel_0", iri("a.b")), ("?rel_1", iri("c.d"))]
+    assert bound(Execute(parse("(JOIN (R e.f) (JOIN k.l m.2))")))[0] == text
+    quoted = f'"x {iri("a.b")} y"'
+    text, sent = bound(Execute(parse(f"(AND (JOIN a.b {quoted}) (JOIN c.d m.1))")))
+    assert quoted in text and text.count("?::rel_0") == 1 and ("?rel_0", iri("a.b")) in sent
+    timed = Execute(parse("(TC (JOIN a.b m.1) c.d.from 2000)"))
+    assert bind_with_parameters(timed, virtuoso.compile(timed), virtuoso.t) == (virtuoso.t.bind(virtuoso.compile(timed)), [])
     # a relation name is sent as the text would hold it
     text, sent = bound(TwoHopRelations(("m.1",), "/film/film/genre", "out"))
     assert sent[1] == ("?rel_0", iri("/film/film/genre")) and "genre" not in text

@@ -205,11 +205,20 @@ def _quoted(text: str) -> str:
 
 def entities(node: Top | Path) -> list[str]:
     """The entity ids a tree mentions, in order of appearance."""
-    found: list[str] = []
+    return [n.id for n in _atoms(node, Entity)]
+
+
+def relations(node: Top | Path) -> list[str]:
+    """The relation names a tree mentions (forward or reversed), in order of appearance."""
+    return [n.name for n in _atoms(node, Relation)]
+
+
+def _atoms(node: object, kind: type) -> list:
+    found: list = []
 
     def walk(n: object) -> None:
-        if isinstance(n, Entity):
-            found.append(n.id)
+        if isinstance(n, kind):
+            found.append(n)
         elif hasattr(n, "__dataclass_fields__") and not isinstance(n, Value):
             for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
                 walk(getattr(n, name))
