@@ -21,9 +21,9 @@
   ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
   (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
   2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`),
-  and then the relation names of ``two_hop_relations``, ``expand`` and walks from one seed
-  (:func:`_relations_as_parameters`), without which a graph of many relations (Freebase) meets
-  a new text at almost every call.
+  and with them the relation names of ``two_hop_relations``, ``expand``, S-expressions and
+  walks from a few seeds (:func:`_relations_as_parameters`), without which a graph of many
+  relations (Freebase) meets a new text at almost every call.
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
   (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
   ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
