@@ -138,17 +138,17 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     ``expand``, S-expressions, and walks from up to :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`
     seeds (:func:`_relations_as_parameters`)."""
     named = _named_relations(op)
-    replaced = None
     if named and "EXISTS" not in compiled.text:
         replaced = _relations_as_parameters(compiled.text, named, terms)
-    if replaced is not None:
-        text, sent = _ids_as_parameters(op, Compiled(replaced, compiled.params), terms)
-        if sent:
+        bound = replaced and _ids_as_parameters(op, Compiled(replaced, compiled.params), terms)
+        if bound:
+            text, sent = bound
             return text, sent + [(f"?rel_{j}", terms.relation(name)) for j, name in enumerate(named)]
-    return _ids_as_parameters(op, compiled, terms)
+    return _ids_as_parameters(op, compiled, terms) or (terms.bind(compiled), [])
 
 
-def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]]:
+def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, list[tuple[str, str]]] | None:
+    """The text and parameters with the ids as parameters (above), or None where none go so."""
     text, params = compiled
     rows = _id_rows(text)
     most = IDS_AS_PARAMETERS.get(op.name, 0)
@@ -164,7 +164,7 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
             written = {key: value for key, value in params.items() if key != name}
             sent = [(f"?{name}_{j}", terms.parameter(name, one)) for j, one in enumerate(padded)]
             return bind_parameters(filtered, written, terms.parameter), sent
-    sent = []
+    sent: list[tuple[str, str]] = []
     written = dict(params)
     pieces, pos = [], 0
     for start, end, var, name in rows:
@@ -178,7 +178,7 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
         pieces += [text[pos:start], f"{{ BIND(?::{name} AS ?{var}) }}"]
         pos = end
     if not sent:
-        return terms.bind(compiled), []
+        return None
     return bind_parameters("".join(pieces) + text[pos:], written, terms.parameter), sent
 
 
@@ -196,9 +196,11 @@ def _relations_as_parameters(text: str, named: tuple[str, ...], terms: Terms) ->
     the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
     against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds), while compiling a
     new walk from a few seeds takes 10–30 ms (RoG's decoding steps on MetaQA), so a walk from
-    more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps them written in. In a compiled text a relation's IRI is a term (of a triple pattern, a
-    ``BIND``, an ``IN`` list), and every value from outside is still a ``$name`` placeholder, so
-    no string holds one; the parameter, bound to that IRI, means the same."""
+    more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps them written in.
+
+    In a compiled text a relation's IRI is a term (of a triple pattern, a ``BIND``, an ``IN``
+    list), and every value from outside is still a ``$name`` placeholder, so no string holds
+    one; the parameter, bound to that IRI, means the same."""
     for j, name in enumerate(named):
         iri = terms.relation(name)
         if iri + "(" in text:
