@@ -189,8 +189,11 @@ def _relations_as_parameters(text: str, named: tuple[str, ...], terms: Terms) ->
 
     Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
     of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
-    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). From 2–8 ids
-    ``two_hop_relations`` and ``expand`` run as fast or up to 0.3 ms slower once compiled. A
+    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). Once compiled,
+    ``two_hop_relations`` and ``expand`` from 2–8 ids run as fast or up to 0.3 ms slower with
+    their relations as parameters, from 16 / 32 ids up to 1.2 / 3.3 ms slower
+    (``two_hop_relations`` on PathQuestion; on FB15k-237 as fast), less than the 9–14 ms a new
+    text of theirs costs to compile there. A
     walk's plan made without its relations gets slower with its seeds (PathQuestion's 3-hop
     walks, once compiled, from 2 / 8 / 32 seeds in an ``IN`` filter: 1.0 / 1.3 / 2.2 ms with
     the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
