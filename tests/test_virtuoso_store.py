@@ -493,6 +493,7 @@ def test_a_single_id_is_bound_as_a_parameter_and_the_rest_written_in():
         Walks(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["walks"] + 1)), (None, None), "out"),
         Relations(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["relations"] + 1)), "both"),
         Expand(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["expand"] + 1)), None, "both"),
+        Expand(tuple(f"m.{i}" for i in range(IDS_AS_PARAMETERS["expand"] + 1)), ("r", "s"), "both"),
     ):
         compiled = virtuoso.compile(op)
         assert bind_with_parameters(op, compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
@@ -562,7 +563,8 @@ def test_relation_names_go_as_parameters_one_text_for_every_relation():
     text, sent = bound(Execute(parse(f"(AND (JOIN a.b {quoted}) (JOIN c.d m.1))")))
     assert quoted in text and text.count("?::rel_0") == 1 and ("?rel_0", iri("a.b")) in sent
     timed = Execute(parse("(TC (JOIN a.b m.1) c.d.from 2000)"))
-    assert bind_with_parameters(timed, virtuoso.compile(timed), virtuoso.t) == (virtuoso.t.bind(virtuoso.compile(timed)), [])
+    compiled = virtuoso.compile(timed)
+    assert bind_with_parameters(timed, compiled, virtuoso.t) == (virtuoso.t.bind(compiled), [])
     # a relation name is sent as the text would hold it
     text, sent = bound(TwoHopRelations(("m.1",), "/film/film/genre", "out"))
     assert sent[1] == ("?rel_0", iri("/film/film/genre")) and "genre" not in text
