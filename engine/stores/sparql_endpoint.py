@@ -15,10 +15,9 @@ import http.client
 import json
 import math
 import os
-import time
 import urllib.error
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyoxigraph as ox
@@ -46,7 +45,7 @@ from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
 from engine.ops import Compiled, Op
 from engine.results import QueryResult
-from engine.stores.endpoint_errors import QueryRejected, server_message, transient
+from engine.stores.endpoint_errors import QueryRejected, retried, server_message, transient
 from engine.stores.sparql_http import KeptConnections
 from engine.stores.sparql_store import DECODED_MAX, Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
@@ -221,7 +220,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             return body
 
         try:
-            return self._retried(attempt)
+            return retried(attempt, self.retries, self.backoff)
         except KGQAError:
             raise
         except (QueryBadFormed, URITooLong) as e:
@@ -248,20 +247,6 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             raise StoreUnavailableError(f"{self.endpoint} refused the request (HTTP 401): check the credentials") from e
         except (SPARQLWrapperException, urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise self._unavailable(f"{type(e).__name__}: {e}") from e
-
-    def _retried(self, attempt: Callable[[], bytes]) -> bytes:
-        """``attempt()``, tried again on a transient failure up to ``retries`` times after
-        exponential waits (``backoff``, doubled each time, at most 30 s); the last failure is
-        raised. (A plain loop: a retry library's machinery cost ≈ 10 µs a call, 1 % of a small one.)"""
-        tried = 0
-        while True:
-            try:
-                return attempt()
-            except Exception as e:
-                if tried >= self.retries or not transient(e):
-                    raise
-            time.sleep(min(30.0, self.backoff * 2**tried))
-            tried += 1
 
     def close(self) -> None:
         self._http.close()

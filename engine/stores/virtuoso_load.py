@@ -22,11 +22,10 @@ import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.graph import XSD, Literal, Term
-from engine.stores.endpoint_errors import transient
+from engine.stores.endpoint_errors import retried
 from engine.stores.staging import PREFIX, StagingFolder, abandoned_folders
 from sparql.terms import Terms
 
@@ -242,14 +241,7 @@ class VirtuosoLoading:
             request = urllib.request.Request(self.update_endpoint, data=data, method="POST")
             request.add_header("Content-Type", "application/x-www-form-urlencoded")
             try:
-                for attempt in Retrying(
-                    stop=stop_after_attempt(self.retries + 1),
-                    wait=wait_exponential(multiplier=self.backoff, max=30),
-                    retry=retry_if_exception(transient),
-                    reraise=True,
-                ):
-                    with attempt, opener.open(request, timeout=self.timeout) as response:
-                        response.read()
+                retried(lambda: _post(opener, request, self.timeout), self.retries, self.backoff)
             except urllib.error.HTTPError as e:
                 raise StoreError(
                     f"{self.update_endpoint} refused INSERT DATA (HTTP {e.code}): "
@@ -266,6 +258,11 @@ class VirtuosoLoading:
             urllib.request.HTTPDigestAuthHandler(passwords), urllib.request.HTTPBasicAuthHandler(passwords)
         )
 
+
+
+def _post(opener: urllib.request.OpenerDirector, request: urllib.request.Request, timeout: float) -> None:
+    with opener.open(request, timeout=timeout) as response:
+        response.read()
 
 
 def _marked(output: str, mark: str) -> list[str]:
