@@ -70,7 +70,12 @@ _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
 IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32, "walks": 32}
 #: Walks from at most this many seeds send their relations as parameters too; from more,
 #: Virtuoso's plan without them costs more than compiling (:func:`_relations_as_parameters`).
-WALK_SEEDS_WITH_RELATION_PARAMETERS = 8
+#: From one seed the plan starts at the seed, whatever the relations; from an ``IN`` list of
+#: seeds it can start elsewhere. Measured on the scale benchmark's 10M-triple graph, after
+#: compiling: 2-hop walks from 2 / 4 / 8 seeds 6.7 / 9.4 / 15.2 ms with the relations as
+#: parameters against 1.1 / 1.4 / 1.1 ms with them written in (8 seeds: 7.6 against 1.2 ms on
+#: another path), where PathQuestion's graph had shown at most ≈ 2 ms more up to 8 seeds.
+WALK_SEEDS_WITH_RELATION_PARAMETERS = 1
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -135,8 +140,8 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     and a long ``IN`` list of parameters is planned badly (above).
 
     Where the ids go as parameters, so do the relation names of ``two_hop_relations``,
-    ``expand``, S-expressions, and walks from up to :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`
-    seeds (:func:`_relations_as_parameters`)."""
+    ``expand``, S-expressions, and walks from one seed
+    (:data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`; :func:`_relations_as_parameters`)."""
     named = _named_relations(op)
     if named and "EXISTS" not in compiled.text:
         replaced = _relations_as_parameters(compiled.text, named, terms)
@@ -198,8 +203,10 @@ def _relations_as_parameters(text: str, named: tuple[str, ...], terms: Terms) ->
     walks, once compiled, from 2 / 8 / 32 seeds in an ``IN`` filter: 1.0 / 1.3 / 2.2 ms with
     the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
     against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds), while compiling a
-    new walk from a few seeds takes 10–30 ms (RoG's decoding steps on MetaQA), so a walk from
-    more than :data:`WALK_SEEDS_WITH_RELATION_PARAMETERS` seeds keeps them written in.
+    new walk from a few seeds takes 10–30 ms (RoG's decoding steps on MetaQA); on a graph of
+    10M triples the plan without the relations cost up to 14 ms more from as few as 2 seeds, on
+    every call, so only a walk from one seed (its plan starts there) sends its relations as
+    parameters (:data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`).
 
     In a compiled text a relation's IRI is a term (of a triple pattern, a ``BIND``, an ``IN``
     list), and every value from outside is still a ``$name`` placeholder, so no string holds

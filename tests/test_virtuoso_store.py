@@ -547,8 +547,6 @@ def test_relation_names_go_as_parameters_one_text_for_every_relation():
     assert bound(Expand(("m.4", "m.5", "m.6", "m.7"), ("e.f", "g.h"), "both"))[0] == text
     text, sent = bound(TwoHopRelations(("m.1", "m.2"), "a.b", "both"))
     assert iri("a.b") not in text and sent[-1] == ("?rel_0", iri("a.b"))
-    text, sent = bound(Walks(("m.1", "m.2", "m.3"), ("a.b", "c.d"), "both"))
-    assert iri("a.b") not in text and "FILTER(?n0 IN (" in text and sent[-1] == ("?rel_1", iri("c.d"))
     # a walk from more seeds keeps its relations written in (a plan made without them is slow)
     many = tuple(f"m.{i}" for i in range(WALK_SEEDS_WITH_RELATION_PARAMETERS + 1))
     text, sent = bound(Walks(many, ("a.b", "c.d"), "both"))
@@ -656,11 +654,12 @@ def test_relations_sent_as_parameters_match_the_reference(server, sent):
                             reference.follow_paths(seeds, path, direction, distinct_edges=distinct)
                         )
         assert all(parameters for _, parameters in sent)
-        # one text per shape, each from one id and from a list: two_hop_relations, expand,
-        # and walks of 1, 2 and 3 hops, the last with and without the filters that stop a
-        # walk from reusing an edge
-        texts.append({text for text, _ in sent})
-        assert len(texts[-1]) == len(DIRECTIONS) * 2 * (1 + 1 + 1 + 1 + 2)
+        # one text per shape whatever the relations: two_hop_relations and expand from one id
+        # and from a list, and walks from one id of 1, 2 and 3 hops, the last with and without
+        # the filters that stop a walk from reusing an edge (a walk from a list keeps its
+        # relations written in)
+        texts.append({text for text, parameters in sent if any(name.startswith("?rel_") for name, _ in parameters)})
+        assert len(texts[-1]) == len(DIRECTIONS) * (2 + 2 + 1 + 1 + 2)
     assert all(each == texts[0] for each in texts)
 
 
