@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -625,6 +626,28 @@ def test_lists_of_ids_sent_as_parameters_match_the_reference(server, sent):
             assert store.two_hop_relations(some, "r", direction) == reference.two_hop_relations(some, "r", direction)
     widths = {sum(name.startswith("?ids") for name, _ in parameters) for _, parameters in sent}
     assert widths == {0, 2, 4, 8, 16, 32}  # 0: written in past the bound
+
+
+def test_answers_are_read_with_immediate_acks(server, monkeypatch):
+    """Virtuoso writes its answers in pieces with Nagle's algorithm on, so some sizes waited
+    ≈ 40 ms for a delayed acknowledgement: every read of the store's connections asks for
+    TCP_QUICKACK first (Linux), and the answers come back whole."""
+    if not hasattr(socket, "TCP_QUICKACK"):
+        pytest.skip("no TCP_QUICKACK on this platform")
+    store = _store(server)
+    store.add_triples([Triple(f"m.{i}", "r.s", f"m.{i + 1}") for i in range(400)])
+    asked: list[int] = []
+    real = socket.socket.setsockopt
+
+    def setsockopt(sock, level, option, value):
+        if option == socket.TCP_QUICKACK:
+            asked.append(value)
+        return real(sock, level, option, value)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", setsockopt)
+    ids = [f"m.{i}" for i in range(402)]
+    assert store.names(ids) == {i: (None if i == "m.401" else i) for i in ids}
+    assert asked and set(asked) == {1}
 
 
 def test_relations_sent_as_parameters_match_the_reference(server, sent):

@@ -12,13 +12,15 @@ The Neo4j driver has no hook for its sockets, so :func:`install` wraps the read 
 driver's socket class, once per process, when a store connects to FalkorDB. Where that class
 is not where this driver version keeps it, or the platform has no ``TCP_QUICKACK``, nothing is
 installed and such answers are only slower. Neo4j's server sends without delay, so other Bolt
-connections of the process see nothing but a few more acknowledgement packets.
+connections of the process see nothing but a few more acknowledgement packets. The asking
+itself is :mod:`engine.stores.quick_ack`'s, shared with the SPARQL endpoint's connections.
 """
 from __future__ import annotations
 
-import socket
 import threading
 from typing import Any
+
+from engine.stores import quick_ack
 
 _lock = threading.Lock()
 _installed = False
@@ -30,20 +32,16 @@ def install() -> bool:
     with _lock:
         if _installed:
             return True
-        option = getattr(socket, "TCP_QUICKACK", None)
         try:
             from neo4j._async_compat.network._bolt_socket import BoltSocketBase
         except ImportError:
             return False
         read = BoltSocketBase.__dict__.get("recv_into")
-        if option is None or read is None:
+        if quick_ack.OPTION is None or read is None:
             return False
 
         def recv_into(self: Any, buffer: Any, nbytes: int) -> int:
-            try:
-                self._socket.setsockopt(socket.IPPROTO_TCP, option, 1)
-            except (OSError, AttributeError):  # not a TCP socket (a test double), or already closed
-                pass
+            quick_ack.ask(getattr(self, "_socket", None))
             return read(self, buffer, nbytes)
 
         BoltSocketBase.recv_into = recv_into  # type: ignore[method-assign]

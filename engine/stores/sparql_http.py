@@ -5,6 +5,12 @@ about as much as the query itself (measured against Virtuoso on loopback: +40-60
 MetaQA's single-question calls). :class:`KeptConnections` keeps one connection per thread and
 reuses it; a connection the server closed while idle is reopened once, at once.
 
+Plain HTTP connections read with immediate TCP acknowledgements (:mod:`engine.stores.quick_ack`):
+Virtuoso writes its answers in pieces with Nagle's algorithm on, and some answer sizes waited
+≈ 40 ms for the client's delayed acknowledgement. A ``VALUES`` block of 300 / 400 / 512 ids
+read back took 48 ms each, once compiled, against 4.1 / 5.5 / 7.1 ms with quick acknowledgements
+(600 and 1,000 ids did not wait: 7.8 and 13 ms). A 287-id ``names`` call of RoG took 48–68 ms.
+
 Failures look as they did through SPARQLWrapper, so that :mod:`engine.stores.endpoint_errors`
 tells them apart the same way: the HTTP statuses SPARQLWrapper names raise its exceptions with the
 response body (400 :class:`QueryBadFormed`, 401 :class:`Unauthorized`, 404
@@ -20,6 +26,8 @@ import urllib.error
 import urllib.parse
 from email.message import Message
 
+from engine.stores import quick_ack
+
 from SPARQLWrapper.SPARQLExceptions import (
     EndPointInternalError,
     EndPointNotFound,
@@ -31,6 +39,14 @@ from SPARQLWrapper.SPARQLExceptions import (
 _RAISED = {400: QueryBadFormed, 401: Unauthorized, 404: EndPointNotFound, 414: URITooLong, 500: EndPointInternalError}
 #: errors of a request on a reused connection that mean the server closed it while it was idle
 _STALE = (http.client.RemoteDisconnected, http.client.CannotSendRequest, BrokenPipeError, ConnectionResetError)
+
+
+class QuickAckHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection whose reads ask for immediate TCP acknowledgements (module doc)."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = quick_ack.adopt(self.sock)
 
 
 class KeptConnections:
@@ -81,7 +97,7 @@ class KeptConnections:
         return response.headers, data
 
     def _open(self, timeout: float) -> http.client.HTTPConnection:
-        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        kind = http.client.HTTPSConnection if self.https else QuickAckHTTPConnection
         connection = kind(self.host, self.port, timeout=timeout)
         self._local.connection = connection
         return connection
