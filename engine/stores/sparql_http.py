@@ -9,7 +9,7 @@ Plain HTTP connections read with immediate TCP acknowledgements (:mod:`engine.st
 Virtuoso writes its answers in pieces with Nagle's algorithm on, and some answer sizes waited
 ≈ 40 ms for the client's delayed acknowledgement. A ``VALUES`` block of 300 / 400 / 512 ids
 read back took 48 ms each, once compiled, against 4.1 / 5.5 / 7.1 ms with quick acknowledgements
-(600 and 1,000 ids did not wait: 7.8 and 13 ms). A 287-id ``names`` call of RoG took 48–68 ms.
+(600 and 1,000 ids did not wait: 7.8 and 13 ms). A 287-id ``names`` call of RoG took 68 → 17 ms.
 
 Failures look as they did through SPARQLWrapper, so that :mod:`engine.stores.endpoint_errors`
 tells them apart the same way: the HTTP statuses SPARQLWrapper names raise its exceptions with the
@@ -26,8 +26,6 @@ import urllib.error
 import urllib.parse
 from email.message import Message
 
-from engine.stores import quick_ack
-
 from SPARQLWrapper.SPARQLExceptions import (
     EndPointInternalError,
     EndPointNotFound,
@@ -35,6 +33,8 @@ from SPARQLWrapper.SPARQLExceptions import (
     Unauthorized,
     URITooLong,
 )
+
+from engine.stores import quick_ack
 
 _RAISED = {400: QueryBadFormed, 401: Unauthorized, 404: EndPointNotFound, 414: URITooLong, 500: EndPointInternalError}
 #: errors of a request on a reused connection that mean the server closed it while it was idle
