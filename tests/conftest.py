@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import socket
 import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -128,6 +129,24 @@ def store(request, make_store) -> Backend:
                 )
             )
     return Backend(kind, make_store)
+
+
+@pytest.fixture
+def quick_acks_asked(monkeypatch) -> list[int]:
+    """The values every socket of the process is asked to set TCP_QUICKACK to from now on
+    (Linux only: skips elsewhere)."""
+    if not hasattr(socket, "TCP_QUICKACK"):
+        pytest.skip("no TCP_QUICKACK on this platform")
+    asked: list[int] = []
+    real = socket.socket.setsockopt
+
+    def setsockopt(sock, level, option, value):
+        if option == socket.TCP_QUICKACK:
+            asked.append(value)
+        return real(sock, level, option, value)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", setsockopt)
+    return asked
 
 
 @pytest.fixture(scope="session")

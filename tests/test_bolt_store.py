@@ -164,25 +164,15 @@ class TestLoading:
         assert store.count_triples() == 3000
         assert store.names(["m.000042"]) == {"m.000042": "name 42 'quoted'"}
 
-    def test_answers_over_4_kb_are_read_with_immediate_acks(self, bolt, monkeypatch):
+    def test_answers_over_4_kb_are_read_with_immediate_acks(self, bolt, quick_acks_asked):
         """Connecting to FalkorDB installs the quick-ACK reads (Linux): every read of the
         driver asks for TCP_QUICKACK first, and answers past 4 KB come back whole."""
         store = bolt([Triple(f"film{i}", "starred_actors", f"actor{j}") for i in range(40) for j in range(i, i + 20)])
-        if not hasattr(socket, "TCP_QUICKACK"):
-            pytest.skip("no TCP_QUICKACK on this platform")
         assert bolt_quickack.installed()
-        asked: list[int] = []
-        real = socket.socket.setsockopt
-
-        def setsockopt(sock, level, option, value):
-            if option == socket.TCP_QUICKACK:
-                asked.append(value)
-            return real(sock, level, option, value)
-
-        monkeypatch.setattr(socket.socket, "setsockopt", setsockopt)
+        quick_acks_asked.clear()  # only the reads of the answer below
         edges = store.expand([f"film{i}" for i in range(40)], ["starred_actors"], "out").edges
         assert len(edges) == 800 and {e.dst for e in edges} == {f"actor{j}" for j in range(59)}
-        assert asked and set(asked) == {1}
+        assert quick_acks_asked and set(quick_acks_asked) == {1}
 
     @pytest.mark.parametrize("relation", HOSTILE_RELATIONS)
     def test_hostile_relations_are_rejected_and_nothing_is_written(self, bolt, relation):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -628,26 +627,16 @@ def test_lists_of_ids_sent_as_parameters_match_the_reference(server, sent):
     assert widths == {0, 2, 4, 8, 16, 32}  # 0: written in past the bound
 
 
-def test_answers_are_read_with_immediate_acks(server, monkeypatch):
+def test_answers_are_read_with_immediate_acks(server, quick_acks_asked):
     """Virtuoso writes its answers in pieces with Nagle's algorithm on, so some sizes waited
     ≈ 40 ms for a delayed acknowledgement: every read of the store's connections asks for
     TCP_QUICKACK first (Linux), and the answers come back whole."""
-    if not hasattr(socket, "TCP_QUICKACK"):
-        pytest.skip("no TCP_QUICKACK on this platform")
     store = _store(server)
     store.add_triples([Triple(f"m.{i}", "r.s", f"m.{i + 1}") for i in range(400)])
-    asked: list[int] = []
-    real = socket.socket.setsockopt
-
-    def setsockopt(sock, level, option, value):
-        if option == socket.TCP_QUICKACK:
-            asked.append(value)
-        return real(sock, level, option, value)
-
-    monkeypatch.setattr(socket.socket, "setsockopt", setsockopt)
+    quick_acks_asked.clear()  # only the reads of the answer below
     ids = [f"m.{i}" for i in range(402)]
     assert store.names(ids) == {i: (None if i == "m.401" else i) for i in ids}
-    assert asked and set(asked) == {1}
+    assert quick_acks_asked and set(quick_acks_asked) == {1}
 
 
 def test_relations_sent_as_parameters_match_the_reference(server, sent):
