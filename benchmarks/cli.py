@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
     p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
-    p.add_argument("--append", action="store_true", help="keep the other sizes of an earlier scale.json in --out (e.g. add 50M to a 10M run)")
+    p.add_argument("--append", action="store_true", help="keep the sizes and stores of an earlier scale.json in --out that this run does not measure (e.g. add 50M to a 10M run, or Oxigraph to a Virtuoso run)")
     p.set_defaults(bench_handler=_scale)
 
     text = "whole questions per second per method (store, model and other time; store and LLM calls per question)"
@@ -189,6 +189,12 @@ def _scale(args: argparse.Namespace) -> int:
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "scale"
+    differ = scale_report.appended_graphs_differ(out, sizes, args.seed, args.hub_share) if args.append else []
+    if differ:
+        raise SystemExit(
+            f"kgqa bench scale: --append would mix two graphs in {out / 'scale.json'} ({'; '.join(differ)}): "
+            "give the earlier run's --seed and --hub-share, or another --out"
+        )
     for path in scale_report.write(scale.run_scale(cfg), out, append=args.append):
         print(path)
     return 0

@@ -54,12 +54,17 @@ class ScaleConfig(RunConfig):
 
 # ============================================================================ graphs
 
+def graph_file(size: int, seed: int, hub_share: float) -> str:
+    """The generated graph's file name, which says what it was generated from."""
+    return f"gen-{sources.size_label(size)}-seed{seed}-hub{round(size * hub_share)}.nt.gz"
+
+
 def generated_graph(size: int, seed: int, hub_share: float, workdir: Path) -> tuple[sources.Dataset, dict[str, Any]]:
     """The graph of ``size`` triples with its hub pool, generated once into the workdir; its
     generation record (time, counts, hub) is kept in a JSON file beside it."""
     hub_edges = round(size * hub_share)
     name = f"gen-{sources.size_label(size)}"
-    path = workdir / "data" / f"{name}-seed{seed}-hub{hub_edges}.nt.gz"
+    path = workdir / "data" / graph_file(size, seed, hub_share)
     record = path.with_name(path.name.removesuffix(".nt.gz") + ".json")
     cached = path.exists() and record.exists()
     if not cached:

@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.report import _fmt, _pyplot, machine, machine_markdown
 from benchmarks.runner import BATCHED
-from benchmarks.scale import HUB_REPEATS
+from benchmarks.scale import HUB_REPEATS, graph_file
 from benchmarks.tasks import OPS
 
 FREEBASE_TRIPLES = 1_900_000_000  # the full Freebase dump the seeds' users query
@@ -42,21 +42,63 @@ def write(results: dict[str, Any], out: Path, append: bool = False) -> list[Path
 
 def _run_summary(results: dict[str, Any]) -> dict[str, Any]:
     m = results["machine"]
-    return {"sizes": [s["name"] for s in results["sizes"]], "finished": results["finished"], "seconds": results["seconds"],
+    return {"sizes": [s["name"] for s in results["sizes"]], "stores": list(results["config"]["stores"]),
+            "finished": results["finished"], "seconds": results["seconds"],
             "git": m["git"], "load_average_start": m["load_average_start"], "load_average_end": m["load_average"]}
 
 
 def _merge(earlier: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
-    """This run's sizes, and the earlier run's other sizes, in order of size."""
-    fresh = {s["name"] for s in now["sizes"]}
+    """This run's rows, and the earlier run's rows of every size and store this run did not
+    measure, in order of size: a size measured again on other stores keeps the earlier stores'
+    loads, timings and hub calls (the floor's timings are this run's). :func:`appended_graphs_differ`
+    has made sure, before the run, that a size in both is the same graph."""
+    stores = list(now["config"]["stores"])
+    fresh = {s["name"]: s for s in now["sizes"]}
+    before = {s["name"]: s for s in earlier["sizes"]}
+
+    def kept(dataset: str, store: str) -> bool:
+        return dataset not in fresh or (store not in stores and store != FLOOR)
+
     merged = dict(now)
-    merged["sizes"] = sorted([s for s in earlier["sizes"] if s["name"] not in fresh] + now["sizes"], key=lambda s: s["size"])
-    for key in ("loads", "timings", "hub", "workloads"):
-        merged[key] = [r for r in earlier[key] if r["dataset"] not in fresh] + now[key]
-    kept = {s["name"] for s in merged["sizes"]}
-    merged["runs"] = [r for r in earlier.get("runs", []) if set(r["sizes"]) & kept] + now["runs"]
+    for key in ("loads", "hub"):
+        merged[key] = [r for r in earlier[key] if kept(r["dataset"], r["store"])] + now[key]
+    merged["timings"] = [t for t in earlier["timings"] if kept(t["dataset"], t["impl"].removeprefix("store:"))] + now["timings"]
+    merged["workloads"] = [w for w in earlier["workloads"] if w["dataset"] not in fresh] + now["workloads"]
+    sizes = []
+    for name, entry in {**before, **fresh}.items():
+        if name in fresh and name in before:
+            others = {r["store"] for r in earlier["loads"] if r["dataset"] == name} - set(stores)
+            if others:  # the earlier stores' server peaks, and both runs' time for the size
+                peaks = {k: v for k, v in before[name].get("server_peak_rss_mib", {}).items() if k in others}
+                entry = dict(entry, seconds=round(before[name]["seconds"] + entry["seconds"], 1))
+                if peaks or "server_peak_rss_mib" in entry:
+                    entry["server_peak_rss_mib"] = {**peaks, **entry.get("server_peak_rss_mib", {})}
+        sizes.append(entry)
+    merged["sizes"] = sorted(sizes, key=lambda s: s["size"])
+    measured = {(r["dataset"], r["store"]) for r in earlier["loads"] if kept(r["dataset"], r["store"])}
+    runs = [r for r in earlier.get("runs", []) if any((size, store) in measured for size in r["sizes"]
+                                                      for store in r.get("stores", earlier["config"]["stores"]))]
+    merged["runs"] = runs + now["runs"]
     merged["seconds"] = round(sum(r["seconds"] for r in merged["runs"]), 1)
+    every = [*earlier["config"]["stores"], *stores]
+    in_rows = {r["store"] for r in merged["loads"]}
+    merged["config"] = dict(now["config"], stores=[k for k in dict.fromkeys(every) if k in in_rows])
     return merged
+
+
+def appended_graphs_differ(out: Path, sizes: list[int], seed: int, hub_share: float) -> list[str]:
+    """The sizes of an earlier ``scale.json`` in ``out`` that a run with these settings would
+    generate as another graph (another seed or hub pool), so that ``--append`` would mix two graphs'
+    rows; each as a line saying what differs."""
+    earlier = out / "scale.json"
+    if not earlier.exists():
+        return []
+    made = {s["size"]: s["generation"]["file"] for s in json.loads(earlier.read_text())["sizes"]}
+    return [
+        f"{made[size]} there, {graph_file(size, seed, hub_share)} in this run"
+        for size in sizes
+        if size in made and made[size] != graph_file(size, seed, hub_share)
+    ]
 
 
 # ============================================================================ goals, extrapolation
@@ -153,7 +195,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Finished {results['finished']} in {results['seconds']:,.0f} s. {machine_markdown(results['machine'])}",
         "",
         *([f"Measured in {len(results['runs'])} runs: "
-           + "; ".join(f"{', '.join(r['sizes'])} at {r['git']}, finished {r['finished']} in {r['seconds']:,.0f} s, load average "
+           + "; ".join(f"{', '.join(r['sizes'])}{' on ' + ', '.join(r['stores']) if 'stores' in r else ''} at {r['git']}, finished {r['finished']} in {r['seconds']:,.0f} s, load average "
                        f"{r['load_average_start'][0]} → {r['load_average_end'][0]}" for r in results["runs"]) + ".", ""]
           if len(results["runs"]) > 1 else []),
         (f"Sizes {', '.join(s['name'] for s in results['sizes'])}; stores {', '.join(cfg['stores'])}; "

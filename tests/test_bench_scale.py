@@ -53,16 +53,22 @@ def test_no_hub_pool_by_default(ontology):
         FreebaseGenerator(1_000, hub_edges=1_000)
 
 
-def test_tiny_scale_run_reports_every_workload_size_and_store(ontology, tmp_path):
+TINY = ["--questions", "8", "--batch", "4", "--batches", "1", "--budget", "5", "--hub-limit", "50"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(ontology, tmp_path_factory):
+    """A scale run at 2k and 5k triples on both stores: its --workdir and --out."""
     if shutil.which("virtuoso-t") is None:
         missing("virtuoso-t is not installed (make virtuoso)")
-    out = tmp_path / "out"
-    code = main([
-        "scale", "--sizes", "2k,5k", "--stores", "oxigraph,virtuoso", "--questions", "8", "--batch", "4",
-        "--batches", "1", "--budget", "5", "--hub-limit", "50",
-        "--workdir", str(tmp_path / "work"), "--out", str(out),
-    ])
+    work, out = tmp_path_factory.mktemp("work"), tmp_path_factory.mktemp("out")
+    code = main(["scale", "--sizes", "2k,5k", "--stores", "oxigraph,virtuoso", *TINY, "--workdir", str(work), "--out", str(out)])
     assert code == 0
+    return work, out
+
+
+def test_tiny_scale_run_reports_every_workload_size_and_store(tiny_run):
+    _, out = tiny_run
     results = json.loads((out / "scale.json").read_text())
     sizes = [s["name"] for s in results["sizes"]]
     assert sizes == ["gen-2k", "gen-5k"]
@@ -97,3 +103,39 @@ def test_tiny_scale_run_reports_every_workload_size_and_store(ontology, tmp_path
     markdown = (out / "scale.md").read_text()
     assert "Extrapolation, not a measurement" in markdown and "neo4j://" in markdown
     assert (out / "latency-vs-size.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_append_replaces_only_the_sizes_and_stores_it_measures(tiny_run, tmp_path):
+    work, earlier = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(earlier, out)
+    before = json.loads((out / "scale.json").read_text())
+    assert main(["scale", "--sizes", "2k", "--stores", "oxigraph", *TINY, "--workdir", str(work), "--out", str(out), "--append"]) == 0
+    after = json.loads((out / "scale.json").read_text())
+
+    def rows(results, key, dataset, store):
+        field = "impl" if key == "timings" else "store"
+        name = f"store:{store}" if key == "timings" else store
+        return [r for r in results[key] if r["dataset"] == dataset and r[field] == name]
+
+    for key in ("loads", "timings", "hub"):
+        assert rows(after, key, "gen-2k", "virtuoso") == rows(before, key, "gen-2k", "virtuoso") != []
+        for store in ("oxigraph", "virtuoso"):
+            assert rows(after, key, "gen-5k", store) == rows(before, key, "gen-5k", store) != []
+        assert rows(after, key, "gen-2k", "oxigraph") != [] and len(rows(after, key, "gen-2k", "oxigraph")) == len(
+            rows(before, key, "gen-2k", "oxigraph"))
+    # this run's Oxigraph load at 2k replaced the earlier one (each load report is timed anew)
+    assert rows(after, "loads", "gen-2k", "oxigraph") != rows(before, "loads", "gen-2k", "oxigraph")
+    assert [s["name"] for s in after["sizes"]] == ["gen-2k", "gen-5k"]
+    two_k = {s["name"]: s for s in after["sizes"]}["gen-2k"]
+    assert set(two_k["server_peak_rss_mib"]) == {"virtuoso"}
+    assert after["config"]["stores"] == ["oxigraph", "virtuoso"]
+    assert [r["stores"] for r in after["runs"]] == [["oxigraph", "virtuoso"], ["oxigraph"]]
+    assert "on oxigraph, virtuoso at" in (out / "scale.md").read_text()
+
+    # the same size generated as another graph is refused before anything runs or is written
+    written = (out / "scale.json").read_bytes()
+    with pytest.raises(SystemExit, match="would mix two graphs.*gen-2k-seed0-hub200.nt.gz there, gen-2k-seed7-hub200.nt.gz in this run"):
+        main(["scale", "--sizes", "2k", "--stores", "oxigraph", *TINY, "--seed", "7",
+              "--workdir", str(work), "--out", str(out), "--append"])
+    assert (out / "scale.json").read_bytes() == written
