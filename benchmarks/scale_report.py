@@ -75,6 +75,9 @@ def _merge(earlier: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
                     entry["server_peak_rss_mib"] = {**peaks, **entry.get("server_peak_rss_mib", {})}
         sizes.append(entry)
     merged["sizes"] = sorted(sizes, key=lambda s: s["size"])
+    order = {s["name"]: s["size"] for s in merged["sizes"]}
+    for key in ("loads", "hub", "timings", "workloads"):
+        merged[key].sort(key=lambda r: order[r["dataset"]])  # stable: each size's rows as they were
     measured = {(r["dataset"], r["store"]) for r in earlier["loads"] if kept(r["dataset"], r["store"])}
     runs = [r for r in earlier.get("runs", []) if any((size, store) in measured for size in r["sizes"]
                                                       for store in r.get("stores", earlier["config"]["stores"]))]

@@ -127,6 +127,8 @@ def test_append_replaces_only_the_sizes_and_stores_it_measures(tiny_run, tmp_pat
     # this run's Oxigraph load at 2k replaced the earlier one (each load report is timed anew)
     assert rows(after, "loads", "gen-2k", "oxigraph") != rows(before, "loads", "gen-2k", "oxigraph")
     assert [s["name"] for s in after["sizes"]] == ["gen-2k", "gen-5k"]
+    for key in ("loads", "timings", "hub"):  # in order of size, as a run writes them
+        assert [r["dataset"] for r in after[key]] == sorted((r["dataset"] for r in after[key]), key=["gen-2k", "gen-5k"].index)
     two_k = {s["name"]: s for s in after["sizes"]}["gen-2k"]
     assert set(two_k["server_peak_rss_mib"]) == {"virtuoso"}
     assert after["config"]["stores"] == ["oxigraph", "virtuoso"]
