@@ -61,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
     p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
+    p.add_argument("--virtuoso-buffer-pool-gib", type=float, default=None, metavar="GIB", help="the Virtuoso server's buffer pool (default ≈ 0.8 GiB, sized for tests beside it)")
     p.add_argument("--append", action="store_true", help="keep the sizes and stores of an earlier scale.json in --out that this run does not measure (e.g. add 50M to a 10M run, or Oxigraph to a Virtuoso run)")
     p.set_defaults(bench_handler=_scale)
 
@@ -168,10 +169,16 @@ def _overhead(args: argparse.Namespace) -> int:
 
 def _scale(args: argparse.Namespace) -> int:
     from benchmarks import scale_report
+    from engine.errors import InvalidInputError
+    from engine.servers import virtuoso
 
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
     if not 0 <= args.hub_share < 1:
         raise SystemExit(f"kgqa bench scale: --hub-share {args.hub_share} must be at least 0 and below 1")
+    try:
+        virtuoso.buffers_for(args.virtuoso_buffer_pool_gib)
+    except InvalidInputError as e:
+        raise SystemExit(f"kgqa bench scale: --virtuoso-buffer-pool-gib: {e}") from None
     if args.hub_limit is not None and args.hub_limit < 1:
         raise SystemExit(f"kgqa bench scale: --hub-limit {args.hub_limit} must be a positive number of rows")
     try:
@@ -185,7 +192,7 @@ def _scale(args: argparse.Namespace) -> int:
         mode="scale", datasets=[f"gen:{sources.size_label(n)}" for n in sizes], stores=split(args.stores),
         questions=args.questions, batch=args.batch, batches=args.batches, budget=args.budget, seed=args.seed,
         workdir=args.workdir.resolve(), check=not args.no_check, sizes=sizes, hub_share=args.hub_share,
-        hub_limit=args.hub_limit,
+        hub_limit=args.hub_limit, virtuoso_buffer_pool_gib=args.virtuoso_buffer_pool_gib,
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "scale"

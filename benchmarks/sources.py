@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.results import LoadReport
@@ -197,15 +198,16 @@ def virtuoso_sql(store: Store, sql: str) -> str:
 
 
 #: store kinds a run can start itself: kind → what starts its server
-SERVERS: dict[str, Callable[[Path], Server]] = {"virtuoso": virtuoso.start, "bolt": falkordb.start}
+SERVERS: dict[str, Callable[..., Server]] = {"virtuoso": virtuoso.start, "bolt": falkordb.start}
 
 
-def start_server(kind: str, workdir: Path) -> Server:
-    """Start a throw-away server of ``kind``; raise RuntimeError saying why it cannot start."""
+def start_server(kind: str, workdir: Path, **options: Any) -> Server:
+    """Start a throw-away server of ``kind`` (``options`` go to its starter); raise RuntimeError
+    saying why it cannot start."""
     shutil.rmtree(workdir, ignore_errors=True)  # what an interrupted run left behind
     workdir.mkdir(parents=True)
     try:
-        return SERVERS[kind](workdir)
+        return SERVERS[kind](workdir, **options)
     except ServerUnavailable as e:
         raise RuntimeError(str(e)) from e
 

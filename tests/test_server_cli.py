@@ -145,3 +145,23 @@ def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):
         assert main(["server", "virtuoso", "--dir", str(tmp_path / "new"), "--port", str(port)]) == 2
     assert f"port {port} cannot be used" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+def test_virtuoso_buffer_pool_is_the_one_asked_for(tmp_path, capsys):
+    assert main(["server", "falkordb", "--dir", str(tmp_path / "f"), "--buffer-pool-gib", "2"]) == 2
+    assert "--buffer-pool-gib is Virtuoso's setting; falkordb has none" in capsys.readouterr().err
+    assert main(["server", "virtuoso", "--dir", str(tmp_path / "v"), "--buffer-pool-gib", "0.01"]) == 2
+    assert "a Virtuoso buffer pool of 0.01 GiB: give 0.1 to 1024 GiB" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists() and not (tmp_path / "v").exists()
+    _available("virtuoso")
+    from engine.servers import virtuoso
+
+    server = virtuoso.start(tmp_path / "pool", buffer_pool_gib=0.25)
+    try:  # the running server's own account of its pool: 0.25 GiB of 8 KiB pages
+        status = subprocess.run(
+            ["isql-vt", f"127.0.0.1:{server.sql_port}", "dba", "dba", "exec=status();"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        assert " 32768 buffers," in status, status
+    finally:
+        server.stop()

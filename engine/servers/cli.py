@@ -27,10 +27,10 @@ class Running:
     notes: list[str]
 
 
-def _virtuoso(directory: Path, port: int | None) -> Running:
+def _virtuoso(directory: Path, port: int | None, buffer_pool_gib: float | None) -> Running:
     from engine.servers import virtuoso
 
-    server = virtuoso.start(directory, port)
+    server = virtuoso.start(directory, port, buffer_pool_gib)
     isql = f"127.0.0.1:{server.sql_port}"
     notes = [
         f"Virtuoso (pid {server.process.pid}) in {directory}: SPARQL at {server.endpoint}, isql at {isql} "
@@ -41,7 +41,7 @@ def _virtuoso(directory: Path, port: int | None) -> Running:
     return Running(server.endpoint, server.process, directory / "db" / "virtuoso.log", server.stop, notes)
 
 
-def _falkordb(directory: Path, port: int | None) -> Running:
+def _falkordb(directory: Path, port: int | None, buffer_pool_gib: float | None) -> Running:  # noqa: ARG001 — refused before
     from engine.servers import falkordb
 
     instance = falkordb.start_instance(directory, port)
@@ -53,7 +53,7 @@ def _falkordb(directory: Path, port: int | None) -> Running:
     return Running(instance.uri, instance.process, instance.log, instance.stop, notes)
 
 
-STARTERS: dict[str, Callable[[Path, int | None], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
+STARTERS: dict[str, Callable[[Path, int | None, float | None], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a new or empty directory for the server's files (removed when it stops)")
     p.add_argument("--port", type=int, default=None,
                    help="Virtuoso: the HTTP (SPARQL) port; FalkorDB: the Bolt port, at most 32767 (default: a free one)")
+    p.add_argument("--buffer-pool-gib", type=float, default=None, metavar="GIB",
+                   help="Virtuoso: its buffer pool in GiB (default ≈ 0.8; for a large load, most of the free memory)")
     p.set_defaults(handler=run_server)
 
 
@@ -74,6 +76,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def run_server(args: argparse.Namespace) -> None:
     directory = args.dir.resolve()
+    if args.buffer_pool_gib is not None and args.kind != "virtuoso":
+        raise InvalidInputError(f"--buffer-pool-gib is Virtuoso's setting; {args.kind} has none")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise InvalidInputError(
             f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "
@@ -84,7 +88,7 @@ def run_server(args: argparse.Namespace) -> None:
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     running: Running | None = None
     try:
-        running = STARTERS[args.kind](directory, args.port)
+        running = STARTERS[args.kind](directory, args.port, args.buffer_pool_gib)
         print(running.uri, flush=True)
         for note in [*running.notes, "Ctrl-C (or SIGTERM) stops it and removes its directory."]:
             print(note, file=sys.stderr, flush=True)

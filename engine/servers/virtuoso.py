@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from engine.errors import InvalidInputError
 from engine.servers.base import (
     Server,
     ServerUnavailable,
@@ -23,8 +24,12 @@ BINARY = "virtuoso-t"
 ISQL = "isql-vt"
 STARTUP_TIMEOUT = 60.0
 
-# Buffers sized for a small machine (2 cores, 24 GiB): about 1 GiB of page cache. No
-# MaxQueryExecutionTime / ResultSetMaxRows: Virtuoso would cut results short instead of failing.
+#: The buffer pool by default: 100,000 pages of 8 KiB (≈ 0.8 GiB), sized for a small machine (2
+#: cores, 24 GiB) running tests beside it. A large load wants most of the machine's memory there
+#: (``buffer_pool_gib``). No MaxQueryExecutionTime / ResultSetMaxRows in the ini: Virtuoso would
+#: cut results short instead of failing.
+DEFAULT_BUFFERS = 100_000
+PAGE_BYTES = 8192
 INI = """\
 [Database]
 DatabaseFile = {db}/virtuoso.db
@@ -55,8 +60,8 @@ MaxStaticCursorRows = 5000
 AllowOSCalls = 0
 DirsAllowed = {staging}
 ThreadThreshold = 10
-NumberOfBuffers = 100000
-MaxDirtyBuffers = 60000
+NumberOfBuffers = {buffers}
+MaxDirtyBuffers = {dirty_buffers}
 MaxMemPoolSize = 200000000
 
 [HTTPServer]
@@ -106,12 +111,26 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def start(workdir: Path, http_port: int | None = None) -> VirtuosoServer:
+def buffers_for(buffer_pool_gib: float | None) -> int:
+    """Virtuoso's ``NumberOfBuffers`` for a buffer pool of that many GiB (None: the default)."""
+    if buffer_pool_gib is None:
+        return DEFAULT_BUFFERS
+    if not 0.1 <= buffer_pool_gib <= 1024:
+        raise InvalidInputError(
+            f"a Virtuoso buffer pool of {buffer_pool_gib} GiB: give 0.1 to 1024 GiB (for a large load, most of the "
+            "machine's free memory)"
+        )
+    return int(buffer_pool_gib * 2**30 / PAGE_BYTES)
+
+
+def start(workdir: Path, http_port: int | None = None, buffer_pool_gib: float | None = None) -> VirtuosoServer:
     """Start ``virtuoso-t`` in the foreground on loopback ports (HTTP on ``http_port`` when
-    given, else free ports); wait until /sparql answers.
+    given, else free ports), with a buffer pool of ``buffer_pool_gib`` (default ≈ 0.8 GiB);
+    wait until /sparql answers.
 
     A server that exits at once is started again on other ports (another process may have
     taken a port between our choosing it and Virtuoso binding it)."""
+    buffers = buffers_for(buffer_pool_gib)
     binary = shutil.which(BINARY)
     if binary is None or shutil.which(ISQL) is None:
         raise ServerUnavailable(
@@ -119,7 +138,7 @@ def start(workdir: Path, http_port: int | None = None) -> VirtuosoServer:
         )
     workdir = Path(workdir).resolve()
     for _ in range(1 if http_port else 3):
-        server, exited, tail = _launch(binary, workdir, http_port and check_port(http_port))
+        server, exited, tail = _launch(binary, workdir, http_port and check_port(http_port), buffers)
         if server is not None:
             return server
         if exited is None:
@@ -128,7 +147,9 @@ def start(workdir: Path, http_port: int | None = None) -> VirtuosoServer:
     raise ServerUnavailable(f"virtuoso-t {reason}; its log ends:\n{tail}")
 
 
-def _launch(binary: str, workdir: Path, http_port: int | None) -> tuple[VirtuosoServer | None, int | None, str]:
+def _launch(
+    binary: str, workdir: Path, http_port: int | None, buffers: int
+) -> tuple[VirtuosoServer | None, int | None, str]:
     """One start: the server, or None with its exit status (None: still silent) and log tail."""
     db = workdir / "db"
     staging = workdir / "staging"
@@ -138,7 +159,9 @@ def _launch(binary: str, workdir: Path, http_port: int | None) -> tuple[Virtuoso
     while http_port == sql_port:
         sql_port = free_port()
     ini = workdir / "virtuoso.ini"
-    ini.write_text(INI.format(db=db, staging=staging, sql_port=sql_port, http_port=http_port))
+    ini.write_text(INI.format(
+        db=db, staging=staging, sql_port=sql_port, http_port=http_port, buffers=buffers, dirty_buffers=buffers * 3 // 5
+    ))
     with open(workdir / "stdout.log", "wb") as out:
         process = spawn([binary, "-f", "-c", str(ini)], cwd=db, output=out)
     server = VirtuosoServer(workdir, process, sql_port, http_port)
