@@ -11,6 +11,7 @@ from benchmarks.report import _fmt, _pyplot, machine, machine_markdown
 from benchmarks.runner import BATCHED
 from benchmarks.scale import HUB_REPEATS, graph_file
 from benchmarks.tasks import OPS
+from engine.servers.virtuoso import PAGE_BYTES, buffers_for
 
 FREEBASE_TRIPLES = 1_900_000_000  # the full Freebase dump the seeds' users query
 HUB_GOAL = 1_000_000  # edges at the largest hub of a graph of 10M triples or more
@@ -191,6 +192,7 @@ started on this machine.
 
 def markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
+    pages = buffers_for(cfg.get("virtuoso_buffer_pool_gib"))
     limit = _limit(results)
     lines = [
         "# Scale benchmark — generated Freebase-shaped graphs of growing size",
@@ -234,11 +236,11 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "Each store is loaded by `kgqa load FILE --format ntriples --store …` in a child process (the",
         "engine's `load_files`: Oxigraph through `bulk_load`, Virtuoso through `ld_dir` + `rdf_loader_run`",
-        "+ `checkpoint` per 250k-triple batch via isql). Seconds and triples/s are the load report's (lines",
+        "+ `checkpoint` per batch of the store's `load_batch_size` via isql: 250,000 triples until 2026-11-25, 1,000,000 since). Seconds and triples/s are the load report's (lines",
         "read ÷ seconds); loader peak = `VmHWM` of the `kgqa load` process, which it prints as it exits (for",
         "Oxigraph the whole store engine runs in it; not `ru_maxrss`, which Linux carries over from the",
         "parent across fork and exec); server peak = `VmHWM` of the `virtuoso-t` process read from `/proc` after the",
-        "load (a fresh server per size; its buffer pool is configured at 100,000 pages ≈ 0.8 GiB); disk =",
+        f"load (a fresh server per size; its buffer pool is configured at {pages:,} pages ≈ {pages * PAGE_BYTES / 2**30:.1f} GiB); disk =",
         "allocated bytes of the store's directory after the load (Oxigraph: the RocksDB directory;",
         "Virtuoso: the database directory, less its size when the fresh server had started).",
         "",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
 
-from benchmarks import overhead
+from benchmarks import overhead, runner
 from benchmarks.baselines.csr_floor import CsrFloor
 from benchmarks.baselines.rog_networkx import NetworkxGlobal, NetworkxPerQuestion
 from benchmarks.baselines.tog_loop import TogLoop
@@ -221,6 +222,24 @@ def test_tiny_retrieval_run_writes_json_markdown_and_plots(tmp_path, generated):
     assert "## Goals" in markdown and "store:oxigraph" in markdown and "skipped" in markdown
     for name in ("latency-gen-2k.png", "latency-gen-4k.png", "throughput-vs-size.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_virtuoso_buffer_pool_reaches_the_server_a_run_starts(tmp_path):
+    if shutil.which("virtuoso-t") is None:
+        missing("virtuoso-t is not installed (make virtuoso)")
+    cfg = runner.RunConfig(mode="quick", datasets=[], stores=["virtuoso"], questions=1, batch=1, batches=1, budget=1.0,
+                           seed=0, workdir=tmp_path, virtuoso_buffer_pool_gib=0.5)
+    stores = runner.Stores(cfg)
+    try:
+        store = stores.open("virtuoso", "pool")
+        assert store is not None, stores.skipped
+        store.close()
+        assert stores.servers["virtuoso"].buffers() == 65536
+    finally:
+        stores.close()
+    with pytest.raises(SystemExit, match="--virtuoso-buffer-pool-gib: a Virtuoso buffer pool of 0.0 GiB: give 0.1 to 1024"):
+        main(["scale", "--sizes", "2k", "--virtuoso-buffer-pool-gib", "0", "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
 
 
 def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):

@@ -2,6 +2,7 @@
 ``workdir``, SQL (isql) and HTTP (/sparql) on loopback ports (free ones unless named)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -97,6 +98,17 @@ class VirtuosoServer(Server):
             **options,
         }
         return SparqlEndpointStore(self.endpoint, **options)
+
+    def buffers(self) -> int:
+        """The buffer pool's size in pages, as the running server reports it (isql ``status()``)."""
+        report = subprocess.run(
+            [ISQL, f"127.0.0.1:{self.sql_port}", "dba", "dba", "exec=status();"],
+            capture_output=True, text=True, timeout=60, check=False,
+        ).stdout
+        found = re.search(r"^\s*(\d+) buffers,", report, re.MULTILINE)
+        if found is None:
+            raise ServerUnavailable(f"Virtuoso's status() named no buffer pool; it said:\n{report[-500:]}")
+        return int(found.group(1))
 
     def stop(self) -> None:
         stop_process(self.process, timeout=30)

@@ -98,7 +98,11 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     - ``query()`` shows doubles with Virtuoso's six digits, and boolean expressions as 0/1.
     """
 
-    load_batch_size = 250_000  # each batch is one bulk-loader run and checkpoint: fewer, larger ones
+    # Each batch is one bulk-loader run and checkpoint, which cost more as the database grows:
+    # the 50M-triple generated graph loaded in 913-927 s in batches of 250,000, 544 s in batches of
+    # 1,000,000 and 415 s in batches of 5,000,000 (2026-11-25, benchmarks/README.md), with the
+    # loading process at 0.44, 1.2 and 5.0 GiB.
+    load_batch_size = 1_000_000
 
     def __init__(
         self,
