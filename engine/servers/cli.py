@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=None,
                    help="Virtuoso: the HTTP (SPARQL) port; FalkorDB: the Bolt port, at most 32767 (default: a free one)")
     p.add_argument("--buffer-pool-gib", type=float, default=None, metavar="GIB",
-                   help="Virtuoso: its buffer pool in GiB (default ≈ 0.8; for a large load, most of the free memory)")
+                   help="Virtuoso: its buffer pool in GiB (default ≈ 0.8; more for a database much larger than that)")
     p.set_defaults(handler=run_server)
 
 
