@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
+from engine.models import greedy
 from engine.models.lm import OpenAIChatLM, TransformersLM, load_lm, local_source
 from engine.models.trie import TokenTrie
 
@@ -87,6 +88,56 @@ def test_generate_batch_stops_each_row_as_generate_does(lm):
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
     with pytest.raises(ValueError, match="2 stop rules for 3 prompts"):
         lm.generate_batch(prompts, max_new_tokens=2, stop=rules[:2])
+
+
+def _forward_shapes(lm, monkeypatch) -> list[tuple[int, int]]:
+    """The (rows, tokens) of every forward pass the model makes from now on."""
+    shapes: list[tuple[int, int]] = []
+    forward = lm.model.forward
+
+    def spy(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", spy)
+    return shapes
+
+
+def test_generate_batch_reads_a_common_prefix_once(lm, monkeypatch):
+    instructions = "You answer questions about films. Answer with one name and nothing else, no explanation. "
+    prompts = [instructions + q for q in ("Who directed Jaws?", "Name a comedy from 1989.", "Who wrote the film Psycho?")]
+    encoded = [lm.prompt_ids(p) for p in prompts]
+    shared = greedy.shared_prefix(encoded)
+    assert shared >= 30  # the chat preamble and the instructions
+    single = [lm.generate(p, max_new_tokens=8) for p in prompts]
+    shapes = _forward_shapes(lm, monkeypatch)
+    batched = lm.generate_batch(prompts, max_new_tokens=8)
+    assert [g.text for g in batched] == [g.text for g in single]
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
+    # the prefix once for one row, then each row's own tokens, then a token at a time
+    assert shapes[:2] == [(1, shared), (3, max(map(len, encoded)) - shared)]
+    assert all(tokens == 1 for _, tokens in shapes[2:])
+
+
+def test_a_row_that_ends_leaves_the_batch(lm, monkeypatch):
+    prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
+    rules = [lambda text: len(text.split()) >= 1, None, lambda text: len(text.split()) >= 3]
+    shapes = _forward_shapes(lm, monkeypatch)
+    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=rules)
+    steps = [rows for rows, tokens in shapes if tokens == 1]
+    assert steps == sorted(steps, reverse=True) and steps[-1] < 3
+    # each step computed only the rows still going: one token each, after the prompts' first
+    assert sum(steps) == sum(g.completion_tokens for g in batched) - len(prompts)
+
+
+def test_a_model_whose_config_changes_the_scores_is_batched_as_generate_decodes(lm, monkeypatch):
+    prompts = ["Repeat the word cat ten times.", "Write the letter a eight times."]
+    plain = [g.text for g in lm.generate_batch(prompts, max_new_tokens=12)]
+    monkeypatch.setattr(lm.model.generation_config, "repetition_penalty", 1.8)
+    assert not greedy.plain_argmax(lm.model)
+    penalised = [g.text for g in lm.generate_batch(prompts, max_new_tokens=12)]
+    assert penalised == [lm.generate(p, max_new_tokens=12).text for p in prompts]
+    assert penalised != plain  # the penalty is applied, not ignored
 
 
 def test_the_float32_cache_decodes_exactly_as_transformers_own(lm, monkeypatch):

@@ -367,35 +367,35 @@ class TransformersLM(LanguageModel):
         return ids, mask, width
 
     def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: BatchStop = None) -> list[Generation]:
-        """Greedy decoding of several prompts, left-padded into batches of similar length
-        (:meth:`_chunks`); a row for which its ``stop`` holds is finished (padded) while the others go on."""
+        """Greedy decoding of several prompts, in batches of similar length (:meth:`_chunks`),
+        each row as :meth:`generate` decodes it alone (:func:`engine.models.greedy.decode`: a
+        batch's common prefix is read once, and a row that ends, by its ``stop`` or the end
+        token, leaves the batch). A model whose generation config changes the scores before the
+        argmax (a repetition penalty …) is decoded prompt by prompt, as :meth:`generate` does."""
         import torch
-        from transformers import StoppingCriteriaList
 
-        encoded = [self.prompt_ids(p) for p in prompts]
+        from engine.models import greedy
+
         stops = per_prompt_stops(stop, len(prompts))
+        if not greedy.plain_argmax(self.model):
+            return super().generate_batch(prompts, max_new_tokens=max_new_tokens, stop=stops)
+        encoded = [self.prompt_ids(p) for p in prompts]
         out: list[Generation | None] = [None] * len(encoded)
         for chunk in self._chunks([len(e) for e in encoded]):
-            ids, mask, width = self._left_padded([encoded[i] for i in chunk])
+            rows = [encoded[i] for i in chunk]
+            width = max(len(e) for e in rows)
             rules = [stops[i] for i in chunk]
-            criteria = StoppingCriteriaList([_TextStop(self, width, rules)]) if any(rules) else None
+            cache = self.decoding_cache(any(len(e) < width for e in rows), width, max_new_tokens).get("past_key_values")
             with torch.no_grad():
-                sequences = self.model.generate(
-                    input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
-                    pad_token_id=self._pad, eos_token_id=self.eos_token_id, stopping_criteria=criteria,
-                    **self.decoding_cache(any(len(encoded[i]) < width for i in chunk), width, max_new_tokens),
+                new = greedy.decode(
+                    self.model, rows, max_new_tokens=max_new_tokens, eos=self.eos_token_id, pad=self._pad,
+                    ended=lambda row, tokens: rules[row] is not None and rules[row](self._decode(tokens)),
+                    # the float32 cache lets a prompt attend in the model's precision only when
+                    # the prompt is its first update, so a prompt decoded over it is read whole
+                    cache=cache, share=cache is None,
                 )
-            for row, i in enumerate(chunk):
-                new = sequences[row, width:].tolist()
-                while new and new[-1] == self._pad != self.eos_token_id:  # a row stopped before the others
-                    new.pop()
-                if self.eos_token_id in new:  # what follows the end is padding
-                    end = new.index(self.eos_token_id)
-                    # a row ``stop`` finished is padded with eos (when eos pads): that one is not generated
-                    rule = stops[i]
-                    stopped = rule is not None and rule(self._decode(new[:end]))
-                    new = new[: end if stopped else end + 1]
-                out[i] = Generation(self._decode(new), None, None, len(encoded[i]), len(new))
+            for i, tokens in zip(chunk, new):
+                out[i] = Generation(self._decode(tokens), None, None, len(encoded[i]), len(tokens))
         return out  # type: ignore[return-value]
 
     def beam_search(
