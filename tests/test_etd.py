@@ -4,12 +4,13 @@ end-to-end training run through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
 
 from engine.cli import main
-from engine.etd.determination import parse_choice
+from engine.etd.determination import answer_settled, parse_choice
 from engine.etd.evidence import Fact, backtrack, facts
 from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
 from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
@@ -291,10 +292,40 @@ def test_prompt_renders_the_papers_example_exactly():
     ("I think it is 1989, as the facts show.", 0, "1989"),
     ("A", 0, "1989"),
     ("Paris\nbecause …", None, "Paris"),
+    ("The answer is: C. 1976", 2, "1976"),
+    ("The answer is a film of 1998.", 1, "1998"),  # "a" is no label; the option it names is
+    # the first line that gives a label decides; what follows it does not
+    ("Based on the facts:\nThe correct answer is B. 1998.\nHere's why: A. 1989 is wrong", 1, "1998"),
+    ("C. 1976 (correct probability: 0.0)\n\nThe answer is A. 1989", 2, "1976"),
+    ("(B) 1998, though the answer is A by the facts", 1, "1998"),  # the label it opens with
+    # a label anywhere comes before an option named without one
+    ("Question: is it 1998?\nReference answers:\nA. 1989", 0, "1989"),
 ])
 def test_parse_choice(output, index, answer):
     choice = parse_choice(output, ["1989", "1998", "1976"])
     assert (choice.index, choice.answer) == (index, answer)
+
+
+@pytest.mark.parametrize("output, settles", [
+    ("The correct answer is B. 1998.\nHere's why: the facts show 1998.\nTherefore, the correct answer is B.", True),
+    ("C. 1976 (correct probability: 0.0)\n\nQuestion: when?\nReference answers:\nA. 1989\nB. 1998", True),
+    ("Let me think.\nThe answer would be A.\nB. 1998 is older", True),
+    ("A. 1989 (correct probability: 0.996) {relevant facts: (Birdy, written_by, William Wharton), (Dad", True),
+    ("The film came out in 1998\nor in 1976, I am not sure\nreally", False),  # no label: read to the end
+    ("Paris\nbecause …", False),
+])
+def test_decoding_stops_once_the_answer_is_settled(output, settles):
+    """The stop rule holds first at a prefix whose answer is the whole output's, so decoding
+    that stops there answers as decoding to the end would."""
+    options = ["1989", "1998", "1976"]
+    settled = answer_settled(options)
+    whole = parse_choice(output, options)
+    ends = [end for end in range(1, len(output) + 1) if settled(output[:end].strip())]
+    assert bool(ends) == settles
+    if ends:
+        early = parse_choice(output[: ends[0]], options)
+        assert (early.index, early.answer) == (whole.index, whole.answer)
+        assert ends[0] < len(output.rstrip())
 
 
 # ------------------------------------------------------------------ batched expansion, every store
@@ -411,20 +442,28 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     class SecondChoice:  # a language model that always picks option B
         def __init__(self) -> None:
             self.prompts: list[str] = []
+            self.stops: list = []
 
-        def generate_batch(self, prompts: list[str], *, max_new_tokens: int = 256) -> list[Generation]:
+        def generate_batch(self, prompts: list[str], *, max_new_tokens: int = 256, stop=None) -> list[Generation]:
             self.prompts.extend(prompts)
+            self.stops.extend(stop)
             return [Generation("The correct answer is B.")] * len(prompts)
 
     model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     questions = read_metaqa_questions(qa)[:5]
     with open_store(store) as opened:
+        # names for the ids: the prompt shows names, in the options and in their facts alike
+        opened.add_triples([Triple(f"film{i}", "type.object.name", Literal.make(f"Film {i}", lang="en")) for i in range(16)])
+        opened.add_triples([Triple(f"director{i}", "type.object.name", Literal.make(f"Director {i}", lang="en")) for i in range(5)])
         lm, meter = SecondChoice(), Meter()
         summary = run_method(EtdMethod(meter.store(opened), model, meter, meter.lm(lm)), questions, meter, tmp_path / "llm.jsonl")
     records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
     assert summary["calls_per_question"]["llm"] == 0.2 and len(lm.prompts) == 5  # the batch's five prompts in one call
     assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
+    assert "{relevant facts: (Film 0, " in lm.prompts[0] and not re.search(r"[(, ](film|director)\d", lm.prompts[0])
     assert all(r["etd"]["label"] == "B" and r["prediction_ids"] == [r["etd"]["candidates"][1]["id"]] for r in records)
+    # each prompt decodes until a whole line gives its label
+    assert len(lm.stops) == 5 and lm.stops[0]("The correct answer is B.\nBecause") and not lm.stops[0]("The correct answer is B.")
 
 
 def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, capsys):

@@ -69,7 +69,7 @@ class EtdMethod:
         ]
         asked = [i for i, opts in enumerate(options) if opts] if self.lm is not None else []
         found = determine(
-            self.lm, [render_prompt(questions[i].question, options[i]) for i in asked], [[o.text for o in options[i]] for i in asked]
+            self.lm, [render_prompt(questions[i].question, options[i], names) for i in asked], [[o.text for o in options[i]] for i in asked]
         ) if asked else []
         choices = dict(zip(asked, found, strict=True))
         return [self._prediction(cands, opts, names, choices.get(i)) for i, (cands, opts) in enumerate(zip(top, options))]
