@@ -2,7 +2,11 @@
 
 Reads are POSTed over kept-alive connections (``engine/stores/sparql_http.py``) against one
 named graph; the compiled queries' answers come from Virtuoso as Turtle result sets, several
-times faster for it to write than JSON (``sparql/turtle_results.py``), everything else as JSON; with a timeout and retries with exponential backoff on transient failures (connection refused or reset,
+times faster for it to write than JSON (``sparql/turtle_results.py``), everything else as JSON.
+Virtuoso streams a Turtle answer and closes the connection after it, so each compiled query
+opens a new one (≈ 0.1 ms on loopback); the formats it keeps alive (JSON, XML,
+``application/x-nice-turtle``) buffer the whole answer first and write one of 100k rows 3.5-4x
+slower (``benchmarks/README.md``). Every request has a timeout and retries with exponential backoff on transient failures (connection refused or reset,
 timeouts, HTTP 5xx that are not query errors; ``engine/stores/endpoint_errors.py``). Loading
 (Virtuoso's isql bulk loader, or ``INSERT DATA``) is in ``engine/stores/virtuoso_load.py``.
 Virtuoso's answers are normalised back to the values that were loaded

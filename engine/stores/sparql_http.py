@@ -3,7 +3,8 @@
 SPARQLWrapper opens a new connection for every query (``urllib``), which on a small query costs
 about as much as the query itself (measured against Virtuoso on loopback: +40-60 % per call on
 MetaQA's single-question calls). :class:`KeptConnections` keeps one connection per thread and
-reuses it; a connection the server closed while idle is reopened once, at once.
+reuses it; a connection the server closed while idle is reopened once, at once, and one the
+server closes after its answer (Virtuoso after a streamed Turtle answer) is opened anew.
 
 Plain HTTP connections read with immediate TCP acknowledgements (:mod:`engine.stores.quick_ack`):
 Virtuoso writes its answers in pieces with Nagle's algorithm on, and some answer sizes waited
