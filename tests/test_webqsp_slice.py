@@ -247,3 +247,12 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     capsys.readouterr()
     assert main([*args[:-4], "--store", str(tmp_path / "other-store"), "--out", str(tmp_path / "o")]) == 2
     assert "give an empty store" in capsys.readouterr().err
+    # every relation of the KB but not every edge (say, one of its files left out): refused, not a smaller slice
+    part = tmp_path / "part.txt"
+    part.write_text((TRAIN + VALID + TEST).replace("/m/0dir1\t/people/person/gender\t/m/0male\n", ""))
+    assert main(["load", str(part), "--format", "tsv", "--store", str(tmp_path / "part-store"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main([*args[:-4], "--store", str(tmp_path / "part-store"), "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert f"{KB_TRIPLES - 1:,} of its {KB_TRIPLES:,} edges are there" in err and "load the whole KB" in err
+    assert not (tmp_path / "p").exists()
