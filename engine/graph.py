@@ -223,6 +223,24 @@ def edge_key(edge: Edge) -> tuple:
     return (term_key(edge.src), edge.relation, term_key(edge.dst), not edge.forward)
 
 
+def sort_edges(edges: list[Edge]) -> None:
+    """Sort edges in place by :func:`edge_key`, as :func:`sort_paths` sorts paths: four stable
+    sorts on the edges' own fields (forward hops first, then destinations, relations, sources)
+    build no key per edge. Where two nodes only ``term_key`` can order meet (an id and a literal,
+    literals whose datatypes or languages differ where one is None), comparing them raises
+    TypeError, and the edges are sorted by :func:`edge_key` instead."""
+    try:
+        edges.sort(key=_EDGE_FORWARD, reverse=True)  # True (forward) before False, as edge_key
+        edges.sort(key=_EDGE_DST)
+        edges.sort(key=_EDGE_RELATION)
+        edges.sort(key=_EDGE_SRC)
+    except TypeError:
+        edges.sort(key=edge_key)
+
+
+_EDGE_SRC, _EDGE_RELATION, _EDGE_DST, _EDGE_FORWARD = (attrgetter(f) for f in ("src", "relation", "dst", "forward"))
+
+
 @dataclass(frozen=True, slots=True)
 class Path:
     """A path instance: ``nodes[i] -relations[i]-> nodes[i+1]``, ``forward[i]`` per hop."""

@@ -53,7 +53,7 @@ from engine.graph import (
     Term,
     Triple,
     build_each,
-    edge_key,
+    sort_edges,
     sort_paths,
     term_key,
 )
@@ -370,7 +370,9 @@ class Store(ABC):
         if not ids or rels == []:
             return ExpandResult([])
         op = Expand(tuple(ids), None if rels is None else tuple(rels), direction, limit=_fetch(limit), timeout=timeout)
-        edges, truncated = _cut(self._call(op), limit, edge_key)
+        edges = self._call(op)
+        sort_edges(edges)
+        edges, truncated = _first(edges, limit)
         return ExpandResult(edges, truncated)
 
     def follow_paths(
@@ -434,7 +436,7 @@ class Store(ABC):
             fetch = None if limit is None else limit + 1 + len(edges)
             met = self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=timeout))
             if limit is not None and len(edges) + len(met) > limit:
-                met.sort(key=edge_key)  # the limit may cut this layer: cut it the same way on every store
+                sort_edges(met)  # the limit may cut this layer: cut it the same way on every store
             return met
 
         if rels != ():

@@ -16,7 +16,7 @@ import pyoxigraph as ox
 import pytest
 
 from engine.errors import StoreError
-from engine.graph import XSD, Edge, Literal, Path, Triple, build_each, path_key, sort_paths
+from engine.graph import XSD, Edge, Literal, Path, Triple, build_each, edge_key, path_key, sort_edges, sort_paths
 from engine.stores.oxigraph import OxigraphStore
 from sparql import turtle_results
 from sparql.tsv import parse_term
@@ -113,6 +113,20 @@ def test_sort_paths_orders_as_path_key():
         fast = list(paths)
         sort_paths(fast)
         assert fast == sorted(paths, key=path_key)
+
+
+def test_sort_edges_orders_as_edge_key():
+    rng = random.Random(7)
+    nodes = ["a", "b", "B", "a b", "é", "_:x", Literal("a"), Literal("a", "urn:x:t"), Literal("a", lang="en"),
+             Literal("a", lang="de"), Literal("b", lang="de"), Literal("1", XSD + "integer"), Literal("1", XSD + "decimal")]
+    ids = [n for n in nodes if isinstance(n, str)]
+    for trial in range(300):
+        ends = nodes if trial % 2 == 0 else ids
+        edges = [Edge(rng.choice(ids), rng.choice("rs"), rng.choice(ends), rng.random() < 0.5) for _ in range(rng.randint(0, 60))]
+        edges += rng.sample(edges, min(3, len(edges)))  # duplicates
+        fast = list(edges)
+        sort_edges(fast)
+        assert fast == sorted(edges, key=edge_key)
 
 
 def test_built_in_bulk_is_built_as_by_the_constructor():
