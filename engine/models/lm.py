@@ -580,18 +580,16 @@ class _Allowed:
 
 class _TextStop:
     """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
-    is done once ``stop`` (one rule, or one per row; None never stops) holds for the text
-    generated after ``start``, decoded as :meth:`TransformersLM._decode` does. Beam search
-    asks it of every candidate beam."""
+    is done once ``stop`` holds for the text generated after ``start``, decoded as
+    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
 
-    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen | Sequence[StopWhen | None]) -> None:
+    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
         self.lm, self.start, self.stop = lm, start, stop
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        rules = per_prompt_stops(self.stop, len(input_ids))
-        done = [rule is not None and rule(self.lm._decode(row[self.start:].tolist())) for rule, row in zip(rules, input_ids)]
+        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
