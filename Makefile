@@ -7,6 +7,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: $(VENV)/.installed
 
+# torch first, the exact CPU build this project's machines test with: pyproject's `models` extra
+# takes any torch in its range, so that a user's own build (CUDA, ROCm) stays.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-literal", type=int, default=100_000, help="largest literal size tried, in bytes (0: skip)")
     args = parser.parse_args(argv)
     try:
-        with open_from_args(args) as store:
+        with open_from_args(args, write=True) as store:  # it stores probe triples
             print(f"{store!r}")
             print(f"id (as stored): {longest(lambda n: id_survives(store, n), len(_PREFIX) + 8, args.max_id)} bytes")
             if args.max_literal:

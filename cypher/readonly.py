@@ -1,11 +1,12 @@
-"""The guard of raw Cypher (``Store.query``): refuse anything that writes, and a ``$parameter``
-the call does not give (FalkorDB would read it as null, a wildcard in some patterns)."""
+"""The guard of raw Cypher (``Store.query``): refuse what a server cannot read safely
+(:func:`check_shape`), anything that writes, and a ``$parameter`` the call does not give
+(FalkorDB would read it as null, a wildcard in some patterns)."""
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from engine.errors import InvalidInputError, ReadOnlyViolationError
+from engine.errors import InvalidInputError, ReadOnlyViolationError, clipped
 
 # String literals, comments and backticked names, scanned left to right so that one cannot
 # hide another (a quote inside a comment, ``//`` inside a string). Backticked names become a
@@ -30,6 +31,103 @@ READ_ONLY_PROCEDURES = frozenset(
         "db.idx.fulltext.queryNodes", "db.idx.fulltext.queryRelationships", "db.idx.vector.queryNodes",
     )
 )
+
+
+#: FalkorDB's parser takes time exponential in the nesting of expressions: about 0.1 s at 12
+#: levels of parentheses (or 16 of NOT), 2 s at 18, and at 40 it holds the server for good.
+MAX_NESTING = 10
+
+# The text read for its shape: quoted text and comments whole, ASCII words and numbers, brackets,
+# other ASCII characters one at a time. Only ASCII blanks are blanks: any other character outside
+# quotes is one FalkorDB cannot read (`foreign`).
+_SHAPE_TOKEN = re.compile(
+    r"(?P<blank>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)"
+    r"""|(?P<operand>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`]|``)*`|[0-9]+(?:\.[0-9]+)?)"""
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<open>[(\[{])|(?P<close>[)\]}])"
+    r"|(?P<sign>[-+])"
+    r"|(?P<punct>[\x00-\x7f])"
+    r"|(?P<foreign>.)",
+    re.DOTALL,
+)
+_COLON_NEXT = re.compile(r"[ \t\r\n\f\v]*:")
+# Where the operand of a prefix ends: NOT's (which may hold comparisons) at these words and
+# characters; a sign's at any binary operator as well.
+_ENDS_NOT = frozenset(
+    ("AND", "OR", "XOR", "WHEN", "THEN", "ELSE", "WHERE", "RETURN", "WITH", "MATCH", "OPTIONAL", "UNWIND")
+    + ("ORDER", "BY", "SKIP", "LIMIT", "AS", "UNION", "CALL", "YIELD", ",", "|", ";")
+)
+_BINARY_WORDS = frozenset(("IN", "IS", "STARTS", "ENDS", "CONTAINS"))
+_BINARY_PUNCTUATION = frozenset("=<>*/%^")  # not `.` or `:`, which bind closer than a sign
+# Words after which a `-` or `+` is a sign (and not a subtraction or an addition).
+_NO_OPERAND = _ENDS_NOT | _BINARY_WORDS | {"NOT", "CASE", "DISTINCT", "ASC", "DESC"}
+
+
+class _Frame:
+    """An open bracket or CASE, and the NOT and sign prefixes in it whose operand is still open."""
+
+    def __init__(self, case: bool = False) -> None:
+        self.case = case
+        self.nots = 0
+        self.signs = 0
+
+
+def check_shape(text: str) -> None:
+    """Raise :class:`InvalidInputError` for a query FalkorDB cannot read safely: a character
+    outside ASCII anywhere but in a string, a comment or a backticked name (FalkorDB's error
+    message then quotes half of it, which the driver cannot decode, so it drops the connection),
+    or expressions nested more than :data:`MAX_NESTING` deep, counting each bracket, CASE … END,
+    and each NOT, ``-`` or ``+`` prefix while its operand lasts. What is not closed (a bracket, a
+    string, a comment) counts to the end of the text."""
+    frames = [_Frame()]  # the text itself, then each open bracket or CASE
+    depth = 0  # open brackets and CASEs, and the prefixes in every frame
+    operand_before = False  # whether the last token ends an operand (so a `-` after it subtracts)
+    previous = ""
+    for match in _SHAPE_TOKEN.finditer(text):
+        kind, token = match.lastgroup, match.group()
+        if kind == "blank":
+            continue
+        if kind == "foreign":
+            raise InvalidInputError(
+                f"invalid Cypher query {clipped(repr(text), 200)}: the character {token!r} (U+{ord(token):04X}) at "
+                f"position {match.start():,} stands outside a string, a comment or a `backticked` name, where "
+                "FalkorDB cannot read it: write such a name in backticks"
+            )
+        word = token.upper() if kind == "word" else ""
+        if word and (previous in (".", ":", "$") or _COLON_NEXT.match(text, match.end())):
+            word, kind = "", "operand"  # a property, label, parameter or map key named like a keyword
+        frame = frames[-1]
+        if kind == "open" or word == "CASE":
+            frames.append(_Frame(case=word == "CASE"))
+            depth += 1
+        elif (kind == "close" and len(frames) > 1) or (word == "END" and frame.case):
+            while True:  # a bracket closes the CASEs left open inside it too
+                closed = frames.pop()
+                depth -= 1 + closed.nots + closed.signs
+                if word == "END" or not closed.case or len(frames) == 1:
+                    break
+        elif word == "NOT" or (kind == "sign" and not operand_before):
+            if word == "NOT":
+                frame.nots += 1
+            else:
+                frame.signs += 1
+            depth += 1
+        elif word in _ENDS_NOT or (kind == "punct" and token in _ENDS_NOT):
+            if not (word == "WITH" and previous in ("STARTS", "ENDS")):
+                depth -= frame.nots + frame.signs
+                frame.nots = frame.signs = 0
+        elif kind == "sign" or (kind == "punct" and token in _BINARY_PUNCTUATION) or word in _BINARY_WORDS:
+            depth -= frame.signs
+            frame.signs = 0
+        if depth > MAX_NESTING:
+            raise InvalidInputError(
+                f"invalid Cypher query {clipped(repr(text), 200)}: expressions nest more than {MAX_NESTING} deep at "
+                f"position {match.start():,} ({text[match.start():match.start() + 20]!r}); query() takes at most "
+                f"{MAX_NESTING} levels (each bracket, CASE, and NOT or sign prefix counts), as FalkorDB takes "
+                "time exponential in the nesting to read a query: compute parts in earlier WITH steps"
+            )
+        operand_before = kind in ("close", "operand") or (kind == "word" and word not in _NO_OPERAND)
+        previous = word or token
 
 
 def check_read_only(text: str) -> None:

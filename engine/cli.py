@@ -54,7 +54,10 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
                 "--explain", action="store_true",
                 help="print the compiled SPARQL or Cypher and its parameters instead of running it",
             )
-            p.add_argument("--timeout", type=float, default=None, help="seconds each store call may run (default: no limit)")
+        p.add_argument(
+            "--timeout", type=float, default=None,
+            help="seconds each store call may run (default: a server store's timeout= option; none on the embedded store)",
+        )
         return p
 
     def direction(p: argparse.ArgumentParser, default: str = "both") -> None:
@@ -202,34 +205,34 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
         if not sep:
             raise KGQAError(f"--param {item!r}: write NAME=VALUE")
         params[key] = value
-    return store.query(args.text, params, allow_service=args.allow_service)
+    return store.query(args.text, params, allow_service=args.allow_service, **timeout)
 
 
 # --------------------------------------------------------------------- load, stats, demo
 def _run_load(args: argparse.Namespace) -> None:
-    from loaders.load import load_files
+    from loaders.load import load_files, summary_line
 
-    with open_from_args(args, create=True) as store:
-        if getattr(store, "created", False) and getattr(store, "path", None):
-            print(f"kgqa: creating a new store at {os.path.abspath(store.path)}", file=sys.stderr)
-        report = load_files(
-            store,
-            args.files,
-            args.format,
-            namespace=args.namespace,
-            rejects_path=args.rejects,
-            batch_size=args.batch_size,
-            progress=not args.no_progress,
-            max_reject_share=None if args.max_reject_share >= 1 else args.max_reject_share,
-        )
-    if args.json:
-        print(json.dumps(to_json(report), indent=2))
-    else:
-        print(
-            f"read {report.read:,}  loaded {report.loaded:,}  duplicates {report.duplicates:,}  "
-            f"rejected {report.rejected:,}  {report.seconds:.1f} s  {report.triples_per_second:,.0f} triples/s"
-            + (f"\nrejected lines written to {report.rejects_file}" if report.rejects_file else "")
-        )
+    store = open_from_args(args, write=True)
+    new_folder = os.path.abspath(store.path) if getattr(store, "created", False) and getattr(store, "path", None) else None
+    if new_folder:
+        print(f"kgqa: creating a new store at {new_folder}", file=sys.stderr)
+    try:
+        with store:  # a new store that the load leaves empty, as it fails, is removed (OxigraphStore)
+            report = load_files(
+                store,
+                args.files,
+                args.format,
+                namespace=args.namespace,
+                rejects_path=args.rejects,
+                batch_size=args.batch_size,
+                progress=not args.no_progress,
+                max_reject_share=None if args.max_reject_share >= 1 else args.max_reject_share,
+                summary=False,  # printed below, once
+            )
+    finally:
+        if new_folder and not os.path.exists(new_folder):
+            print(f"kgqa: removed the new store at {new_folder}: nothing was loaded into it", file=sys.stderr)
+    print(json.dumps(to_json(report), indent=2) if args.json else summary_line(report, len(args.files)))
 
 
 def _run_stats(args: argparse.Namespace) -> None:
@@ -256,7 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", help="bulk-load dump or dataset files into a store")
     p.add_argument("files", nargs="+")
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
-    p.add_argument("--rejects", default=None, help="file for malformed lines (default: <first file>.rejects.tsv beside it, if any)")
+    p.add_argument(
+        "--rejects", default=None,
+        help="file for malformed lines (default, when there are any: <store folder>.rejects.tsv beside an embedded store, "
+        "else <first file's name>.rejects.tsv in the current directory)",
+    )
     p.add_argument(
         "--max-reject-share", type=float, default=0.5, metavar="FRACTION",
         help="stop, loading nothing of a file, when more than this share of its first 1000 lines is rejected "

@@ -53,7 +53,7 @@ def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int |
 
 DATASET_HELP = (
     "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
-    "RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt"
+    "RoG .jsonl/.parquet, PathQuestion PQ-*.txt and PQL-*.txt, MetaQA qa_*.txt"
 )
 
 
@@ -111,9 +111,11 @@ def run_from_args(args: argparse.Namespace) -> dict:
     return summary
 
 
-def open_from_args(args: argparse.Namespace, *, create: bool = False):
-    """The store that ``--store`` names; an embedded one must exist unless ``create`` (only
-    ``kgqa load`` creates one)."""
+def open_from_args(args: argparse.Namespace, *, write: bool = False):
+    """The store that ``--store`` names. A command that ``write``s into it (``kgqa load``,
+    ``kgqa webqsp build``) opens an embedded store for writing, holding it alone, and creates it
+    where there is none; every other command opens it read only, so that any number of them
+    can read one store at once (:class:`engine.stores.oxigraph.OxigraphStore`)."""
     options: dict[str, Any] = {}
     if args.store is None or not args.store.startswith(("bolt", "neo4j")):
         options["namespace"] = args.namespace
@@ -123,7 +125,7 @@ def open_from_args(args: argparse.Namespace, *, create: bool = False):
             raise KGQAError(f"--store-option {item!r}: write KEY=VALUE, e.g. staging_dir=/srv/stage")
         options[key] = int(value) if value.isdigit() else value
     try:
-        return open_store(args.store, create=create, **options)
+        return open_store(args.store, create=write, read_only=not write, **options)
     except TypeError as e:  # an option the store does not take
         raise KGQAError(f"--store-option: {e}") from e
 

@@ -10,12 +10,12 @@ class KGQAError(Exception):
     """Root of every error the engine raises on purpose."""
 
 
-class InvalidIdentifierError(KGQAError, ValueError):
-    """A relation name or node id that may not enter a query."""
-
-
 class InvalidInputError(KGQAError, ValueError):
     """An argument of an operation that is out of range or of the wrong shape."""
+
+
+class InvalidIdentifierError(InvalidInputError):
+    """A relation name or node id that may not enter a query."""
 
 
 class ParseError(KGQAError, ValueError):

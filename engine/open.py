@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
@@ -18,9 +19,21 @@ from engine.store import Store
 DEFAULT_STORE = os.path.join("kgqa-data", "store")
 
 
-def open_store(uri: str | None = None, *, create: bool = True, **options: Any) -> Store:
+def beside_store(store: Store, suffix: str) -> Path | None:
+    """``<store folder><suffix>`` beside an embedded store on disk, for what belongs to the
+    store but is not its data (never inside the folder Oxigraph manages); None for other stores."""
+    folder = getattr(store, "path", None)
+    if not folder:
+        return None
+    resolved = Path(folder).resolve()
+    return resolved.with_name(resolved.name + suffix)
+
+
+def open_store(uri: str | None = None, *, create: bool = True, read_only: bool = False, **options: Any) -> Store:
     """Open the store named by ``uri`` (default: an embedded Oxigraph store in ``kgqa-data/store``).
     ``create=False``: an embedded store must exist already (see :class:`OxigraphStore`).
+    ``read_only=True``: an embedded store must exist, and is opened for reading only, shared with
+    other readers (a writer holds it alone); servers arbitrate their readers and writers themselves.
 
     Options are passed to the store's constructor (``namespace=`` for RDF stores, ``user=``,
     ``password=``, ``database=`` for Bolt, ``timeout=`` for remote stores).
@@ -39,10 +52,10 @@ def open_store(uri: str | None = None, *, create: bool = True, **options: Any) -
     from engine.stores.oxigraph import OxigraphStore
 
     if uri == "memory:":
-        return OxigraphStore(None, **options)
+        return OxigraphStore(None, **options)  # nothing to share: read_only does not apply
     path = uri[len("oxigraph:"):] if uri.startswith("oxigraph:") else uri
     if "://" in path:
         raise InvalidInputError(
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
         )
-    return OxigraphStore(path, create=create, **options)
+    return OxigraphStore(path, create=create, read_only=read_only, **options)

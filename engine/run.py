@@ -12,7 +12,11 @@ store call made inside a ``model`` stage counts as store time only.
 A record holds ``id, question, topic, answers`` (gold names), ``answer_ids`` (gold ids),
 ``prediction`` (best first), ``prediction_ids``, ``hops, qtype``, ``seconds{store, model,
 other, total}``, ``calls{store, llm}`` and the method's own extras under its name. Questions
-answered in one batch share the batch's seconds and calls evenly.
+answered in one batch share the batch's seconds and calls evenly. Before a batch is answered its
+topic entities are looked up in the store (one ``names`` call, neither timed nor counted): a
+question with a topic entity the store does not hold gets ``missing_topics`` and a ``warning``
+in its record, and the summary counts such questions (a method finds nothing from an entity
+that is not there, so its prediction is likely empty).
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.errors import InvalidIdentifierError
+from engine.identifiers import validate_id
 from loaders.questions import Question
 
 #: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
@@ -63,7 +69,8 @@ def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
 
 class Method(Protocol):
     """What :func:`run_method` runs. ``summary`` (optional) adds method-specific figures
-    computed from the records to the run's summary."""
+    computed from the records to the run's summary; ``store`` (optional) is the store it
+    answers from, where :func:`run_method` looks the topic entities up."""
 
     name: str
     batch_size: int
@@ -148,12 +155,30 @@ def unwrap(obj: Any) -> Any:
     return obj.unwrapped if isinstance(obj, Metered) else obj
 
 
+def missing_topics(store: Any, questions: Sequence[Question]) -> list[list[str]]:
+    """Per question, its topic entities that ``store`` does not hold, found with one ``names``
+    call for them all (an id that no store can hold is missing without asking)."""
+    wanted = dict.fromkeys(t for q in questions for t in q.topic_entities)
+    absent = set()
+    for topic in wanted:
+        try:
+            validate_id(topic)
+        except InvalidIdentifierError:
+            absent.add(topic)
+    if len(absent) < len(wanted):
+        names = store.names([t for t in wanted if t not in absent])
+        absent.update(t for t, name in names.items() if name is None)
+    return [[t for t in q.topic_entities if t in absent] for q in questions]
+
+
 def _batches(items: Sequence[Question], size: int) -> Iterator[Sequence[Question]]:
     for start in range(0, len(items), max(size, 1)):
         yield items[start : start + max(size, 1)]
 
 
-def _record(method: Method, q: Question, p: Prediction, seconds: dict[str, float], calls: dict[str, float]) -> dict[str, Any]:
+def _record(
+    method: Method, q: Question, p: Prediction, seconds: dict[str, float], calls: dict[str, float], missing: list[str]
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": q.id,
         "question": q.question,
@@ -167,6 +192,12 @@ def _record(method: Method, q: Question, p: Prediction, seconds: dict[str, float
         "seconds": seconds,
         "calls": calls,
     }
+    if missing:
+        record["missing_topics"] = missing
+        record["warning"] = (
+            f"topic entit{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} not in the store: "
+            "is the store this dataset's graph?"
+        )
     if p.extras:
         record[method.name] = p.extras
     return record
@@ -180,17 +211,23 @@ def run_method(
     *,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    store: Any = None,
 ) -> dict[str, Any]:
     """Answer every question (in batches of ``method.batch_size``), write one JSON line per
-    question to ``out`` as soon as its batch is answered, and return the run's summary."""
+    question to ``out`` as soon as its batch is answered, and return the run's summary.
+    ``store`` (default: the method's own ``store``) is where the topic entities are looked up."""
     from tqdm import tqdm
 
+    lookup = store if store is not None else getattr(method, "store", None)
+    while isinstance(lookup, Metered):  # the look-up is the protocol's, not the method's: not metered
+        lookup = lookup.unwrapped
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with ExitStack() as files:
         sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
         bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
         for batch in _batches(questions, method.batch_size):
+            missing = missing_topics(lookup, batch) if lookup is not None else [[] for _ in batch]
             meter.reset()
             t0 = time.perf_counter()
             predictions = method.answer(batch)
@@ -202,8 +239,8 @@ def run_method(
             seconds["other"] = round(max(total - sum(meter.seconds.get(s, 0.0) for s in STAGES), 0.0) / n, 5)
             seconds["total"] = round(total / n, 5)
             calls = {k: round(meter.calls.get(k, 0) / n, 3) for k in CALLS}
-            for q, p in zip(batch, predictions):
-                record = _record(method, q, p, dict(seconds), dict(calls))
+            for q, p, absent in zip(batch, predictions, missing):
+                record = _record(method, q, p, dict(seconds), dict(calls), absent)
                 records.append(record)
                 if sink is not None:
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -232,7 +269,8 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = None) -> dict[str, Any]:
     """Answer metrics (by ids where both sides have them, else by names), mean seconds per
-    stage, p50/p95 seconds per question, and mean calls per question."""
+    stage, p50/p95 seconds per question, mean calls per question, and how many questions have
+    a topic entity that is not in the store (``missing_topics``, only when some have)."""
     from engine.metrics import evaluate
 
     report = evaluate(records)
@@ -254,6 +292,8 @@ def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = No
         summary["questions_per_second"] = round(len(records) / wall_seconds, 3) if wall_seconds > 0 else 0.0
     if report.no_gold:
         summary["no_gold"] = report.no_gold
+    if missing := sum(1 for r in records if r.get("missing_topics")):
+        summary["missing_topics"] = missing
     return summary
 
 
@@ -272,6 +312,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         ),
         f"calls per question: store {calls['store']:.2f}  llm {calls['llm']:.2f}",
     ]
+    if summary.get("missing_topics"):
+        lines.append(
+            f"{summary['missing_topics']} of {summary['questions']} questions have a topic entity that is not in the store "
+            "(their records' warning names it): is the store this dataset's graph?"
+        )
     extra = summary.get(summary["method"])
     if extra:
         lines.append(f"{summary['method']}: " + "  ".join(f"{k} {_fmt(v)}" for k, v in extra.items()))

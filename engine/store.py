@@ -58,6 +58,7 @@ from engine.graph import (
     term_key,
 )
 from engine.identifiers import (
+    MAX_ID_LENGTH,
     SEARCH_MODES,
     validate_direction,
     validate_hops,
@@ -66,6 +67,7 @@ from engine.identifiers import (
     validate_limit,
     validate_relation,
     validate_relations,
+    validate_text,
     validate_timeout,
 )
 from engine.limits import TermCheck
@@ -101,8 +103,8 @@ from engine.results import (
     TwoHopRelation,
     TwoHopResult,
 )
-from engine.sexpr.parser import parse
-from engine.sexpr.tree import Count, Top, to_text
+from engine.sexpr.parser import MAX_DEPTH, parse
+from engine.sexpr.tree import Count, Top, depth, entities, to_text
 from engine.walk import breadth_first
 
 if TYPE_CHECKING:
@@ -140,14 +142,19 @@ def text_matches(value: str, text: str, mode: str) -> bool:
 
 def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -> Iterator[Triple]:
     """Pass triples through, raising on the first that may not enter a store (literal objects
-    are valid and canonical by construction) or, with ``check`` (:meth:`Store.term_check`),
-    that the store cannot keep exactly."""
+    are canonical by construction; their values must be valid Unicode) or, with ``check``
+    (:meth:`Store.term_check`), that the store cannot keep exactly."""
     for t in triples:
         if not isinstance(t, Triple):
             raise InvalidInputError(f"expected a Triple, got {t!r}")
         validate_id(t.subject)
         validate_relation(t.relation)
-        if not isinstance(t.object, Literal):
+        if isinstance(t.object, Literal):
+            try:
+                validate_text(t.object.value, "its literal")
+            except InvalidInputError as e:
+                raise InvalidInputError(f"cannot load {clipped(repr(t), 200)}: {e}") from None
+        else:
             validate_id(t.object)
         if check is not None:
             why = check(t)
@@ -156,18 +163,43 @@ def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -
         yield t
 
 
-def split_anchors(anchors: Iterable[str | Literal] | str) -> tuple[list[str], list[Literal]]:
-    """Validate anchors (node ids and literals); deduplicate each kind, keeping first-seen order."""
+def split_anchors(anchors: Iterable[str | Literal] | str, argument: str = "ids") -> tuple[list[str], list[Literal]]:
+    """Validate anchors (node ids and literals), the argument named ``argument``; deduplicate
+    each kind, keeping first-seen order."""
     if isinstance(anchors, (str, Literal)):
-        raise InvalidInputError(f"expected a list of ids or literals, got {anchors!r}; wrap it: [{anchors!r}]")
+        shown = clipped(repr(anchors), 200)
+        raise InvalidInputError(f"expected a list of ids or literals as {argument}, got {shown}; wrap it: [{shown}]")
     ids: dict[str, None] = {}
     literals: dict[Literal, None] = {}
-    for anchor in anchors:
+    for position, anchor in enumerate(anchors):
         if isinstance(anchor, Literal):
+            validate_text(anchor.value, f"the value of literal {argument}[{position}]")
             literals[anchor] = None
         else:
-            ids[validate_id(anchor)] = None
+            ids[validate_id(anchor, argument, position)] = None
     return list(ids), list(literals)
+
+
+def validate_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """A raw query's parameters, if every text in them (names, strings, literal values, inside
+    lists, tuples and maps too) is valid Unicode; else an error naming the parameter."""
+    def check(value: object, where: str) -> None:
+        if isinstance(value, str):
+            validate_text(value, where)
+        elif isinstance(value, Literal):  # its datatype and language were checked when it was made
+            validate_text(value.value, f"the value of {where}")
+        elif isinstance(value, (list, tuple)):
+            for position, item in enumerate(value):
+                check(item, f"{where}[{position}]")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                check(key, f"a key of {where}")
+                check(item, f"{where}[{key!r}]")
+
+    for name, value in params.items():
+        check(name, "a query parameter name")
+        check(value, f"query parameter {name!r}")
+    return params
 
 
 def validate_exclude(exclude: Sequence[str]) -> tuple[str, ...]:
@@ -280,14 +312,16 @@ class Store(ABC):
         answers or ``[count]`` (execute), ``[count]`` (counts), relation names, (relation, count)."""
 
     # ------------------------------------------------------------------ writing
-    def add_triples(self, triples: Iterable[Triple]) -> None:
+    def add_triples(self, triples: Iterable[Triple]) -> int | None:
         """Add triples through the store's bulk path; triples already present are no-ops.
+        Returns how many were new where the store counts that apart from what concurrent loads
+        add (Virtuoso's bulk loader), else None.
 
         Every triple is validated on its way in (ids, relation names, literal objects, and
         the store's own limits, :meth:`term_check`), so a bad one stops the call before any
         of it reaches the store.
         """
-        self._add_triples(checked_triples(triples, self.term_check()))
+        return self._add_triples(checked_triples(triples, self.term_check()))
 
     def term_check(self) -> TermCheck | None:
         """The test of what this store keeps exactly (terms within its measured limits,
@@ -295,7 +329,7 @@ class Store(ABC):
         store holds every valid triple."""
         return None
 
-    def _add_triples(self, triples: Iterable[Triple]) -> None:
+    def _add_triples(self, triples: Iterable[Triple]) -> int | None:
         raise NotImplementedError(f"{type(self).__name__} cannot load triples")
 
     def canonical_ntriples(self, namespace: str) -> CanonicalNTriples | None:
@@ -304,7 +338,8 @@ class Store(ABC):
         with the same result as parsing them; None when the store has no such lane."""
         return None
 
-    def _add_ntriples(self, lines: Iterable[str]) -> None:
+    def _add_ntriples(self, lines: Iterable[str]) -> int | None:
+        """Load N-Triples lines; how many were new, as :meth:`add_triples` returns it."""
         raise NotImplementedError(f"{type(self).__name__} cannot load N-Triples text")
 
     @abstractmethod
@@ -389,7 +424,7 @@ class Store(ABC):
 
         ``distinct_edges=False`` lets a walk use one stored edge more than once (there and
         back), as RoG's own BFS and PathQuestion's answer generation do."""
-        seeds = validate_ids(seeds)
+        seeds = validate_ids(seeds, "seeds")
         if isinstance(path, str):
             raise InvalidInputError(f"path must be a list of relation names, got the string {path!r}")
         hops = validate_relations(path)
@@ -420,7 +455,7 @@ class Store(ABC):
     ) -> SubgraphResult:
         """Edges met by a breadth-first expansion of ``hops`` layers (one store call per
         layer); ``timeout`` bounds each call."""
-        seeds = validate_ids(seeds)
+        seeds = validate_ids(seeds, "seeds")
         hops = validate_hops(hops)
         direction = validate_direction(direction)
         rels = None if relations is None else tuple(sorted(set(validate_relations(relations))))
@@ -474,8 +509,8 @@ class Store(ABC):
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
         connected, so the work stays inside the database; ``timeout`` bounds each query.
         """
-        sources = validate_ids(sources)
-        targets = validate_ids(targets)
+        sources = validate_ids(sources, "sources")
+        targets = validate_ids(targets, "targets")
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
         excluded = validate_exclude(exclude)
@@ -566,7 +601,9 @@ class Store(ABC):
         (both case-insensitive). A node without a name is found by its id the same way (as
         :meth:`names` names it), with its id as the hit's name."""
         if not isinstance(text, str) or not text.strip():
-            raise InvalidInputError(f"search text must be a non-empty string, got {text!r}")
+            raise InvalidInputError(f"search text must be a non-empty string, got {clipped(repr(text), 200)}")
+        # as long as an id at most: a dialect writes the text into its query several times over
+        validate_text(text, "search text", nul=False, max_length=MAX_ID_LENGTH)
         if mode not in SEARCH_MODES:
             raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
         limit = validate_limit(limit)
@@ -595,15 +632,23 @@ class Store(ABC):
 
         ``timeout`` (seconds; None: none) bounds the query; past it the call raises
         :class:`engine.errors.QueryTimeoutError` naming the expression. Virtuoso stops the query
-        itself (the endpoint's ``timeout`` parameter; it checks it at its own pace, so the call
-        can return later than the timeout), Neo4j too (the transaction timeout). Oxigraph,
+        itself (it is told the deadline as the endpoint's ``timeout`` parameter and checks it at
+        its own pace; the call returns at the deadline), Neo4j too (the transaction timeout). Oxigraph,
         FalkorDB and the reference store cannot stop a running query: the call returns at the
         timeout and the query runs on in a background thread until it ends
         (:mod:`engine.timeouts`). Every other operation's ``timeout`` works the same way.
         """
-        tree = parse(sexpr) if isinstance(sexpr, str) else sexpr
+        tree = parse(validate_text(sexpr, "the S-expression")) if isinstance(sexpr, str) else sexpr
         if not isinstance(tree, Top):
             raise InvalidInputError(f"execute takes an S-expression (text or tree), got {type(sexpr).__name__}")
+        if not isinstance(sexpr, str):  # a tree built in Python: its literals and ids are its text
+            if depth(tree) > 2 * MAX_DEPTH:  # a form nests at most two tree levels per parenthesis
+                raise InvalidInputError(
+                    f"the S-expression tree nests {depth(tree)} levels deep; build it with at most {MAX_DEPTH} levels of forms"
+                )
+            validate_text(to_text(tree), "the S-expression")
+        for position, node_id in enumerate(entities(tree)):
+            validate_id(node_id, "the S-expression's entities", position)
         timeout = validate_timeout(timeout)
         try:
             result = self._call(Execute(tree, timeout=timeout))
@@ -621,15 +666,25 @@ class Store(ABC):
         return ExecuteResult(sorted(set(result), key=term_key))
 
     def query(
-        self, text: str, params: dict[str, Any] | None = None, *, allow_service: bool = False
+        self,
+        text: str,
+        params: dict[str, Any] | None = None,
+        *,
+        allow_service: bool = False,
+        timeout: float | None = None,
     ) -> QueryResult:
         """Raw read-only query in the store's own language, with ``$name`` parameters bound from
         ``params`` (each one the text names must be given). Anything that writes is refused; on
         SPARQL stores so are server built-in functions, other graphs than the store's, and
-        ``SERVICE`` unless ``allow_service`` (see :mod:`sparql.readonly`)."""
+        ``SERVICE`` unless ``allow_service`` (see :mod:`sparql.readonly`).
+
+        ``timeout`` (seconds) bounds the call as it does :meth:`execute`'s; None leaves the
+        store's own limit (a server store's ``timeout=`` option; none on the embedded store)."""
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("query text must be a non-empty string")
-        return self._query(text, dict(params or {}), bool(allow_service))
+        validate_text(text, "the query text")
+        params = validate_parameters(dict(params or {}))
+        return self._query(text, params, bool(allow_service), validate_timeout(timeout))
 
     @abstractmethod
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult: ...
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult: ...

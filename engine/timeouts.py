@@ -12,8 +12,10 @@ A worker whose query was abandoned goes back to the idle ones only once that que
 so a stuck query never delays another call.
 
 An abandoned call must not start its query again: a store that retries transient failures
-(a dropped connection, a 503) asks :func:`abandoned` before each attempt and raises
-:class:`Abandoned` instead of sending the query the caller already got a timeout for.
+(a dropped connection) asks :func:`abandoned` before each attempt and raises
+:class:`Abandoned` instead of sending the query the caller already got a timeout for. A call
+that takes its answer one row at a time (Oxigraph's raw queries) asks it between rows, and so
+stops at the first row that comes after the deadline.
 """
 from __future__ import annotations
 
@@ -54,12 +56,20 @@ def abandoned() -> bool:
     return job is not None and job.abandoned.is_set()
 
 
+def running() -> int:
+    """How many calls handed to :func:`run_with_timeout` have not ended yet, abandoned ones
+    included: what still runs in the background after its callers got their timeouts."""
+    with _lock:
+        return _busy
+
+
 class _Worker:
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         threading.Thread(target=self._loop, name="kgqa-query", daemon=True).start()
 
     def _loop(self) -> None:
+        global _busy
         while True:
             job = self.jobs.get()
             _running.job = job
@@ -71,22 +81,26 @@ class _Worker:
             job.done.set()
             del job
             with _lock:
+                _busy -= 1
                 if len(_idle) >= _IDLE_KEPT:
                     return
                 _idle.append(self)
 
 
 _idle: list[_Worker] = []
+_busy = 0  # calls handed to workers that have not ended
 _lock = threading.Lock()
 
 
 def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -> T:
     """``call()``, or QueryTimeoutError when it has not returned after ``timeout`` seconds
     (None: wait for it). Its exceptions are raised here, in the caller's thread."""
+    global _busy
     if timeout is None:
         return call()
     with _lock:
         worker = _idle.pop() if _idle else None
+        _busy += 1
     if worker is None:
         worker = _Worker()
     job = _Job(call)

@@ -57,7 +57,7 @@ def _run_build(args: argparse.Namespace) -> None:
     from loaders.webqsp_slice import build_from_files, format_report
 
     out = Path(args.out) if args.out else default_out(args.webqsp)
-    with open_from_args(args, create=True) as store:  # it loads the KB when the store lacks it
+    with open_from_args(args, write=True) as store:  # it loads the KB when the store lacks it
         report = build_from_files(
             args.webqsp,
             args.kb or data_dir(args.data_dir) / "fb15k237",

@@ -1,7 +1,10 @@
 """The load driver: stream files through their readers into a store, in batches.
 
 Bad lines never stop a load: each goes to a rejects file (``file:line<TAB>reason<TAB>line``)
-and the load goes on. Batches already handed to the store stay there whatever happens later.
+and the load goes on. The rejects file goes beside an embedded store, else into the current
+directory, never beside the inputs: a data folder may be read only, and is not the load's to
+write into (:func:`default_rejects_path`). Batches already handed to the store stay there
+whatever happens later.
 Compressed inputs are verified to their end before anything is loaded
 (:func:`loaders.source.verify_gzip`): a damaged gzip stream decodes to text that was never in
 the input, and gzip's own check comes only after it.
@@ -12,6 +15,7 @@ import inspect
 import itertools
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -24,6 +28,7 @@ from tqdm import tqdm
 from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Triple
 from engine.identifiers import positive_int
+from engine.open import beside_store
 from engine.results import LoadReport
 from engine.store import Store
 from loaders.formats import (
@@ -52,6 +57,7 @@ def load_files(
     progress: bool = True,
     reader_options: Mapping[str, Any] | None = None,
     max_reject_share: float | None = 0.5,
+    summary: bool | None = None,
 ) -> LoadReport:
     """Load every triple of ``paths`` into ``store`` and report what happened.
 
@@ -68,11 +74,14 @@ def load_files(
     shorter file) are rejected, the load stops before anything of that file is stored and
     raises InvalidInputError naming the format its content looks like (None: never stop).
 
-    Report: ``read`` valid triples read, ``loaded`` the growth of ``store.count_triples()``,
+    Report: ``read`` valid triples read, ``loaded`` the triples that were new (as the store
+    counts them, :meth:`engine.store.Store.add_triples`; else the growth of ``store.count_triples()``),
     ``duplicates`` = read - loaded (repeats within the input and triples already stored),
-    ``rejected`` bad lines. Rejects are written to ``rejects_path`` (always created when
-    given; never one of the inputs), by default to ``<first input>.rejects.tsv`` beside the
-    first input, created only when there are rejects.
+    ``rejected`` bad lines, ``rejects_file`` where they were written. Rejects go to
+    ``rejects_path`` (always created when given; never one of the inputs, a symbolic link or
+    anything but a regular file), by default to :func:`default_rejects_path`, created only when
+    there are rejects. ``summary``: print the one-line summary (:func:`summary_line`) to stderr
+    at the end; by default when ``progress`` is shown.
     """
     files = _check_paths(paths)
     if batch_size is None:
@@ -84,8 +93,9 @@ def load_files(
         isinstance(max_reject_share, bool) or not isinstance(max_reject_share, (int, float)) or not 0 <= max_reject_share <= 1
     ):
         raise InvalidInputError(f"invalid max_reject_share {max_reject_share!r}: use a fraction from 0 to 1, or None")
-    rejects_file = Path(rejects_path) if rejects_path is not None else files[0].with_name(files[0].name + ".rejects.tsv")
+    rejects_file = Path(rejects_path) if rejects_path is not None else default_rejects_path(store, files[0])
     _refuse_input_as_rejects(rejects_file, files)
+    _refuse_unsafe_rejects(rejects_file)
     rejects = _RejectsFile(rejects_file, always=rejects_path is not None)
     report = LoadReport()
     started = time.perf_counter()
@@ -155,17 +165,26 @@ def load_files(
         report.read = writer.loaded
         bar.close()
         rejects.close()
-    report.loaded = store.count_triples() - before
+    # the store's own count of what was new, where it has one: another load at the same time
+    # grows the store too
+    report.loaded = writer.new if writer.new is not None else store.count_triples() - before
     report.duplicates = report.read - report.loaded
     report.seconds = time.perf_counter() - started
     report.rejects_file = rejects.written
     if interrupted:
-        print(f"interrupted: {_summary(report, len(files))}; what was stored stays, and loading the same files "
+        print(f"interrupted: {summary_line(report, len(files))}; what was stored stays, and loading the same files "
               "again skips it as duplicates", file=sys.stderr)
         raise KeyboardInterrupt
-    if progress:
-        print(_summary(report, len(files)), file=sys.stderr)
+    if progress if summary is None else summary:
+        print(summary_line(report, len(files)), file=sys.stderr)
     return report
+
+
+def default_rejects_path(store: Store, first_input: Path) -> Path:
+    """Where a load's rejects go unless it is told: ``<store folder>.rejects.tsv`` beside an
+    embedded store on disk (as its FiDeLiS index, never inside the store's own files), else
+    ``<first input's name>.rejects.tsv`` in the current directory."""
+    return beside_store(store, ".rejects.tsv") or Path.cwd() / (first_input.name + ".rejects.tsv")
 
 
 class _Writer:
@@ -181,6 +200,7 @@ class _Writer:
         self.store = store
         self.handed = 0  # triples handed over
         self.loaded = 0  # triples in batches the store has taken
+        self.new: int | None = 0  # of those, the ones the store counted as new (None: it cannot tell)
         self._queue: queue.Queue[tuple[list[str], list[Triple]] | None] = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="kgqa-load-writer", daemon=True)
@@ -194,10 +214,11 @@ class _Writer:
             try:
                 if lines:
                     text = "\n".join(lines) + "\n"
-                    self.store._add_ntriples(itertools.chain((text,), self.store._ntriples(triples)) if triples else (text,))  # type: ignore[attr-defined]
+                    new = self.store._add_ntriples(itertools.chain((text,), self.store._ntriples(triples)) if triples else (text,))  # type: ignore[attr-defined]
                 else:
-                    self.store.add_triples(triples)
+                    new = self.store.add_triples(triples)
                 self.loaded += len(lines) + len(triples)
+                self.new = None if new is None or self.new is None else self.new + new
             except BaseException as e:  # noqa: BLE001 — raised again in the reading thread
                 self._error = e
 
@@ -304,6 +325,31 @@ def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     return files
 
 
+def _refuse_unsafe_rejects(rejects: Path) -> None:
+    """Before anything is loaded: the rejects file may only be a regular file or not exist yet
+    (:meth:`_RejectsFile._open` checks again as it opens it)."""
+    try:
+        mode = os.lstat(rejects).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InvalidInputError(_unwritable_rejects(rejects, e.strerror)) from e
+    if not stat.S_ISREG(mode):
+        raise InvalidInputError(_unwritable_rejects(rejects, _file_kind(mode)))
+
+
+def _file_kind(mode: int) -> str:
+    """Why a file of this mode, not a regular one, cannot be the rejects file."""
+    for is_kind, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory")):
+        if is_kind(mode):
+            return f"it is {name}, not a regular file"
+    return "it is not a regular file"
+
+
+def _unwritable_rejects(rejects: Path, why: str) -> str:
+    return f"cannot write the rejects file {str(rejects)!r}: {why}; name another with --rejects (rejects_path=)"
+
+
 def _refuse_input_as_rejects(rejects: Path, files: list[Path]) -> None:
     """Writing the rejects file truncates it: it may not be one of the inputs (under any name)."""
     if not rejects.exists():
@@ -348,12 +394,29 @@ class _RejectsFile:
             self._open()
 
     def _open(self) -> IO[str]:
+        # Never through a symbolic link (it could point at any file), and never into a FIFO
+        # (opened without O_NONBLOCK, one without a reader would hang the load), a device or
+        # anything else that is not a regular file.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            self._file = open(self.path, "w", encoding="utf-8", newline="\n")
-        except OSError as e:
-            raise InvalidInputError(
-                f"cannot write the rejects file {str(self.path)!r}: {e.strerror}; name another with --rejects (rejects_path=)"
-            ) from e
+            fd = os.open(self.path, flags, 0o666)
+        except OSError as e:  # ELOOP for a link, ENXIO for a FIFO without a reader, …: say which
+            try:
+                mode = os.lstat(self.path).st_mode
+            except OSError:
+                mode = stat.S_IFREG
+            why = e.strerror if stat.S_ISREG(mode) else _file_kind(mode)
+            raise InvalidInputError(_unwritable_rejects(self.path, why)) from e
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise InvalidInputError(_unwritable_rejects(self.path, _file_kind(mode)))
+            os.set_blocking(fd, True)
+            os.ftruncate(fd, 0)  # only now: truncating on open would empty whatever it was
+            self._file = open(fd, "w", encoding="utf-8", newline="\n")
+        except BaseException:
+            os.close(fd)
+            raise
         self.written = str(self.path)
         return self._file
 
@@ -368,11 +431,13 @@ class _RejectsFile:
             self._file.close()
 
 
-def _summary(report: LoadReport, files: int) -> str:
+def summary_line(report: LoadReport, files: int) -> str:
+    """What a load did, in one line: counts, time and speed, and where its rejects are."""
     text = (
         f"loaded {report.loaded:,} triples from {files} file{'s' if files != 1 else ''} in {report.seconds:.1f} s "
-        f"({report.read:,} read, {report.duplicates:,} duplicates, {report.rejected:,} rejected"
+        f"({report.read:,} read, {report.duplicates:,} duplicates, {report.rejected:,} rejected; "
+        f"{report.triples_per_second:,.0f} triples/s)"
     )
     if report.rejected:
-        text += f", see {report.rejects_file}"
-    return text + ")"
+        text += f"; rejected lines written to {report.rejects_file}"
+    return text

@@ -208,12 +208,15 @@ def text_lines(path: Path) -> list[str]:
 # ---------------------------------------------------------------------------- PathQuestion
 
 def read_pathquestion(path: str | os.PathLike[str]) -> list[Question]:
-    """PathQuestion (PQ-2H / PQ-3H, PQL): ``question<TAB>answer(alt1/alt2/…/)<TAB>path``.
+    """PathQuestion (PQ-2H / PQ-3H) and PathQuestion-Large (PQL-2H, PQL-3H, PQL-3H_more):
+    ``question<TAB>answer(alt1/alt2/…/)<TAB>path``.
 
     The answer field names the answer reached by the annotated path, then in parentheses
-    every gold answer, each followed by ``/``. The path is
-    ``topic#r1#e1#r2#…#answer#<end>#answer``. ``answers`` (and ``answer_entities``) are the
-    parenthesised gold answers; ``path`` the relations r1, r2, …; ``path_entities`` topic, e1, e2, ….
+    every gold answer, each followed by ``/`` (names may hold parentheses themselves:
+    ``PG_(USA)(PG_(USA)/)``). The path is ``topic#r1#e1#r2#…#answer#<end>#answer`` in PQ and
+    ``topic#r1#e1#r2#…#answer`` in PQL, whose questions also start with a space (dropped here).
+    ``answers`` (and ``answer_entities``) are the parenthesised gold answers; ``path`` the
+    relations r1, r2, …; ``path_entities`` topic, e1, e2, ….
     """
     questions: list[Question] = []
     stem = Path(path).name.split(".")[0]
@@ -222,25 +225,43 @@ def read_pathquestion(path: str | os.PathLike[str]) -> list[Question]:
         if len(fields) != 3:
             raise ParseError(f"expected question<TAB>answers<TAB>path, found {len(fields)} field(s)", source=str(path), line=n)
         text, answer_field, path_field = fields
-        head, paren, rest = answer_field.partition("(")
-        if not paren or not rest.endswith(")"):
+        opening = _gold_answers_start(answer_field)
+        if opening < 0:
             raise ParseError(f"answer field {answer_field!r} is not answer(alt1/alt2/…/)", source=str(path), line=n)
-        answers = list(dict.fromkeys(a for a in rest[:-1].split("/") if a)) or [head]
+        answers = list(dict.fromkeys(a for a in answer_field[opening + 1:-1].split("/") if a)) or [answer_field[:opening]]
         steps = path_field.split("#")
-        # topic, then (relation, entity) pairs, then "<end>", answer
-        if len(steps) < 5 or len(steps) % 2 == 0 or steps[-2] != "<end>":
-            raise ParseError(f"path {path_field!r} is not topic#r1#e1#…#answer#<end>#answer", source=str(path), line=n)
-        relations = steps[1:-2:2]
+        if len(steps) >= 5 and steps[-2] == "<end>":
+            steps = steps[:-2]  # PQ repeats the answer after an <end> mark
+        # topic, then (relation, entity) pairs
+        if len(steps) < 3 or len(steps) % 2 == 0 or "<end>" in steps or not all(steps):
+            raise ParseError(
+                f"path {path_field!r} is neither topic#r1#e1#…#answer#<end>#answer (PQ) nor topic#r1#e1#…#answer (PQL)",
+                source=str(path), line=n,
+            )
+        relations = steps[1::2]
         questions.append(
             Question(
                 id=f"{stem}:{n}",
-                question=text,
+                question=text.strip(),
                 answers=answers,
                 topic_entities=[steps[0]],
                 answer_entities=list(answers),
                 hops=len(relations),
                 path=relations,
-                path_entities=steps[0:-2:2],
+                path_entities=steps[0::2],
             )
         )
     return questions
+
+
+def _gold_answers_start(field: str) -> int:
+    """Where the parenthesised gold answers of a PathQuestion answer field start: the ``(``
+    that the field's final ``)`` closes; -1 when there is none."""
+    if not field.endswith(")"):
+        return -1
+    depth = 0
+    for i in range(len(field) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(field[i], 0)
+        if depth == 0:
+            return i
+    return -1

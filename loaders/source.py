@@ -15,7 +15,7 @@ from typing import IO, NoReturn, Union
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import Triple
-from engine.identifiers import validate_id, validate_relation
+from engine.identifiers import MAX_ID_LENGTH, validate_id, validate_relation
 from engine.limits import TermCheck
 
 
@@ -229,10 +229,6 @@ def check_id(node_id: str) -> str:
     # isprintable() is a fast test that passes almost every id; the exact rule is validate_id's
     if not node_id:
         raise BadLine("empty id")
-    if not node_id.isprintable():
-        validate_id(node_id)
-        try:
-            node_id.encode("utf-8")
-        except UnicodeEncodeError as e:  # a lone surrogate, e.g. from a JSON \ud800 escape
-            raise BadLine(f"id {node_id!r} is not valid Unicode") from e
+    if not node_id.isprintable() or len(node_id) > MAX_ID_LENGTH:
+        validate_id(node_id)  # control characters, lone surrogates (a JSON \ud800 escape), length
     return node_id

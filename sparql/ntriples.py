@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from engine.errors import InvalidIdentifierError
 from engine.graph import XSD
-from engine.identifiers import validate_relation
+from engine.identifiers import MAX_ID_LENGTH, validate_relation
 
 # A local name as ``quote(id, safe="")`` writes it: unreserved characters, and %XX (upper-case
 # hex) only for the printable ASCII characters that quote() escapes. Left to the full parse:
@@ -43,19 +43,21 @@ _TYPED = (
 class CanonicalNTriples:
     """``accepts(line)``: whether an N-Triples line (without its line ending) is in the exact
     form the engine writes for ``namespace``, so that a store may load its text unchanged;
-    lines longer than ``max_chars`` never are (the store's term limits need the full parse)."""
+    lines longer than ``max_chars`` never are (the store's term limits need the full parse), nor
+    lines longer than :data:`engine.identifiers.MAX_ID_LENGTH` (the bound on every id)."""
 
     def __init__(self, namespace: str, max_chars: int | None = None) -> None:
         ns = re.escape(namespace)
         self.namespace = namespace
-        self.max_chars = max_chars  # longer lines are left to the full parse
+        # longer lines are left to the full parse; a shorter line holds no id that is too long
+        self.max_chars = MAX_ID_LENGTH if max_chars is None else min(max_chars, MAX_ID_LENGTH)
         self._line = re.compile(
             rf"<{ns}{_LOCAL}> <{ns}{_RELATION}> (?:<{ns}{_LOCAL}>|{_STRING}(?:{_LANG})?|{_TYPED}) \."
         )
         self._relations: dict[str, bool] = {}  # encoded relation -> valid relation name?
 
     def accepts(self, line: str) -> bool:
-        if self.max_chars is not None and len(line) > self.max_chars:
+        if len(line) > self.max_chars:
             return False
         m = self._line.fullmatch(line)
         if m is None:

@@ -12,7 +12,10 @@ one hides. It is refused when it:
   ``http://www.openlinksw.com/schemas/…#`` forms) anywhere, or calls a function by IRI other
   than an XSD cast: Virtuoso runs any other function IRI as a stored procedure;
 - uses ``SERVICE`` without ``allow_service`` (federation sends requests anywhere);
-- for a store kept in one named graph, reads another (``FROM``, ``FROM NAMED``, ``GRAPH <…>``).
+- for a store kept in one named graph, reads another (``FROM``, ``FROM NAMED``, ``GRAPH <…>``);
+- is bigger than every store can read safely (:func:`check_size`): brackets nested deeper than
+  :data:`MAX_NESTING`, more than :data:`MAX_OPERATORS` operators, keywords and brackets, or more
+  than :data:`MAX_TOKENS` tokens (:class:`InvalidInputError`).
 
 Servers disagree on two lexical points, so both readings are checked: Virtuoso reads
 ``?a<b:f(…)>0`` as an IRI where Oxigraph reads comparisons (an IRI's text is also checked as
@@ -85,6 +88,20 @@ _SERVER_NAMESPACES = (
 _SERVER_PREFIXES = frozenset({"bif", "sql"})
 _CAST = re.compile(re.escape(XSD) + r"[A-Za-z]+")
 
+#: Oxigraph's parser recurses once per bracket level: past about 2,100 levels it overflows an
+#: 8 MiB stack and the process dies. (Virtuoso refuses curly braces nested past about 75.)
+MAX_NESTING = 64
+#: Oxigraph's query algebra nests one level per clause or operator, even side by side
+#: (``A MINUS {} MINUS {} …``): about 7,800 such tokens (2,600 ``MINUS {}``) overflow an 8 MiB stack.
+MAX_OPERATORS = 2_000
+#: Tokens of any kind (VALUES data included): bounds the work of checking a query.
+MAX_TOKENS = 100_000
+_OPENING = frozenset("{([")
+_CLOSING = frozenset("})]")
+# Tokens that are part of a term or separate terms, and so add no level to a query's algebra.
+_TERM_PUNCTUATION = frozenset({".", ",", ";", "^^"})
+_TERM_WORDS = frozenset({"TRUE", "FALSE", "UNDEF"})  # and `a`, in lower case only
+
 
 @dataclass(frozen=True)
 class Token:
@@ -93,12 +110,18 @@ class Token:
     start: int
 
 
-def tokens(text: str, *, lenient: bool = False) -> list[Token]:
+def tokens(text: str, *, lenient: bool = False, limit: int | None = None) -> list[Token]:
     """The significant tokens of ``text`` (no blanks or comments). Text that no token matches
-    is an :class:`InvalidInputError`, or skipped one character at a time when ``lenient``."""
-    found = []
+    is an :class:`InvalidInputError`, or skipped one character at a time when ``lenient``; so is
+    a text of more than ``limit`` tokens (read no further)."""
+    found: list[Token] = []
     pos = 0
     while pos < len(text):
+        if limit is not None and len(found) > limit:
+            raise InvalidInputError(
+                f"invalid SPARQL query: it holds more than {limit:,} tokens (the last read at "
+                f"{_where(text, found[-1].start)}); query() takes at most {limit:,}: split it into several queries"
+            )
         match = _TOKEN.match(text, pos)
         if match is None:
             if lenient:
@@ -127,9 +150,10 @@ def prepare_query(
     """
     if "\x00" in text:
         raise InvalidInputError("invalid SPARQL query: it contains a NUL character")
-    found = tokens(text)
+    found = tokens(text, limit=MAX_TOKENS)
     bound = bind_parameters(text, params, render, found)
     _check(bound, found if bound is text else tokens(bound), graph, allow_service)  # what is sent is what is checked
+    check_size(text, found)  # a bound value is a term: binding adds no bracket or operator
     return bound
 
 
@@ -170,6 +194,50 @@ def _placeholders(text: str) -> tuple[tuple[int, str], ...]:
     placeholders, so the same few texts come back call after call, and reading one costs
     more than running a small query."""
     return _placeholders_of(tokens(text))
+
+
+def check_size(text: str, found: list[Token]) -> None:
+    """Raise :class:`InvalidInputError` unless the query ``found`` (the tokens of ``text``) nests
+    brackets at most :data:`MAX_NESTING` deep and holds at most :data:`MAX_OPERATORS` operators,
+    keywords and brackets (the parentheses of VALUES rows aside): the bounds within which every
+    store reads it safely. An unmatched closing bracket closes nothing, so it hides no opening one."""
+    depth = operators = 0
+    data_depth: int | None = None  # the depth of the VALUES data block being read, if any
+    values_header = False  # between VALUES and its data block: variables and parentheses only
+    for t in found:
+        punct = t.text if t.kind == "punct" else ""
+        if values_header and not (t.kind == "var" or punct in ("(", ")", "{")):
+            values_header = False
+        if punct in _OPENING:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise InvalidInputError(
+                    f"invalid SPARQL query: brackets nest more than {MAX_NESTING} deep at {_where(text, t.start)}; "
+                    f"query() takes at most {MAX_NESTING} levels of {{ }}, ( ) and [ ]: put groups and "
+                    "subqueries side by side rather than inside each other"
+                )
+            if values_header and punct == "{":
+                data_depth, values_header = depth, False
+        elif punct in _CLOSING:
+            if depth == data_depth:
+                data_depth = None
+            depth = max(depth - 1, 0)
+        elif t.kind == "word" and t.text.upper() == "VALUES":
+            values_header = True
+        if data_depth is not None and punct in ("(", ")"):
+            continue  # a row of VALUES data
+        if (punct and punct not in _TERM_PUNCTUATION) or (t.kind == "word" and not _is_term_word(t.text)):
+            operators += 1
+            if operators > MAX_OPERATORS:
+                raise InvalidInputError(
+                    f"invalid SPARQL query: it holds more than {MAX_OPERATORS:,} operators, keywords and brackets "
+                    f"(the last counted at {_where(text, t.start)}); query() takes at most {MAX_OPERATORS:,}: give "
+                    "long lists of values as VALUES data or IN (…), or split the query into several"
+                )
+
+
+def _is_term_word(word: str) -> bool:
+    return word == "a" or word.upper() in _TERM_WORDS
 
 
 def _check(text: str, found: list[Token], graph: str | None, allow_service: bool) -> None:

@@ -24,6 +24,10 @@
   and with them the relation names of ``two_hop_relations``, ``expand``, S-expressions and
   walks from a few seeds (:func:`_relations_as_parameters`), without which a graph of many
   relations (Freebase) meets a new text at almost every call.
+- A group in which a ``BIND`` follows the triple pattern, joined to a variable that a URL
+  parameter binds, fails to compile ("SR204: Missing named parameter") once Virtuoso is told a
+  ``timeout``: ``expand`` through one relation writes its hop without a group
+  (:meth:`VirtuosoCompiler.expand`).
 - Its bulk loader keeps xsd:double / xsd:float ``INF``, ``-INF`` and ``NaN`` as typed strings
   (the store writes them so through ``INSERT DATA`` too), while its SPARQL parser reads
   ``"INF"^^xsd:double`` as a number, which never meets them: such a literal is met through
@@ -37,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from engine.graph import Literal, is_special_float
+from engine.limits import VIRTUOSO
 from engine.ops import Compiled, Execute, Expand, Op, TwoHopRelations, Walks
 from engine.sexpr.tree import relations as tree_relations
 from sparql.compiler import SparqlCompiler
@@ -76,6 +81,15 @@ IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32, "wa
 #: parameters against 1.1 / 1.4 / 1.1 ms with them written in (8 seeds: 7.6 against 1.2 ms on
 #: another path), where PathQuestion's graph had shown at most ≈ 2 ms more up to 8 seeds.
 WALK_SEEDS_WITH_RELATION_PARAMETERS = 1
+#: The longest IRI (UTF-8 bytes) of an id that goes as a URL parameter: the longest Virtuoso
+#: keeps (engine/limits.py). It reads a parameter as a Turtle term and refuses an IRI from
+#: 7,998 bytes ("The relative IRI notation is too long"); a longer id is in none of its graphs
+#: anyway, so it is written in, where the query finds nothing for it.
+PARAMETER_IRI_BYTES: int = VIRTUOSO.id_bytes  # type: ignore[assignment]
+
+
+def _fits_as_parameter(node_id: str, terms: Terms) -> bool:
+    return len(terms.iri(node_id).encode("utf-8")) - 2 <= PARAMETER_IRI_BYTES  # without its <>
 
 
 class VirtuosoCompiler(SparqlCompiler):
@@ -101,6 +115,24 @@ class VirtuosoCompiler(SparqlCompiler):
         if literal.datatype is None:
             return super().literal_join(var, rel, literal, obj, bind)
         return f"{var} {rel} {obj} . FILTER({self.keys.same_literal(obj, literal, bind)})"
+
+    def expand(self, op: Expand) -> Compiled:
+        """The generic text, except that one relation's hop is not a group of its own.
+
+        Virtuoso 7.2 cannot join a group in which a ``BIND`` follows the triple pattern to a
+        variable that a parameter binds: ``{ BIND(?::ids AS ?src) } { ?dst ?::rel_0 ?src .
+        BIND("in" AS ?dir) BIND(?::rel_0 AS ?rel) }`` fails with "SR204: Missing named
+        parameter 'src'" once it is told a ``timeout`` (the store tells it one on every call)
+        or asked for JSON, and the ``out`` hop too inside the companions' SELECT when it has no
+        ``LIMIT``. The same hop without its braces (as ``relations`` and walks write theirs), a
+        ``UNION`` of such groups (several relations) and the ``IN`` filter of several ids all
+        run; around a single hop the braces mean nothing."""
+        compiled = super().expand(op)
+        if op.relations is None or len(op.relations) != 1:
+            return compiled
+        iri = self.t.relation(op.relations[0])
+        hop = f"{self.one_hop('src', iri, 'dst', op.direction, 'dir')} BIND({iri} AS ?rel)"
+        return Compiled(compiled.text.replace(f"{{ {hop} }}", hop, 1), compiled.params)
 
     def select(
         self, head: str, body: str, tail: str = "", fetch: int | None = None, literals: Sequence[str] = ()
@@ -160,7 +192,11 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
     if most and len(rows) == 1:
         start, end, var, name = rows[0]
         ids = params.get(name)
-        if type(ids) is list and 2 <= len(ids) <= most and all(type(i) is str for i in ids):
+        if (
+            type(ids) is list
+            and 2 <= len(ids) <= most
+            and all(type(i) is str and _fits_as_parameter(i, terms) for i in ids)
+        ):
             width = 1 << (len(ids) - 1).bit_length()
             padded = ids + ids[-1:] * (width - len(ids))
             close = _group_end(text, end)
@@ -176,7 +212,7 @@ def _ids_as_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str, l
         value = params.get(name)
         if type(value) is list and len(value) == 1:
             value = value[0]
-        if type(value) is not str:
+        if type(value) is not str or not _fits_as_parameter(value, terms):
             continue
         written.pop(name, None)
         sent.append((f"?{name}", terms.parameter(name, value)))

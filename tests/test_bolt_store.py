@@ -86,9 +86,9 @@ def record_statements(store: BoltStore, monkeypatch) -> list[tuple[str, dict, bo
     sent: list[tuple[str, dict, bool]] = []
     execute = store._execute
 
-    def recording(text, params, *, write):
+    def recording(text, params, *, write, timeout=None):
         sent.append((text, params, write))
-        return execute(text, params, write=write)
+        return execute(text, params, write=write, timeout=timeout)
 
     monkeypatch.setattr(store, "_execute", recording)
     return sent

@@ -4,8 +4,10 @@ store's ``timeout``, never minutes or for ever. Deadlines here are a second or t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,14 +18,18 @@ import pytest
 
 from engine.cli import main
 from engine.errors import (
+    InvalidInputError,
     KGQAError,
     QueryTimeoutError,
     StoreError,
     StoreUnavailableError,
 )
 from engine.graph import Literal, Triple
+from engine.servers.virtuoso import ISQL
 from engine.stores.bolt import BoltStore
+from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
+from engine.timeouts import running
 from tests.tcp_proxy import TcpProxy
 
 GRAPH = [Triple("a", "r", "b"), Triple("b", "r", "c"), Triple("a", "type.object.name", Literal("A"))]
@@ -94,9 +100,93 @@ def test_the_bulk_loader_has_a_deadline_of_its_own(virtuoso):
 
 def test_http_calls_end_at_the_timeout_when_the_endpoint_is_silent(silent_port):
     store = SparqlEndpointStore(f"http://127.0.0.1:{silent_port}/sparql", timeout=1, retries=1, backoff=0)
-    seconds, error = ends(lambda: store.expand(["a"]))
-    assert isinstance(error, StoreUnavailableError) and seconds < 10
-    assert f"127.0.0.1:{silent_port}" in str(error)
+    for call in (lambda: store.expand(["a"]), lambda: store.query("ASK {}")):
+        seconds, error = ends(call)
+        assert isinstance(error, QueryTimeoutError) and seconds < 5
+        assert f"timed out after 1 s (the store's timeout=) on http://127.0.0.1:{silent_port}/sparql" in str(error)
+
+
+# ---------------------------------------------------------------------- raw queries past their deadline
+#: 3,000 edges: three copies of them joined on nothing make 2.7e10 rows, hours of work
+SLOW_GRAPH = [Triple(f"m.{i}", f"r{i % 7}", f"m.{i + 1}") for i in range(3000)]
+MARKER = "slow_7f3a"  # a variable name: how the proxy tells this query's copies apart
+SLOW_COUNT = f"SELECT (COUNT(*) AS ?{MARKER}) WHERE {{ ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }}"
+SLOW_ROWS = "SELECT * WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
+
+
+def threads_running(server) -> int:
+    """The threads at work in Virtuoso, as its status() reports them (1 when idle: status's own)."""
+    report = subprocess.run(
+        [ISQL, f"127.0.0.1:{server.sql_port}", "dba", "dba", "exec=status();"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    found = re.search(r"Currently (\d+) threads running", report)
+    assert found is not None, report[-500:]
+    return int(found.group(1))
+
+
+def settles(count: Callable[[], int], most: int) -> int:
+    """``count()`` once it is at most ``most``, or after GUARD_S if it never gets there."""
+    give_up = time.monotonic() + GUARD_S
+    while (now := count()) > most and time.monotonic() < give_up:
+        time.sleep(0.5)
+    return now
+
+
+def test_a_raw_query_past_its_deadline_is_sent_once_and_virtuoso_stops_it(virtuoso):
+    """Slow to run, with retries allowed: the call ends at its deadline saying the query timed
+    out, the query went to the server once, the server was told the deadline and stops working
+    on it, and answers at once afterwards. The deadline is the store's timeout=, or the call's."""
+    loaded = virtuoso.new_store(f"slow{os.getpid()}")
+    loaded.add_triples(SLOW_GRAPH)
+    with TcpProxy(virtuoso.http_port) as proxy:
+        endpoint = f"http://127.0.0.1:{proxy.port}/sparql"
+        calls = [
+            ({"timeout": 2}, lambda store: store.query(SLOW_COUNT), "the store's timeout="),
+            ({"timeout": 60}, lambda store: store.query(SLOW_COUNT, timeout=2), "its timeout"),
+        ]
+        for options, call, whose in calls:
+            store = SparqlEndpointStore(endpoint, graph=loaded.graph, retries=4, backoff=0.01, **options)
+            sent = proxy.sent_count(MARKER.encode())
+            seconds, error = ends(lambda: call(store))
+            assert isinstance(error, QueryTimeoutError) and seconds < 2 + 5, error
+            assert f"timed out after 2 s ({whose})" in str(error) and "Virtuoso was told to stop it" in str(error)
+            assert settles(lambda: threads_running(virtuoso), 1) == 1  # Virtuoso stopped it
+            assert proxy.sent_count(MARKER.encode()) == sent + 1  # and it was sent once
+            assert store.query("ASK { ?s ?p ?o }", timeout=5).rows == [[True]]
+
+
+def test_a_raw_query_past_its_deadline_on_the_embedded_store_ends_and_stops_at_its_next_row(make_store):
+    """pyoxigraph cannot cancel a query: the call ends at its deadline, and the abandoned query,
+    which yields rows one at a time, stops at its next one instead of running for hours."""
+    store = make_store("oxigraph", SLOW_GRAPH)
+    before = running()
+    seconds, error = ends(lambda: store.query(SLOW_ROWS, timeout=1))
+    assert isinstance(error, QueryTimeoutError) and seconds < 1 + 5, error
+    assert "timed out after 1 s (its timeout)" in str(error)
+    assert settles(running, before) <= before
+    # within its deadline a query answers as without one
+    ask = "SELECT ?b WHERE { <http://rdf.freebase.com/ns/m.0> ?p ?b }"
+    assert store.query(ask, timeout=60) == store.query(ask)
+    assert store.query(ask).rows == [["m.1"]]
+
+
+def test_the_query_command_takes_a_timeout(tmp_path, capsys):
+    with OxigraphStore(str(tmp_path / "store")) as store:
+        store.add_triples(SLOW_GRAPH)
+    argv = ["query", "query", SLOW_ROWS, "--store", str(tmp_path / "store"), "--timeout", "1"]
+    seconds, error = ends(lambda: pytest.fail("") if main(argv) != 2 else None)
+    assert error is None and seconds < 1 + 5
+    assert "timed out after 1 s" in capsys.readouterr().err
+
+
+def test_a_raw_query_takes_a_timeout_on_every_store(store):
+    opened = store(GRAPH)
+    text = "MATCH (n) RETURN count(n) AS n" if opened.dialect == "cypher" else "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+    assert opened.query(text, timeout=60) == opened.query(text)
+    for bad in (0, -1, float("nan"), "1", True):
+        with pytest.raises(InvalidInputError, match="timeout"):
+            opened.query(text, timeout=bad)
 
 
 # ---------------------------------------------------------------------- FalkorDB (Bolt)

@@ -392,3 +392,104 @@ def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
     assert bf16.generate(prompt, max_new_tokens=1).text == lm.generate(prompt, max_new_tokens=1).text == "The"
     with pytest.raises(InvalidInputError, match="unknown dtype 'int3': use one of float32, bfloat16"):
         load_lm(tiny, "cpu", "raw", "int3")
+
+
+# ----------------------------------------------------------------------------- where a named model comes from
+class _Hub(BaseHTTPRequestHandler):
+    """A stand-in hub that records every request and answers 404."""
+
+    seen: list[str] = []
+
+    def do_HEAD(self):  # noqa: N802 — http.server's naming
+        self.seen.append(f"HEAD {self.path}")
+        self.send_response(404)
+        self.end_headers()
+
+    do_GET = do_HEAD  # noqa: N815
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def hub(monkeypatch) -> Iterator[list[str]]:
+    """$HF_ENDPOINT at a local server that records what is asked of it."""
+    from huggingface_hub import constants
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Hub.seen = []
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(variable, raising=False)
+    yield _Hub.seen
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("name", ["kgqa-data/models/nope", "./nope", "~/kgqa-no-such-model", "nope.gguf", "models/nope"])
+def test_a_model_path_that_is_not_there_fails_at_once_without_asking_the_hub(name, hub, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from engine.models.encoders import load_encoder, load_sequence_classifier
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()  # a local directory: models/nope can only be a path in it
+    expected = Path(name).expanduser().absolute()
+    with pytest.raises(InvalidInputError) as caught:
+        load_lm(name, "cpu")
+    assert str(caught.value) == (
+        f"language model {name!r}: there is no {expected}; train one first (`kgqa lm train … --out PATH`, or the "
+        "method's own `train` command: see its README), or name an existing directory or .gguf file, a hub id "
+        "(org/name), or leave --model out for the offline SmolLM2-135M-Instruct"
+    )
+    with pytest.raises(InvalidInputError, match=f"sentence encoder {name!r}: there is no .*leave the option out"):
+        load_encoder(name, "cpu")
+    with pytest.raises(InvalidInputError, match=f"sequence classifier {name!r}: there is no .*kgqa arg train-ranker"):
+        load_sequence_classifier(name, "cpu")
+    assert hub == []  # nothing was asked of the hub
+
+
+def test_a_hub_id_loads_from_the_local_cache_only(hub, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from engine.models.sources import ModelSource, model_source
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(InvalidInputError) as caught:
+        load_lm("models/rog-planner", "cpu")
+    message = str(caught.value)
+    assert message.startswith(f"language model 'models/rog-planner': there is no {tmp_path / 'models' / 'rog-planner'}, "
+                              "and as a hub id it is not in the local hub cache")
+    assert "hf download models/rog-planner" in message and "kgqa lm train" in message
+    # a hub model in the local cache loads from it alone
+    (tmp_path / "cache" / "models--org--model").mkdir(parents=True)
+    assert model_source("org/model", "language model", "get one") == ModelSource("org/model", {"local_files_only": True})
+    assert hub == []  # nothing was asked of the hub
+
+
+def test_the_command_line_names_a_model_that_is_not_there(kgqa_script, tmp_path):
+    """`kgqa rog run --model models/rog-planner` before training: an error naming the path at once,
+    not a minute of retries against a hub (pointed at a closed port here, so a request would fail)."""
+    import os
+    import subprocess
+
+    from engine.servers.base import free_port
+
+    kb, qa = tmp_path / "kb.txt", tmp_path / "qa_dev.txt"
+    kb.write_text("Titanic|directed_by|James Cameron\n")
+    qa.write_text("who directed [Titanic]\tJames Cameron\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{free_port()}", HF_HOME=str(tmp_path / "hf"))
+
+    def kgqa(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(kgqa_script), *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    assert kgqa("load", str(kb), "--format", "metaqa", "--store", "store", "--no-progress").returncode == 0
+    done = kgqa("rog", "run", "--dataset", str(qa), "--split", "all", "--store", "store", "--model", "models/rog-planner",
+                "--out", "p.jsonl", "--no-progress")
+    assert done.returncode == 2, done.stderr
+    assert f"language model 'models/rog-planner': there is no {tmp_path / 'models' / 'rog-planner'}" in done.stderr
+    assert "not in the local hub cache" in done.stderr and "kgqa lm train" in done.stderr

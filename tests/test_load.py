@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli import main
 from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
 from engine.open import open_store
@@ -79,21 +80,26 @@ def test_loading_twice_changes_nothing_and_reports_duplicates(tmp_path):
     assert first.loaded == 4
 
 
-def test_default_rejects_file_only_when_there_are_rejects(tmp_path, monkeypatch):
+def test_default_rejects_file_only_when_there_are_rejects_and_never_beside_the_inputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    inputs = tmp_path / "in"
+    inputs = tmp_path / "in"  # a data folder: the load has no business writing into it
     inputs.mkdir()
     clean = write(inputs / "clean.tsv", "a\tr\tb\n")
     report = load_files(ReferenceStore(), clean, progress=False)
     assert report.rejected == 0 and report.rejects_file is None
-    assert not (inputs / "clean.tsv.rejects.tsv").exists()
+    assert list(tmp_path.glob("**/*.rejects.tsv")) == []
 
     dirty = write(inputs / "dirty.tsv", TSV)
     report = load_files(ReferenceStore(), [dirty, clean], progress=False)
-    expected = inputs / "dirty.tsv.rejects.tsv"  # beside the first input, never in the current directory
+    expected = tmp_path / "dirty.tsv.rejects.tsv"  # a store that is not on disk: the current directory
     assert report.rejects_file == str(expected)
-    assert not (tmp_path / "dirty.tsv.rejects.tsv").exists()
     assert len(expected.read_text().splitlines()) == 2
+    with open_store(str(tmp_path / "stores" / "kb")) as store:  # an embedded store: beside it
+        report = load_files(store, [dirty, clean], progress=False)
+    expected = tmp_path / "stores" / "kb.rejects.tsv"
+    assert report.rejects_file == str(expected)
+    assert len(expected.read_text().splitlines()) == 2
+    assert sorted(p.name for p in inputs.iterdir()) == ["clean.tsv", "dirty.tsv"]
 
 
 def test_explicit_rejects_file_is_written_even_when_empty(tmp_path):
@@ -188,6 +194,15 @@ def test_progress_and_summary_go_to_stderr(tmp_path, capsys):
     assert "loaded 4 triples from 1 file" in err and "2 rejected" in err
 
 
+def test_the_command_prints_its_summary_once_and_says_where_the_rejects_are(tmp_path, capsys):
+    source = write(tmp_path / "kb.tsv", TSV)
+    assert main(["load", str(source), "--store", str(tmp_path / "store")]) == 0  # with its progress bar
+    out, err = capsys.readouterr()
+    assert (out + err).count("triples/s") == 1
+    assert out.startswith("loaded 4 triples from 1 file in ") and "5 read, 1 duplicates, 2 rejected" in out
+    assert f"rejected lines written to {tmp_path / 'store.rejects.tsv'}" in out
+
+
 def test_report_is_a_load_report_of_what_was_loaded(tmp_path):
     store = ReferenceStore()
     report = load_files(store, write(tmp_path / "kb.tsv", "a\tr\tb\nb\tr\tc\na\tr\tb\n"), progress=False)
@@ -212,7 +227,6 @@ def test_real_metaqa_load(shared_data, tmp_path):
 
 def test_an_interrupted_load_says_what_it_stored(tmp_path, capsys, monkeypatch):
     import loaders.load as load_module
-    from engine.cli import main
 
     nt = tmp_path / "x.nt"
     nt.write_text("".join(f"<http://rdf.freebase.com/ns/m.{i}> <http://rdf.freebase.com/ns/r.a> <http://rdf.freebase.com/ns/m.{i + 1}> .\n" for i in range(5000)))

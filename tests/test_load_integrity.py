@@ -7,6 +7,7 @@ import gzip
 import os
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.reference import ReferenceStore
 from engine.store import Store
 from loaders.load import load_files
+from tests.cli_process import run_kgqa
 
 CLEAN = [Triple(f"m.{i}", "r.a", f"m.{(i * 7919) % 1000}") for i in range(1000)]
 CLEAN_TSV = "".join(f"{t.subject}\tr.a\t{t.object}\n" for t in CLEAN).encode()
@@ -63,8 +65,7 @@ def test_a_corrupt_gzip_fails_the_command_and_loads_nothing(tmp_path, capsys):
     assert main(["load", str(good), str(path), "--format", "tsv", "--store", store, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "not intact gzip data" in err and str(path) in err and "nothing was loaded" in err
-    assert main(["stats", "--store", store, "--json"]) == 0
-    assert '"triples": 0' in capsys.readouterr().out
+    assert not os.path.exists(store)  # the store it created for the load is gone again
 
 
 def test_truncated_gzip_is_refused_before_loading(tmp_path):
@@ -116,6 +117,82 @@ def test_the_command_refuses_an_input_as_its_rejects_file(tmp_path, capsys):
     assert source.read_text() == text
 
 
+def _with_bad_lines(tmp_path: Path) -> Path:
+    source = tmp_path / "in" / "kb.tsv"
+    source.parent.mkdir(exist_ok=True)
+    source.write_bytes(CLEAN_TSV[:200] + b"a bad line\nanother one\n")
+    return source
+
+
+@pytest.mark.parametrize("where", ["explicit", "default"])
+def test_a_rejects_file_that_is_a_symbolic_link_is_refused_and_its_target_kept(where, tmp_path, capsys):
+    source = _with_bad_lines(tmp_path)
+    store = tmp_path / "store"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("not the load's to overwrite\n")
+    link = tmp_path / "rejects.tsv" if where == "explicit" else tmp_path / "store.rejects.tsv"
+    link.symlink_to(precious)
+    argv = ["load", str(source), "--store", str(store), "--no-progress"] + (["--rejects", str(link)] if where == "explicit" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the rejects file {str(link)!r}: it is a symbolic link" in err and "--rejects" in err
+    assert precious.read_text() == "not the load's to overwrite\n"
+    assert not store.exists()  # refused before anything was loaded
+
+
+def test_a_dangling_symbolic_link_as_the_rejects_file_creates_nothing(tmp_path):
+    source = _with_bad_lines(tmp_path)
+    link = tmp_path / "rejects.tsv"
+    link.symlink_to(tmp_path / "elsewhere" / "created.tsv")
+    (tmp_path / "elsewhere").mkdir()
+    store = ReferenceStore()
+    with pytest.raises(InvalidInputError, match="it is a symbolic link, not a regular file"):
+        load_files(store, source, "tsv", rejects_path=link, progress=False)
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and store.count_triples() == 0
+
+
+@pytest.mark.parametrize("reader", [False, True])
+def test_a_fifo_as_the_rejects_file_is_refused_without_hanging(reader, tmp_path):
+    source = _with_bad_lines(tmp_path)
+    fifo = tmp_path / "rejects.fifo"
+    os.mkfifo(fifo)
+    listening = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if reader else None  # someone reads it: still refused
+    try:
+        # in a process of its own: a load that hangs on the FIFO fails the test at the timeout
+        done = run_kgqa("load", str(source), "--rejects", str(fifo), "--store", str(tmp_path / "store"), "--no-progress")
+        assert done.returncode == 2 and "it is a FIFO, not a regular file" in done.stderr, done.stderr
+        if listening is not None:
+            assert os.read(listening, 100) == b""
+    finally:
+        if listening is not None:
+            os.close(listening)
+
+
+def test_a_load_that_stores_nothing_removes_the_store_it_created_and_only_that(tmp_path, capsys):
+    damaged = tmp_path / "kb.tsv.gz"
+    data = bytearray(gzip.compress(CLEAN_TSV, mtime=0))
+    data[len(data) // 2] ^= 0x10
+    damaged.write_bytes(data)
+    good = tmp_path / "good.tsv"
+    good.write_bytes(b"m.1\tr.a\tm.2\n")
+    new = tmp_path / "data" / "stores" / "kb"  # its two parent folders are new too
+    assert main(["load", str(damaged), "--store", str(new), "--no-progress"]) == 2
+    assert f"removed the new store at {new}" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+    # a folder that was there keeps what it held, and nothing of the failed load
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    assert main(["load", str(damaged), "--store", str(folder), "--no-progress"]) == 2
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+    # a store that holds triples is never removed, whatever fails later
+    assert main(["load", str(good), "--format", "tsv", "--store", str(new), "--no-progress"]) == 0
+    assert main(["load", str(damaged), "--store", str(new), "--no-progress"]) == 2
+    capsys.readouterr()
+    assert main(["stats", "--store", str(new), "--json"]) == 0
+    assert '"triples": 1' in capsys.readouterr().out
+
+
 NT_LINE = "<http://rdf.freebase.com/ns/m.{0}> <http://rdf.freebase.com/ns/r.a> <http://rdf.freebase.com/ns/m.{1}> .\n"
 
 
@@ -141,11 +218,12 @@ def test_a_file_in_another_format_stops_early_and_names_its_format(name, fmt, lo
     message = str(e.value)
     assert str(source) in message and f"--format {looks_like}" in message and "1,000 of its first 1,000" in message
     assert store.count_triples() == 0  # not even the batches read before the verdict
-    rejects = tmp_path / (name + ".rejects.tsv")  # beside the input, not in the current directory
-    assert len(rejects.read_text().splitlines()) == 1000 and not list(elsewhere.iterdir())
+    rejects = elsewhere / (name + ".rejects.tsv")  # in the current directory, not beside the input
+    assert len(rejects.read_text().splitlines()) == 1000 and not (tmp_path / (name + ".rejects.tsv")).exists()
 
 
-def test_a_wrong_format_fails_the_command_on_every_store(store_kind, make_store, tmp_path, capsys):
+def test_a_wrong_format_fails_the_command_on_every_store(store_kind, make_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the rejects of a store that is not on disk go
     store = make_store(store_kind)
     good = tmp_path / "good.txt"
     good.write_text("a|r|b\n")
@@ -156,7 +234,8 @@ def test_a_wrong_format_fails_the_command_on_every_store(store_kind, make_store,
     assert store.count_triples() == 1  # the good file before it stays loaded
 
 
-def test_mostly_good_files_and_the_share_option(tmp_path, capsys):
+def test_mostly_good_files_and_the_share_option(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     source = tmp_path / "kb.txt"
     lines = [f"m.{i}|r.a|m.{i + 1}" if (i + 1) % 5 else "bad line" for i in range(100)]  # 20 % rejected
     source.write_text("\n".join(lines) + "\n")

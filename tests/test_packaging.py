@@ -100,3 +100,20 @@ def test_the_installed_console_script_runs_from_anywhere(installed, tmp_path):
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     # outside a checkout, with no $KGQA_DATA, the datasets cannot be found: say what to set
     assert done.returncode == 2 and "set $KGQA_DATA" in done.stderr, done.stderr
+
+
+def test_the_models_extra_takes_a_torch_range_and_make_setup_pins_the_tested_build():
+    """A user's environment keeps its own torch build (CUDA, ROCm, CPU) within the range the code
+    needs; `make setup` installs the exact CPU build this project tests with, before the extras."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["models"]
+    (torch,) = [Requirement(r) for r in extra if Requirement(r).name == "torch"]
+    assert {spec.operator for spec in torch.specifier} == {">=", "<"}, torch  # a range, never one exact build
+    setup = (ROOT / "Makefile").read_text(encoding="utf-8").split("\n$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    pinned = [line.split("torch==", 1)[1].split()[0] for line in setup.splitlines() if "install -q torch==" in line]
+    assert len(pinned) == 1 and Version(pinned[0]) in torch.specifier
+    assert setup.index("torch==") < setup.index("'.[models"), "the exact build goes in before the extras could pick another"

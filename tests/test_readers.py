@@ -10,6 +10,7 @@ import pytest
 
 from engine.errors import InvalidInputError, ParseError
 from engine.graph import XSD, Literal, Triple
+from loaders.datasets import load_dataset
 from loaders.formats import FORMATS, detect_format, read_triples
 from loaders.freebase import read_freebase
 from loaders.ntriples import read_ntriples
@@ -414,6 +415,36 @@ def test_pathquestion_fixture(tmp_path):
     bad = write(tmp_path / "bad.txt", "q\tanswer\tx#r#y#<end>#y\n")
     with pytest.raises(ParseError, match="bad.txt:1"):
         read_pathquestion(bad)
+
+
+def test_pathquestion_large_reads_beside_the_pq_shape(tmp_path):
+    """PathQuestion-Large (PQL) ends its path at the answer, with no ``#<end>#answer`` tail, and
+    starts its questions with a space; names may hold parentheses. One file with both shapes."""
+    path = write(
+        tmp_path / "PQL-2H.txt",
+        " what is the genre of x 's film ?\tDrama_(film)(Comedy/Drama_(film)/)\tx#__film__director__film#y#__film__film__genre#Drama_(film)\n"
+        "what is x 's wife 's job ?\tpolitician(politician/lawyer/)\tx#spouse#y#profession#politician#<end>#politician\n",
+    )
+    large, classic = read_pathquestion(path)
+    assert large == Question(
+        id="PQL-2H:1",
+        question="what is the genre of x 's film ?",
+        answers=["Comedy", "Drama_(film)"],
+        topic_entities=["x"],
+        answer_entities=["Comedy", "Drama_(film)"],
+        hops=2,
+        path=["__film__director__film", "__film__film__genre"],
+        path_entities=["x", "y", "Drama_(film)"],
+    )
+    assert gold_hops(large) == [("__film__director__film", True), ("__film__film__genre", True)]
+    assert (classic.question, classic.answers, classic.path, classic.path_entities) == (
+        "what is x 's wife 's job ?", ["politician", "lawyer"], ["spouse", "profession"], ["x", "y", "politician"]
+    )
+    assert load_dataset(path) == [large, classic]  # a PQL-*.txt file is read as PathQuestion
+    for path_field in ["x#r", "x#r#y#s", "x#r#<end>#y#s", "x##y", "x#r#y#<end>#y#z"]:
+        bad = write(tmp_path / "PQL-bad.txt", f"q ?\ty(y/)\t{path_field}\n")
+        with pytest.raises(ParseError, match=r"PQL-bad.txt:1: path .* is neither"):
+            read_pathquestion(bad)
 
 
 # ---------------------------------------------------------------------------- the real files

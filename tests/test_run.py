@@ -9,7 +9,7 @@ import pytest
 from engine.graph import Triple
 from engine.metrics import evaluate, evaluate_rog
 from engine.reference import ReferenceStore
-from engine.run import Meter, Prediction, run_method, unwrap
+from engine.run import Meter, Prediction, format_summary, run_method, unwrap
 from loaders.questions import Question
 
 
@@ -133,3 +133,46 @@ def test_rog_evaluator_reproduces_its_definitions():
     assert m.precision == pytest.approx(0.25)  # (1/2 + 0) / 2
     assert m.recall == pytest.approx(0.25)
     assert m.f1 == pytest.approx((2 * 0.5 * 0.5 / 1.0) / 2)
+
+
+def test_a_topic_entity_the_store_lacks_is_named_in_the_record_and_counted(tmp_path):
+    questions = [
+        Question("q0", "question 0", ["e1"], ["e0"], ["e1"]),
+        Question("q1", "question 1", ["e1"], ["ghost"], ["e1"]),
+        Question("q2", "question 2", ["e0"], ["e1", "bad\nid"], ["e0"]),  # an id no store can hold
+    ]
+    meter = Meter()
+    store = meter.store(ReferenceStore([Triple("e0", "r", "e1")]))
+    out = tmp_path / "p.jsonl"
+    summary = run_method(_Echo(store, meter.lm(_LM())), questions, meter, out, progress=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "missing_topics" not in records[0] and "warning" not in records[0]
+    assert records[1]["missing_topics"] == ["ghost"]
+    assert records[1]["warning"] == "topic entity ghost not in the store: is the store this dataset's graph?"
+    assert records[2]["missing_topics"] == ["bad\nid"]
+    # the look-up is the run protocol's own: the method's store calls are what it made, one per batch
+    assert [r["calls"]["store"] for r in records] == [0.5, 0.5, 1.0]
+    assert summary["missing_topics"] == 2
+    assert "2 of 3 questions have a topic entity that is not in the store" in format_summary(summary)
+
+
+def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, capsys):
+    from engine.cli import main
+    from tests.tiny_lm import make_tiny_lm
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Titanic|directed_by|James Cameron\nAvatar|directed_by|James Cameron\n")
+    qa = tmp_path / "qa_dev.txt"
+    qa.write_text("who directed [Titanic]\tJames Cameron\nwho directed [Nosferatu]\tF. W. Murnau\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\nmovie_to_director\n")
+    store, out = str(tmp_path / "store"), tmp_path / "p.jsonl"
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    capsys.readouterr()
+    model = make_tiny_lm(tmp_path / "tiny")  # the cheapest language model: its plans do not matter here
+    args = ["rog", "run", "--dataset", str(qa), "--split", "all", "--store", store, "--model", model, "--mode", "paths",
+            "--max-hops", "1", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    assert "1 of 2 questions have a topic entity that is not in the store" in capsys.readouterr().out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r.get("missing_topics") for r in records] == [None, ["Nosferatu"]]
+    assert records[1]["prediction"] == [] and "Nosferatu not in the store" in records[1]["warning"]

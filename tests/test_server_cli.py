@@ -1,5 +1,6 @@
 """``kgqa server virtuoso|falkordb``: the printed URI opens a working store, the printed load
-command loads into it, and Ctrl-C / SIGTERM leaves no server process and no directory behind."""
+command loads into it, the server listens on loopback unless ``--host`` says otherwise, and
+Ctrl-C / SIGTERM leaves no server process and no directory behind."""
 from __future__ import annotations
 
 import shlex
@@ -45,6 +46,35 @@ def _gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+def _ip(hex_address: str) -> str:
+    """An address of /proc/net/tcp{,6} (hex, in the kernel's byte order) as text."""
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+
+
+def _listening(pids: set[int]) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket the processes listen on, from /proc."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = fd.readlink().as_posix()
+            except OSError:  # closed while we looked
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                address, port = fields[1].split(":")
+                found.add((_ip(address), int(port, 16)))
+    return found
+
+
 def _available(kind: str) -> None:
     if kind == "virtuoso" and shutil.which("virtuoso-t") is None:
         missing("virtuoso-t is not installed (make virtuoso)")
@@ -60,12 +90,14 @@ def _as_background_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _serve(kgqa_script: Path, kind: str, directory: Path) -> tuple[subprocess.Popen, str, list[str]]:
+def _serve(
+    kgqa_script: Path, kind: str, directory: Path, *options: str
+) -> tuple[subprocess.Popen, str, list[str]]:
     """Start the command as a background job would run it (SIGINT inherited as ignored: Ctrl-C
     must stop it all the same); return it, the URI it printed and its notes (read up to the stop
     hint)."""
     process = subprocess.Popen(
-        [str(kgqa_script), "server", kind, "--dir", str(directory)],
+        [str(kgqa_script), "server", kind, "--dir", str(directory), *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_background_job,
     )  # fmt: skip
     uri = process.stdout.readline().strip()
@@ -101,6 +133,13 @@ def test_falkordb_serves_its_uri_and_stops(kgqa_script, tmp_path, how):
     try:
         assert uri.startswith("bolt://127.0.0.1:")
         assert f"load files with: kgqa load FILE --store {uri}" in notes
+        # Redis's port on loopback only; the Bolt listener on every interface, as the notes warn:
+        # FalkorDB's module has no option for its address
+        bolt_port = int(uri.rsplit(":", 1)[1])
+        listening = _listening(_descendants(process.pid))
+        assert {address for address, port in listening if port != bolt_port} == {"127.0.0.1"}
+        assert {address for address, port in listening if port == bolt_port} == {"::"}
+        assert any("Bolt listener binds every interface" in note for note in notes)
         with open_store(uri) as store:
             store.add_triples([Triple("m.a", "r.x", "m.b")])
             assert store.expand(["m.a"]).edges == [Edge("m.a", "r.x", "m.b", True)]
@@ -115,6 +154,8 @@ def test_virtuoso_serves_its_uri_loads_as_told_and_stops(kgqa_script, tmp_path, 
     process, uri, notes = _serve(kgqa_script, "virtuoso", directory)
     try:
         assert uri.startswith("http://127.0.0.1:") and uri.endswith("/sparql")
+        listening = _listening(_descendants(process.pid))
+        assert len(listening) == 2 and {address for address, _ in listening} == {"127.0.0.1"}  # SQL and HTTP
         load = next(note for note in notes if note.startswith("load files with: "))
         kb = tmp_path / "kb.tsv"
         kb.write_text("m.a\tr.x\tm.b\nm.b\tr.y\tm.c\n", encoding="utf-8")
@@ -127,6 +168,31 @@ def test_virtuoso_serves_its_uri_loads_as_told_and_stops(kgqa_script, tmp_path, 
             assert store.expand(["m.b"]).edges == [Edge("m.b", "r.x", "m.a", False), Edge("m.b", "r.y", "m.c", True)]
     finally:
         _stop(process, how, directory)
+
+
+@pytest.mark.parametrize("kind", ["virtuoso", "falkordb"])
+def test_host_chooses_the_address_the_server_listens_on(kgqa_script, tmp_path, kind):
+    _available(kind)
+    directory = tmp_path / kind
+    process, uri, notes = _serve(kgqa_script, kind, directory, "--host", "127.0.0.2")
+    try:
+        assert uri.startswith(("bolt://127.0.0.2:", "http://127.0.0.2:"))
+        listening = _listening(_descendants(process.pid))
+        bolt_port = int(uri.rsplit(":", 1)[1]) if kind == "falkordb" else None
+        assert listening and {address for address, port in listening if port != bolt_port} == {"127.0.0.2"}
+        with open_store(uri) as store:  # the printed URI reaches it there
+            assert store.expand(["m.a"]).edges == []
+    finally:
+        _stop(process, signal.SIGTERM, directory)
+
+
+def test_a_host_that_is_no_address_of_this_machine_is_refused(tmp_path, capsys):
+    _available("falkordb")
+    assert main(["server", "falkordb", "--dir", str(tmp_path / "f"), "--host", "localhost"]) == 2
+    assert "--host 'localhost': give an IPv4 address of this machine, e.g. 127.0.0.1" in capsys.readouterr().err
+    assert main(["server", "falkordb", "--dir", str(tmp_path / "f"), "--host", "192.0.2.1"]) == 2  # TEST-NET-1
+    assert "--host 192.0.2.1: cannot listen there" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
 
 
 def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):

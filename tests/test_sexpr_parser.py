@@ -8,6 +8,7 @@ import pytest
 from engine.errors import KGQAError
 from engine.graph import XSD, Literal
 from engine.sexpr import SExprSyntaxError, parse, to_text
+from engine.sexpr.parser import MAX_DEPTH
 from engine.sexpr.tree import (
     And,
     Chain,
@@ -90,3 +91,14 @@ def test_errors_point_at_the_fault(text, position, words):
     assert caught.value.position == position
     assert words in str(caught.value)
     assert isinstance(caught.value, KGQAError)
+
+
+def test_nesting_past_the_bound_is_a_syntax_error_at_the_first_level_too_many():
+    def nested(depth: int) -> str:
+        return "(AND c.d " * depth + "m.0a" + ")" * depth
+
+    assert to_text(parse(nested(MAX_DEPTH))) == nested(MAX_DEPTH)
+    for text in (nested(MAX_DEPTH + 1), nested(2_000), "(" * 2_000, ")" * 100 + "(JOIN a.b " * 2_000):
+        with pytest.raises(SExprSyntaxError, match=f"more than {MAX_DEPTH} levels") as caught:
+            parse(text)
+        assert text[caught.value.position] == "("

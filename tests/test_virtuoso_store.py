@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any
@@ -33,11 +35,13 @@ from engine.identifiers import DIRECTIONS
 from engine.open import open_store
 from engine.ops import CountTriples, Execute, Expand, Names, Relations, TwoHopRelations, Types, Walks
 from engine.reference import ReferenceStore
+from engine.results import LoadReport
 from engine.sexpr import parse
 from engine.servers.base import free_port
 from engine.stores import sparql_store
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
+from loaders.load import load_files
 from sparql import turtle_results
 from sparql.compiler import SparqlCompiler
 from sparql.virtuoso import (
@@ -83,6 +87,36 @@ def test_many_chunks_and_parallel_loaders_load_the_same_graph(server):
     store = _store(server, chunk_size=7, loaders=2)
     store.add_triples(iter(triples))  # any iterable, read once
     assert store.stats() == ReferenceStore(triples).stats()
+
+
+def test_concurrent_loads_into_one_graph_each_report_what_they_added(server, tmp_path):
+    """Two loads at once into one graph, each through a store of its own (as two processes
+    would), with triples in common and triples of their own: each reports the triples it
+    added, none counts the other's, and the store holds both."""
+    first = [Triple(f"m.a{i}", "r", f"m.x{i}") for i in range(3000)]
+    second = first[1000:2000] + [Triple(f"m.b{i}", "r", f"m.y{i}") for i in range(4000)]
+    union = set(first) | set(second)
+    name = f"vt{os.getpid()}_{next(_counter)}"
+    inputs = []
+    for i, triples in enumerate((first, second)):
+        inputs.append(tmp_path / f"in{i}.txt")
+        inputs[-1].write_text("".join(f"{t.subject}|{t.relation}|{t.object}\n" for t in triples))
+
+    def load(i: int) -> LoadReport:  # batches small enough that the two loads interleave
+        store = server.new_store(name)
+        return load_files(store, [inputs[i]], "metaqa", batch_size=700, progress=False, rejects_path=tmp_path / f"rej{i}")
+
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(load, range(2)))
+    assert [r.read for r in reports] == [len(first), len(second)]
+    assert all(r.loaded <= r.read and r.duplicates == r.read - r.loaded for r in reports)
+    assert sum(r.loaded for r in reports) == len(union)
+    store = server.new_store(name)
+    assert store.count_triples() == len(union)
+    rows = store.query("SELECT ?s ?p ?o WHERE { ?s ?p ?o }").rows
+    assert {Triple(*row) for row in rows} == union
+    # a load on its own says what it added too
+    assert store.add_triples(first[:10] + [Triple("m.new", "r", "m.x0")]) == 1
 
 
 def test_nothing_to_load_is_a_no_op(server):
@@ -388,13 +422,26 @@ def test_a_query_cancelled_at_its_timeout_is_a_timeout(fake):
     # Virtuoso ends a query at the request's timeout with S1T00, or at times by cancelling it (HY008)
     for state in ("S1T00 Error SR171: Transaction timed out", "HY008 Error SR203: Async statement killed by SQLCancel."):
         endpoint = fake((500, {}, f"Virtuoso {state}\n\nSPARQL query:\nSELECT …"))
-        store = SparqlEndpointStore(endpoint.uri, retries=2, backoff=0.01)
+        store = SparqlEndpointStore(endpoint.uri, retries=2, backoff=0.01, timeout=30)
         with pytest.raises(QueryTimeoutError, match=state.split()[0]):
             store.execute("(JOIN r m.x)", timeout=0.5)
         assert len(endpoint.requests) == 1  # not retried
-        with pytest.raises(StoreError) as caught:  # without a timeout of its own, not a timeout
+        assert parse_qs(endpoint.requests[0])["timeout"] == ["500"]  # the deadline, in milliseconds
+        # without a timeout of its own, a call's deadline is the store's, and Virtuoso is told it too
+        with pytest.raises(QueryTimeoutError, match=rf"deadline of 30 s \(the store's timeout=\).*{state.split()[0]}"):
             store.execute("(JOIN r m.x)")
-        assert not isinstance(caught.value, QueryTimeoutError)
+        assert len(endpoint.requests) == 2 and 29_000 < int(parse_qs(endpoint.requests[1])["timeout"][0]) <= 30_000
+
+
+def test_a_query_stopped_as_it_was_compiled_is_a_timeout_not_a_bad_query(fake):
+    # Virtuoso looks at the deadline only once a query is compiled; one that took longer to
+    # compile comes back as a 400 naming S1TAT
+    body = "Virtuoso S1TAT Error RC...: Returning incomplete results, query interrupted by result timeout.\n\nSPARQL query:\nSELECT …"
+    endpoint = fake((400, {}, body))
+    store = SparqlEndpointStore(endpoint.uri, retries=2, backoff=0.01)
+    with pytest.raises(QueryTimeoutError, match="deadline of 5 s \\(its timeout\\).*S1TAT"):
+        store.query("SELECT * WHERE { ?s ?p ?o }", timeout=5)
+    assert len(endpoint.requests) == 1
 
 
 def test_persistent_server_errors_become_unavailable(fake):
@@ -409,8 +456,13 @@ def test_cut_down_answers_are_errors_not_silent(fake):
     with pytest.raises(StoreError, match="ResultSetMaxRows"):
         SparqlEndpointStore(capped.uri).count_triples()
     partial = fake((200, {"X-SQL-State": "S1TAT", "X-SQL-Message": "RC...: Returning incomplete results"}, _COUNT))
-    with pytest.raises(StoreError, match="partial answer"):
+    # Virtuoso was told the store's deadline: an answer cut at it is a timeout
+    with pytest.raises(QueryTimeoutError, match="answered only in part"):
         SparqlEndpointStore(partial.uri).count_triples()
+    # an endpoint that was told no deadline cut the answer at a limit of its own
+    with pytest.raises(StoreError, match="partial answer") as caught:
+        SparqlEndpointStore(partial.uri, flavour="generic").count_triples()
+    assert not isinstance(caught.value, QueryTimeoutError)
 
 
 def test_an_unreachable_endpoint_fails_fast_and_names_the_uri():
@@ -453,10 +505,18 @@ def test_virtuoso_compiler_differs_only_where_virtuoso_needs_it():
         ' (IF(isNumeric(?dst), CONCAT(bif:sprintf("%.17g", ?dst), " ", STR(DATATYPE(?dst))), ?dst__exact_none)'
         " AS ?dst__exact) WHERE { SELECT ?src ?rel ?dst ?dir"
         " FROM <http://g> WHERE { VALUES ?src { <http://rdf.freebase.com/ns/m.1> }"
-        ' { { ?src <http://rdf.freebase.com/ns/r> ?dst . BIND("out" AS ?dir) } UNION'
+        ' { ?src <http://rdf.freebase.com/ns/r> ?dst . BIND("out" AS ?dir) } UNION'
         ' { ?dst <http://rdf.freebase.com/ns/r> ?src . BIND("in" AS ?dir) FILTER(!(?dst = ?src)) }'
-        " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } } LIMIT 6 }"
+        " BIND(<http://rdf.freebase.com/ns/r> AS ?rel) } LIMIT 6 }"
     )
+    # one relation's hop is not a group of its own (Virtuoso refuses such a group joined to an
+    # id sent as a parameter); several relations are a UNION of groups, as in the generic text
+    one = text(virtuoso, Expand(("m.1",), ("r",), "in"))
+    assert one.endswith(
+        '{ VALUES ?src { <http://rdf.freebase.com/ns/m.1> } ?dst <http://rdf.freebase.com/ns/r> ?src .'
+        ' BIND("in" AS ?dir) BIND(<http://rdf.freebase.com/ns/r> AS ?rel) }'
+    )
+    assert text(virtuoso, Expand(("m.1",), ("r", "s"), "in")) == text(generic, Expand(("m.1",), ("r", "s"), "in"))
     # a companion only for what can be a literal: a walk's last node, a name; not aggregates
     walks = text(virtuoso, Walks(("m.1",), ("r", "r"), "both"))
     assert "sameTerm" not in walks and '(IF(?d0 = "out", ?n0, ?n1) = IF(?d1 = "out", ?n1, ?n2))' in walks
@@ -673,6 +733,65 @@ def test_relations_sent_as_parameters_match_the_reference(server, sent):
         texts.append({text for text, parameters in sent if any(name.startswith("?rel_") for name, _ in parameters)})
         assert len(texts[-1]) == len(DIRECTIONS) * (2 + 2 + 1 + 1 + 2)
     assert all(each == texts[0] for each in texts)
+
+
+def _entity(node_id: str) -> str:
+    """An id as an S-expression entity: in brackets, escaped."""
+    return "[" + re.sub(r"([\]\\])", r"\\\1", node_id) + "]"
+
+
+@pytest.mark.parametrize("timeout", [None, 30])
+def test_every_shape_of_ids_sent_as_parameters_answers_as_the_reference(server, sent, timeout):
+    """Each operation whose ids go as parameters, in each direction, from one id and from
+    several, with no relation, one or several, with and without a timeout of its own: Virtuoso
+    compiles every text it is sent (told a timeout, which the store tells it on every call, it
+    refused ``expand`` from one id through one relation with "SR204: Missing named parameter")
+    and answers as the reference does."""
+    triples = random_graph(12, nodes=20, edges=80)
+    store = _store(server)
+    store.add_triples(triples)
+    reference = ReferenceStore(triples)
+    own = {} if timeout is None else {"timeout": timeout}
+    ids = node_ids(triples)
+    edges = [t for t in triples if isinstance(t.object, str) and t.relation in RELATIONS]
+    rng = random.Random(4)
+    for direction in DIRECTIONS:
+        for at, edge in enumerate(rng.sample(edges, 3)):
+            r, other = edge.relation, rng.choice([x for x in RELATIONS if x != edge.relation])
+            # one id with an r edge in that direction, so that no answer below is empty by chance
+            one = [edge.subject if direction == "out" or (direction == "both" and at % 2) else edge.object]
+            assert reference.expand(one, [r], direction).edges
+            several = rng.sample([i for i in ids if i != one[0]], 2) + one
+            a, b = (_entity(i) for i in several[-2:])
+            calls: dict[str, Callable[..., Any]] = {
+                "relations": lambda s, seeds, **kw: s.relations(seeds, direction, **kw),
+                "expand": lambda s, seeds, **kw: s.expand(seeds, None, direction, **kw),
+                "expand one relation": lambda s, seeds, **kw: s.expand(seeds, [r], direction, **kw),
+                "expand two relations": lambda s, seeds, **kw: s.expand(seeds, [r, other], direction, **kw),
+                "two_hop_relations": lambda s, seeds, **kw: s.two_hop_relations(seeds, r, direction, **kw),
+                "follow_paths 1 hop": lambda s, seeds, **kw: s.follow_paths(seeds, [r], direction, **kw),
+                "follow_paths 2 hops": lambda s, seeds, **kw: s.follow_paths(seeds, [r, other], direction, **kw),
+                "follow_paths 3 hops, edges reused": lambda s, seeds, **kw: s.follow_paths(
+                    seeds, [r, other, r], direction, distinct_edges=False, **kw
+                ),
+                "subgraph": lambda s, seeds, **kw: s.subgraph(seeds, 2, direction, **kw),
+                "subgraph one relation": lambda s, seeds, **kw: s.subgraph(seeds, 2, direction, [r], **kw),
+            }
+            for seeds in (one, several):
+                for name, call in calls.items():
+                    sent.clear()
+                    assert call(store, seeds, **own) == call(reference, seeds), f"{name} from {seeds} ({direction})"
+                    assert all(parameters for _, parameters in sent), f"{name}: ids written in"
+            # a single id goes as a parameter in any operation, each anchor of an S-expression too
+            for name, call in {
+                "types": lambda s, **kw: s.types(one, **kw),
+                "execute": lambda s, **kw: s.execute(f"(JOIN {r} {_entity(one[0])})", **kw),
+                "execute reversed": lambda s, **kw: s.execute(f"(COUNT (JOIN (R {r}) {_entity(one[0])}))", **kw),
+                "execute two anchors": lambda s, **kw: s.execute(f"(AND (JOIN {r} {a}) (JOIN (R {other}) {b}))", **kw),
+            }.items():
+                sent.clear()
+                assert call(store, **own) == call(reference), f"{name} of {one} ({direction})"
+                assert sent and all(parameters for _, parameters in sent), f"{name}: ids written in"
 
 
 def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):

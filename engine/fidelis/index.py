@@ -29,6 +29,7 @@ import numpy as np
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, Literal, Term
 from engine.identifiers import UNBOUNDED
+from engine.open import beside_store
 from engine.store import Store
 
 FORMAT = 1
@@ -53,11 +54,7 @@ def fingerprint(store: Store) -> str:
 
 def default_index_dir(store: Store) -> Path | None:
     """``<store directory>.fidelis-index`` beside an on-disk embedded store; None for others."""
-    path = getattr(store, "path", None)
-    if not path:
-        return None
-    directory = Path(path).resolve()
-    return directory.with_name(directory.name + ".fidelis-index")
+    return beside_store(store, ".fidelis-index")
 
 
 def make_encoder(name_or_path: str | None = None, device: str | None = None, batch_size: int = 256) -> tuple[str, Encode]:

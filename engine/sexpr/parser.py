@@ -1,8 +1,9 @@
 """Tokenizer and recursive-descent parser for the S-expression language of ``tree.py``.
 
 Every error is an :class:`SExprSyntaxError` carrying the 0-based character ``position`` where
-the input went wrong. Relation and class names pass :func:`engine.identifiers.validate_relation`,
-literals :meth:`engine.graph.Literal.make`, so a parsed tree is safe to compile.
+the input went wrong, an expression nested deeper than :data:`MAX_DEPTH` included. Relation and
+class names pass :func:`engine.identifiers.validate_relation`, literals
+:meth:`engine.graph.Literal.make`, so a parsed tree is safe to compile.
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ from engine.sexpr.tree import (
 )
 
 OPERATORS = ("JOIN", "AND", "R", "COUNT", "ARGMAX", "ARGMIN", "TC") + COMPARISONS
+#: The parser and the compilers recurse once per parenthesis, and Python's recursion limit stops
+#: them at about 1,000 levels; the logical forms of GrailQA and WebQSP nest at most 6 deep.
+MAX_DEPTH = 64
 _YEAR = re.compile(r"-?\d{1,4}")
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -90,10 +94,27 @@ def parse(text: str) -> Top:
     parser = _Parser(text, tokenize(text))
     if not parser.tokens:
         raise SExprSyntaxError(0, "empty S-expression", text)
+    _check_depth(text, parser.tokens)
     tree = parser.top()
     if parser.i < len(parser.tokens):
         raise SExprSyntaxError(parser.tokens[parser.i].position, "unexpected text after the expression", text)
     return tree
+
+
+def _check_depth(text: str, tokens: list[Token]) -> None:
+    """Raise unless parentheses nest at most :data:`MAX_DEPTH` deep (read before the recursive parser)."""
+    depth = 0
+    for token in tokens:
+        if token.kind == "open":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SExprSyntaxError(
+                    token.position,
+                    f"the expression nests more than {MAX_DEPTH} levels deep; write it with at most {MAX_DEPTH}",
+                    text,
+                )
+        elif token.kind == "close":
+            depth = max(depth - 1, 0)  # a stray ')' is an error of its own, not a credit
 
 
 def parse_literal(text: str) -> Literal:

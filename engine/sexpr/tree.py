@@ -213,6 +213,18 @@ def relations(node: Top | Path) -> list[str]:
     return [n.name for n in _atoms(node, Relation)]
 
 
+def depth(node: Top | Path) -> int:
+    """How deep a tree nests (an atom is 1), counted without recursion: a tree built in Python
+    may be deeper than the parser allows (:data:`engine.sexpr.parser.MAX_DEPTH`)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, level = stack.pop()
+        deepest = max(deepest, level)
+        if hasattr(n, "__dataclass_fields__") and not isinstance(n, Value):
+            stack.extend((getattr(n, name), level + 1) for name in n.__dataclass_fields__)  # type: ignore[attr-defined]
+    return deepest
+
+
 def _atoms(node: object, kind: type) -> list:
     found: list = []
 

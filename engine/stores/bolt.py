@@ -24,6 +24,10 @@ Neo4j) and works around FalkorDB 4.16's Bolt endpoint:
 - it does not enforce read transactions, which leaves :meth:`query`'s own check as the guard;
 - it drops the connection on a query text of exactly 4073 bytes (plus any multiple of 4096),
   so such a text gets one trailing blank.
+- its error for a character outside ASCII in a query's code (not in a string, comment or
+  backticked name) quotes the character's first byte alone, which the driver cannot decode, so it
+  drops the connection; and its parser takes time exponential in how deep expressions nest:
+  :func:`cypher.readonly.check_shape` refuses both in raw queries.
 """
 from __future__ import annotations
 
@@ -57,11 +61,12 @@ from tenacity import (
 from cypher import schema
 from cypher.compiler import FALKORDB, NEO4J, CypherCompiler
 from cypher.params import inline_parameters
-from cypher.readonly import check_parameters, check_read_only
+from cypher.readonly import check_parameters, check_read_only, check_shape
 from cypher.terms import literal_key
 from engine import limits
 from engine.errors import (
     InvalidInputError,
+    KGQAError,
     QueryTimeoutError,
     StoreError,
     StoreUnavailableError,
@@ -347,6 +352,12 @@ class BoltStore(Store):
             raise StoreError(f"the Bolt server at {self.uri} failed the query: {e.message or e}") from e
         except DriverError as e:
             raise StoreError(f"the Bolt driver failed on {self.uri}: {e}") from e
+        except KGQAError:
+            raise
+        except (ValueError, UnicodeError) as e:
+            # an answer the driver cannot decode (FalkorDB quotes part of a character in some
+            # errors): the driver drops that connection, the next call opens another
+            raise StoreError(f"the Bolt driver could not read the answer of {self.uri}: {e}") from e
 
     def _rows(self, compiled: Compiled, *, write: bool = False, timeout: float | None = None) -> list[list[Any]]:
         if timeout is None:
@@ -474,10 +485,11 @@ class BoltStore(Store):
     def _decode_relation_counts(self, op, rows: list[list[Any]]) -> list[tuple[str, int]]:
         return [(op.relations[i], count) for i, count in rows]
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
         check_read_only(text)
+        check_shape(text)
         check_parameters(text, params)
-        columns, rows = self._execute(text, params, write=False)
+        columns, rows = self._execute(text, params, write=False, timeout=timeout)
         return QueryResult(columns, [[_value(v) for v in row] for row in rows])
 
 

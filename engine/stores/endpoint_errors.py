@@ -1,5 +1,6 @@
 """How a SPARQL endpoint's failures are told apart: transient ones (retried, :func:`retried`),
-the server's own message, and queries it refused."""
+the server's own message, queries it refused, and queries it did not answer in time
+(:class:`NoAnswer`, never retried)."""
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,12 @@ class QueryRejected(Exception):
     """The endpoint refused a query as malformed or failing (not a transient error)."""
 
 
+class NoAnswer(TimeoutError):
+    """A request was sent and its answer did not come within the time it was given. The query
+    may still be running on the server, so it is not sent again: a copy per retry is what
+    overloads a server that is slow to answer."""
+
+
 def server_message(error: SPARQLWrapperException) -> str:
     """The server's own words from a SPARQLWrapper exception (its message embeds the body's repr)."""
     text = str(error)
@@ -37,6 +44,8 @@ def server_message(error: SPARQLWrapperException) -> str:
 
 
 def transient(error: BaseException) -> bool:
+    if isinstance(error, NoAnswer):
+        return False
     if isinstance(error, EndPointInternalError):
         found = _VIRTUOSO_ERROR.search(server_message(error))
         return found is None or found.group(1).startswith("40")
@@ -47,10 +56,12 @@ def transient(error: BaseException) -> bool:
     return isinstance(error, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError))
 
 
-def retried(attempt: Callable[[], T], retries: int, backoff: float) -> T:
+def retried(attempt: Callable[[], T], retries: int, backoff: float, deadline: float | None = None) -> T:
     """``attempt()``, tried again on a :func:`transient` failure up to ``retries`` times after
     exponential waits (``backoff``, doubled each time, at most 30 s); the last failure is
-    raised. (A plain loop: a retry library's machinery cost ≈ 10 µs a call, 1 % of a small one.)"""
+    raised, also when the next try would start past ``deadline`` (a ``time.monotonic()``
+    time; None: none). (A plain loop: a retry library's machinery cost ≈ 10 µs a call, 1 % of
+    a small one.)"""
     tried = 0
     while True:
         try:
@@ -58,5 +69,8 @@ def retried(attempt: Callable[[], T], retries: int, backoff: float) -> T:
         except Exception as e:
             if tried >= retries or not transient(e):
                 raise
-        time.sleep(min(30.0, backoff * 2**tried))
+            wait = min(30.0, backoff * 2**tried)
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise
+        time.sleep(wait)
         tried += 1

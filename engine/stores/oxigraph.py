@@ -1,17 +1,20 @@
 """The embedded store: Oxigraph through pyoxigraph, on disk or in memory."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from collections.abc import Iterable
 from typing import Any
 
 import pyoxigraph as ox
 
-from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
+from engine.errors import InvalidInputError, QueryTimeoutError, StoreError, StoreUnavailableError
 from engine.graph import FREEBASE_NS
 from engine.results import QueryResult
 from engine.stores.sparql_store import Columns, SparqlStore
-from engine.timeouts import run_with_timeout
+from engine.stores.store_lock import StoreLock, held_by, lock_holders
+from engine.timeouts import Abandoned, abandoned, run_with_timeout
 from sparql.compiler import SparqlCompiler
 from sparql.readonly import prepare_query
 
@@ -26,38 +29,89 @@ class OxigraphStore(SparqlStore):
 
     ``create=False`` opens only a store that exists (reading a misspelled path must not answer
     from a new, empty store); ``created`` says whether this call made a new one.
+
+    ``read_only=True`` opens a store that exists for reading only. Any number of processes may
+    read one store at once; a process that opens it for writing holds it alone
+    (:mod:`engine.stores.store_lock`): while it does, others can neither read nor write it, and
+    while anyone reads it, no one can write it. So a reader sees what was stored before it opened
+    the store, and nothing changes under it until it closes the store.
+
+    Leaving a ``with`` block on an exception removes a store that this call created and that
+    still holds nothing (the folders it made, or the files it made in a folder that was there).
     """
 
-    def __init__(self, path: str | None, namespace: str = FREEBASE_NS, *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | None, namespace: str = FREEBASE_NS, *, create: bool = True, read_only: bool = False
+    ) -> None:
         super().__init__(SparqlCompiler(namespace))
         self.path = path
         self.uri = f"oxigraph:{path}" if path else "memory:"
+        self.read_only = read_only and path is not None
         self.created = path is None or not is_oxigraph_store(path)
-        if path is not None and self.created and not create:
+        self._made: _Made | None = None
+        self._lock: StoreLock | None = None
+        if path is None:
+            self.db = ox.Store()
+            return
+        if self.created and (self.read_only or not create):
             what = "is not an Oxigraph store" if os.path.exists(path) else "does not exist"
             raise StoreUnavailableError(
                 f"no store at {os.path.abspath(path)}: that path {what}. Give the store's path (--store PATH, "
                 f"or $KGQA_STORE), or load data into a new one: kgqa load FILE --store {path}"
             )
+        made = _Made(path) if self.created else None
         try:
-            if path is None:
-                self.db = ox.Store()
-            else:
-                os.makedirs(path, exist_ok=True)
-                self.db = ox.Store(path)
+            os.makedirs(path, exist_ok=True)
         except OSError as e:
+            raise StoreUnavailableError(f"cannot create the store folder {os.path.abspath(path)}: {e.strerror}; give another --store") from e
+        self._lock = StoreLock(path, exclusive=not self.read_only)
+        try:
+            self.db = self._open_db(path)
+        except BaseException:
+            if made is not None:
+                made.remove()
+            self._lock.release()
+            raise
+        self._made = made
+
+    def _open_db(self, path: str) -> ox.Store:
+        rocksdb_lock = os.path.join(path, "LOCK")
+        if self.read_only and lock_holders(rocksdb_lock):  # a writer that is not the engine's
             raise StoreUnavailableError(
-                f"cannot open the Oxigraph store at {path!r}: {e}. Is another process using it? "
-                "Close it, or give another directory."
+                f"the store at {os.path.abspath(path)} is open for writing in {held_by(rocksdb_lock)}; "
+                "wait until it closes the store, then run this again"
+            )
+        try:
+            return ox.Store.read_only(path) if self.read_only else ox.Store(path)
+        except OSError as e:
+            held = "lock" in str(e).lower()
+            raise StoreUnavailableError(
+                f"cannot open the Oxigraph store at {os.path.abspath(path)}: {e}. "
+                + (f"It is open for writing in {held_by(rocksdb_lock)}: close it there first." if held else "Give another directory.")
             ) from e
 
     def close(self) -> None:
-        if self.path is not None and hasattr(self, "db"):
-            self.db.flush()
-        self.__dict__.pop("db", None)
+        db = self.__dict__.pop("db", None)
+        if db is not None and self.path is not None and not self.read_only:
+            db.flush()
+        del db  # the database closes before its lock is let go
+        if self._lock is not None:
+            self._lock.release()
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None or self._made is None or "db" not in self.__dict__ or len(self.db):
+            self.close()
+            return
+        # a new store that a failed load left empty: removed while still locked, so that no other
+        # process opens it in between
+        del self.db
+        self._made.remove()
+        self.close()
 
     # ------------------------------------------------------------------ writing
     def _add_ntriples(self, lines: Iterable[str]) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.uri} is open read only: open it with read_only=False (as kgqa load does) to load into it")
         try:
             data = "".join(lines).encode("utf-8")
         except UnicodeEncodeError as e:
@@ -86,8 +140,23 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"Oxigraph rejected a generated query: {e}\n{text}") from e
         return self._read_tsv(data.decode("utf-8"))
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, allow_service=allow_service)
+        try:
+            return run_with_timeout(lambda: self._answer(text), timeout, "Oxigraph")
+        except QueryTimeoutError as e:
+            if timeout is None:
+                raise
+            raise QueryTimeoutError(
+                f"the query timed out after {timeout:g} s (its timeout) on {self.uri}. Oxigraph cannot cancel a "
+                "running query: the abandoned one ends at its next row, but one still computing its first (an "
+                "aggregate, ORDER BY, ASK) runs on in the background until that row is ready. Give a larger "
+                "timeout, or a narrower query"
+            ) from e
+
+    def _answer(self, text: str) -> QueryResult:
+        """A raw query's answer. Run past a caller's deadline (:func:`engine.timeouts.run_with_timeout`),
+        it stops at the next solution or triple: pyoxigraph computes them one at a time."""
         try:
             result = self.db.query(text)
         except SyntaxError as e:
@@ -96,10 +165,56 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         if isinstance(result, ox.QueryBoolean):
             return QueryResult(["result"], [[bool(result)]])
-        if isinstance(result, ox.QuerySolutions):
-            names = [v.value for v in result.variables]
-            return QueryResult(names, [[self._from_ox(s[n]) for n in names] for s in result])
-        return QueryResult(
-            ["subject", "predicate", "object"],
-            [[self._from_ox(t.subject), self._from_ox(t.predicate), self._from_ox(t.object)] for t in result],
-        )
+        decode = self._from_ox
+        rows = []
+        try:
+            if isinstance(result, ox.QuerySolutions):
+                names = [v.value for v in result.variables]
+                for solution in result:
+                    if abandoned():
+                        raise Abandoned
+                    rows.append([decode(solution[n]) for n in names])
+                return QueryResult(names, rows)
+            for t in result:
+                if abandoned():
+                    raise Abandoned
+                rows.append([decode(t.subject), decode(t.predicate), decode(t.object)])
+            return QueryResult(["subject", "predicate", "object"], rows)
+        finally:
+            # pyoxigraph's answer may only be dropped in the thread that made it; an exception's
+            # traceback, kept by a caller in another thread, would otherwise hold it
+            del result
+
+
+class _Made:
+    """What opening a new store at ``path`` is about to create, to remove it again: the folders
+    missing on the way to it, or the entries of the folder, where it exists, that are not there yet."""
+
+    def __init__(self, path: str) -> None:
+        self.folder = os.path.abspath(path)
+        self.new_folders: list[str] = []  # the store's folder first, then each new parent
+        here = self.folder
+        while not os.path.lexists(here):
+            self.new_folders.append(here)
+            here = os.path.dirname(here)
+        if self.new_folders:
+            self.entries_before: set[str] | None = None
+        else:
+            self.entries_before = set(os.listdir(self.folder)) if os.path.isdir(self.folder) else set()
+
+    def remove(self) -> None:
+        if self.entries_before is not None:
+            for name in set(os.listdir(self.folder)) - self.entries_before:
+                entry = os.path.join(self.folder, name)
+                if os.path.isdir(entry) and not os.path.islink(entry):
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(entry)
+            return
+        shutil.rmtree(self.new_folders[0], ignore_errors=True)
+        for parent in self.new_folders[1:]:  # a parent that another store has moved into since stays
+            try:
+                os.rmdir(parent)
+            except OSError:
+                break

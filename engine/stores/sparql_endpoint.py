@@ -6,9 +6,12 @@ times faster for it to write than JSON (``sparql/turtle_results.py``), everythin
 Virtuoso streams a Turtle answer and closes the connection after it, so each compiled query
 opens a new one (≈ 0.1 ms on loopback); the formats it keeps alive (JSON, XML,
 ``application/x-nice-turtle``) buffer the whole answer first and write one of 100k rows 3.5-4x
-slower (``benchmarks/README.md``). Every request has a timeout and retries with exponential backoff on transient failures (connection refused or reset,
-timeouts, HTTP 5xx that are not query errors; ``engine/stores/endpoint_errors.py``). Loading
-(Virtuoso's isql bulk loader, or ``INSERT DATA``) is in ``engine/stores/virtuoso_load.py``.
+slower (``benchmarks/README.md``). Every call has a deadline (its own ``timeout``, else the
+store's), which Virtuoso is told so that it stops the query there; within it, transient failures
+are retried with exponential backoff (connection refused or reset, HTTP 5xx that are not query
+errors; ``engine/stores/endpoint_errors.py``), never a query that was sent and not answered in
+time. Loading (Virtuoso's isql bulk loader, or ``INSERT DATA``) is in
+``engine/stores/virtuoso_load.py``.
 Virtuoso's answers are normalised back to the values that were loaded
 (``engine/stores/virtuoso_literals.py``); what cannot be recovered is listed in
 :class:`SparqlEndpointStore`'s docstring.
@@ -19,6 +22,8 @@ import http.client
 import json
 import math
 import os
+import re
+import time
 import urllib.error
 import urllib.parse
 from collections.abc import Sequence
@@ -49,12 +54,11 @@ from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.limits import VIRTUOSO
 from engine.ops import Compiled, Op
 from engine.results import QueryResult
-from engine.stores.endpoint_errors import QueryRejected, retried, server_message, transient
+from engine.stores.endpoint_errors import NoAnswer, QueryRejected, retried, server_message, transient
 from engine.stores.sparql_http import KeptConnections
 from engine.stores.sparql_store import DECODED_MAX, Columns, SparqlStore
 from engine.stores.virtuoso_literals import virtuoso_literal
 from engine.stores.virtuoso_load import VirtuosoLoading
-from engine.timeouts import Abandoned, abandoned, run_with_timeout
 from sparql.readonly import prepare_query
 from sparql.tsv import decode_each, parse_term
 from sparql.turtle_results import expand_prefixed, read_turtle_results
@@ -71,6 +75,17 @@ def _literal_parts(value: str, datatype: str | None, lang: str | None) -> tuple[
     return value, datatype, lang
 
 
+#: Virtuoso's states for a query it ended at its deadline: S1TAT (interrupted; its answer would be
+#: partial), S1T00 (over the time limit, or estimated to be) and HY008 (SR203, "killed by
+#: SQLCancel": cancelled, which is how it sometimes ends a query at the request's timeout)
+_TIMED_OUT = re.compile(r"\b(?:S1TAT|S1T00|HY008)\b")
+
+
+def _whose(timeout: float | None) -> str:
+    """Whose deadline a call ran into: its own ``timeout``, or (None) the store's."""
+    return "the store's timeout=" if timeout is None else "its timeout"
+
+
 class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     """A SPARQL 1.1 endpoint (Virtuoso by default), read and written in one named graph.
 
@@ -78,8 +93,10 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     ``graph`` option, names the graph (default :data:`DEFAULT_GRAPH`). Options:
 
     - ``flavour``: ``virtuoso`` (default) or ``generic`` for other endpoints;
-    - ``timeout`` seconds per request, ``retries`` and ``backoff`` (first wait, seconds,
-      doubling) for transient failures;
+    - ``timeout``: seconds a call may take, retries included, when it gives no timeout of its
+      own (raw queries too); Virtuoso is told the deadline and stops the query there.
+      ``retries`` and ``backoff`` (first wait, seconds, doubling) for transient failures, never
+      for a query that timed out;
     - loading through isql: ``isql="host:port"`` or ``isql_port`` (host of ``uri``, default
       port 1111), ``user``/``password`` (default dba/dba), ``staging_dir`` (a directory this
       process can write and the server can read: inside its ``DirsAllowed``, on the same
@@ -194,24 +211,35 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         ``whole_graph`` adds ``default-graph-uri`` and ``named-graph-uri`` so that a raw query
         sees this store's graph and nothing else, also through ``GRAPH ?g`` (the compiled
         queries carry their own FROM; :mod:`sparql.readonly` refuses a FROM or GRAPH naming
-        another graph). ``timeout`` (seconds)
-        goes to Virtuoso as its ``timeout`` parameter: it interrupts the query there and
-        answers with a partial result marked ``X-SQL-State: S1TAT``, which is raised as
-        :class:`QueryTimeoutError`. ``parameters`` are Virtuoso's URL parameters for the
-        query's ``?::name`` variables (:func:`sparql.virtuoso.bind_with_parameters`).
+        another graph). ``parameters`` are Virtuoso's URL parameters for the query's
+        ``?::name`` variables (:func:`sparql.virtuoso.bind_with_parameters`).
+
+        The call, retries included, ends within ``timeout`` seconds (None: the store's
+        ``timeout``), and each try gets the time left. Virtuoso is told that time as its
+        ``timeout`` parameter, so it stops the query there: it answers with a partial result
+        marked ``X-SQL-State: S1TAT``, or an S1T00 / HY008 error (a query estimated to take
+        longer is refused at once). Each way, and an answer that does not come in time, is a
+        :class:`QueryTimeoutError`. A query that was sent and not answered in time is never
+        sent again: the server may still be working on it. Virtuoso looks at the deadline only
+        once the query is compiled: one slow to compile runs on there until then (a chain of
+        120 OPTIONALs: 11.5 s for a 2 s deadline).
         """
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        told = self.flavour == "virtuoso"  # another endpoint has no standard way to be told
         form = [("query", text), *parameters]
         if whole_graph:
             form += [("default-graph-uri", self.graph), ("named-graph-uri", self.graph)]
-        if timeout is not None:
-            form.append(("timeout", str(max(1, math.ceil(timeout * 1000)))))  # milliseconds
 
         def attempt() -> bytes:
-            if abandoned():  # a retry after the caller's deadline (engine.timeouts): not sent again
-                raise Abandoned
-            headers, body = self._http.post(form, accept, self.timeout)
-            if timeout is not None and headers.get("X-SQL-State") == "S1TAT":
-                raise QueryTimeoutError(f"Virtuoso interrupted it: {headers.get('X-SQL-Message', '').strip()[:200]}")
+            left = deadline - time.monotonic()
+            sent = form
+            if told:  # milliseconds, at least one: 0 would mean no limit
+                sent = [*form, ("timeout", str(max(1, math.ceil(left * 1000))))]
+            headers, body = self._http.post(sent, accept, left)
+            if told and headers.get("X-SQL-State") == "S1TAT":
+                message = headers.get("X-SQL-Message", "").strip()[:200]
+                raise QueryTimeoutError(self._stopped(limit, timeout, f"stopped it and answered only in part ({message})"))
             # Virtuoso answers 200 with a cut-down result when a server-side limit is hit.
             if headers.get("X-SPARQL-MaxRows"):
                 raise StoreError(
@@ -228,19 +256,23 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             return body
 
         try:
-            return retried(attempt, self.retries, self.backoff)
+            return retried(attempt, self.retries, self.backoff, deadline)
         except KGQAError:
             raise
+        except NoAnswer as e:
+            raise QueryTimeoutError(self._timed_out(limit, timeout)) from e
         except (QueryBadFormed, URITooLong) as e:
-            raise QueryRejected(server_message(e)) from e
+            message = server_message(e)
+            # a query that ran past its deadline while being compiled comes back as a 400 (S1TAT)
+            if told and _TIMED_OUT.search(message):
+                raise QueryTimeoutError(self._stopped(limit, timeout, f"stopped it ({message})")) from e
+            raise QueryRejected(message) from e
         except EndPointInternalError as e:
             message = server_message(e)
             if transient(e):
                 raise self._unavailable(f"it keeps failing ({message})") from e
-            # S1T00: over the time limit; HY008 (SR203, "killed by SQLCancel"): cancelled, which is how
-            # Virtuoso sometimes ends a query at the request's timeout instead of answering in part
-            if timeout is not None and ("S1T00" in message or "HY008" in message):
-                raise QueryTimeoutError(f"Virtuoso refused or stopped it: {message}") from e
+            if told and _TIMED_OUT.search(message):
+                raise QueryTimeoutError(self._stopped(limit, timeout, f"refused or stopped it ({message})")) from e
             if "S1T00" in message:  # the server's own time limit, not a bad query
                 raise StoreError(
                     f"{self.endpoint} stopped the query at its time limit ({message}): raise "
@@ -255,6 +287,27 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             raise StoreUnavailableError(f"{self.endpoint} refused the request (HTTP 401): check the credentials") from e
         except (SPARQLWrapperException, urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise self._unavailable(f"{type(e).__name__}: {e}") from e
+
+    def _timed_out(self, limit: float, timeout: float | None) -> str:
+        """The message of a query whose answer did not come by its deadline: ``limit``
+        seconds, the call's ``timeout`` or (None) the store's."""
+        if self.flavour == "virtuoso":
+            stopped = "Virtuoso was told to stop it at that deadline (its timeout parameter)"
+        else:
+            stopped = "this endpoint cannot be told to stop it, so it may run on there until it ends"
+        return (
+            f"the query timed out after {limit:g} s ({_whose(timeout)}) on {self.endpoint} and was not sent "
+            f"again: {stopped}. Give a larger timeout, or a narrower query"
+        )
+
+    def _stopped(self, limit: float, timeout: float | None, what: str) -> str:
+        """The message of a query that Virtuoso ended at the deadline it was told."""
+        return (
+            f"the query timed out: Virtuoso at {self.endpoint}, told its deadline of {limit:g} s "
+            f"({_whose(timeout)}), {what}. "
+            "Give a larger timeout, or a narrower query (the server's MaxQueryExecutionTime, where set, caps "
+            "the timeout)"
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -317,10 +370,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         self, text: str, timeout: float | None = None, parameters: Sequence[tuple[str, str]] = ()
     ) -> Columns:
         if self.flavour != "virtuoso":
-            if timeout is not None:  # no standard way to stop a query
-                return run_with_timeout(lambda: self._select(text), timeout, f"the SPARQL endpoint {self.endpoint}")
             try:
-                names, rows = self._rows(self._json(text))
+                names, rows = self._rows(self._json(text, timeout=timeout))
             except QueryRejected as e:  # a compiler bug, never user input
                 raise StoreError(f"{self.endpoint} rejected a generated query: {e}\n{clipped(text, 2000)}") from e
             return Columns(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
@@ -368,15 +419,15 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             exact, _, datatype = parse_term(companion, str, _literal_parts)[0].partition(" ")
         return virtuoso_literal(value, datatype, lang, exact)
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool) -> QueryResult:
+    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, graph=self.graph, allow_service=allow_service)
         wrapper = SPARQLWrapper(self.endpoint)
         wrapper.setQuery(text)
         form = wrapper.queryType  # SPARQLWrapper reads the query form after the prologue
         try:
             if form in ("CONSTRUCT", "DESCRIBE") and self.flavour == "generic":
-                return self._triples(self._request(text, "application/n-triples", True))
-            result = self._json(text, whole_graph=True)
+                return self._triples(self._request(text, "application/n-triples", True, timeout))
+            result = self._json(text, whole_graph=True, timeout=timeout)
         except QueryRejected as e:
             raise InvalidInputError(f"invalid SPARQL query: {e}") from e
         if "boolean" in result:

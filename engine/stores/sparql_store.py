@@ -155,8 +155,8 @@ class SparqlStore(Store):
             self._term_check = term_check(self.limits, self.terms.iri_of, self.terms.literal)
         return self._term_check
 
-    def _add_triples(self, triples: Iterable[Triple]) -> None:
-        self._add_ntriples(self._ntriples(triples))
+    def _add_triples(self, triples: Iterable[Triple]) -> int | None:
+        return self._add_ntriples(self._ntriples(triples))
 
     def _ntriples(self, triples: Iterable[Triple]) -> Iterator[str]:
         """One line (with its newline) per triple, in the text this store loads."""
@@ -172,8 +172,9 @@ class SparqlStore(Store):
         return self.terms.term(obj)
 
     @abstractmethod
-    def _add_ntriples(self, lines: Iterable[str]) -> None:
-        """Load N-Triples lines (each ending in a newline) through the store's bulk path."""
+    def _add_ntriples(self, lines: Iterable[str]) -> int | None:
+        """Load N-Triples lines (each ending in a newline) through the store's bulk path; how
+        many were new, where the store can count that alone (:meth:`Store.add_triples`)."""
 
     # ------------------------------------------------------------------ statistics
     def count_triples(self) -> int:

@@ -4,11 +4,17 @@ batches to an authenticated update endpoint (``loader="update"``).
 The bulk loader writes the triples as Turtle files (N-Triples lines) into a staging directory
 the server may read (``DirsAllowed`` in virtuoso.ini), then ``isql`` runs ``ld_dir`` +
 ``rdf_loader_run`` and the load list is checked for errors; what dead loads left in the load
-list is cleared first (``engine/stores/staging.py``). Every isql call has a deadline. :class:`VirtuosoLoading` is a part
+list is cleared first (``engine/stores/staging.py``). Every isql call has a deadline. A bulk
+load reports how many of its triples were new: bulk loads into one graph take turns on the
+server (a lock file per graph in the staging directory), each counting the graph before and
+after it, so two at once never both count the same triples. :class:`VirtuosoLoading` is a part
 of :class:`engine.stores.sparql_endpoint.SparqlEndpointStore`, which holds its settings.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import http.client
 import itertools
 import os
@@ -19,9 +25,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-
 
 from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.graph import XSD, Literal, Term
@@ -73,11 +78,12 @@ class VirtuosoLoading:
             return int(counts[0])
         raise StoreError(f"Virtuoso's SQL port gave no triple count for {self.uri}: {out[-300:]!r}")
 
-    def _add_ntriples(self, lines: Iterable[str]) -> None:
+    def _add_ntriples(self, lines: Iterable[str]) -> int | None:
+        """Load the lines; through the bulk loader, return how many triples were new."""
         if self.loader == "update":
             self._insert_data(lines)
-        else:
-            self._bulk_load(lines)
+            return None
+        return self._bulk_load(lines)
 
     def _object_text(self, obj: Term) -> str:
         """N-Triples, except that xsd:integer values within 64 bits are bare Turtle numbers,
@@ -87,7 +93,10 @@ class VirtuosoLoading:
             return obj.value
         return self.terms.term(obj)
 
-    def _bulk_load(self, lines: Iterable[str]) -> None:
+    def _bulk_load(self, lines: Iterable[str]) -> int:
+        """Load the lines through the bulk loader; how many triples were new. That is the
+        graph's growth while this load holds its graph's lock (:meth:`_graph_lock`): loads into
+        one graph through one staging directory take turns, so none counts another's triples."""
         if self.staging_dir is None:
             raise InvalidInputError(
                 f"loading into {self.endpoint} needs staging_dir=: a directory this process can write and "
@@ -98,23 +107,45 @@ class VirtuosoLoading:
             # load before anything reaches the store.
             count = self._stage(lines, folder.path)
             if not count:
-                return
-            self._forget_dead_loads()
-            mine = f"starts_with(ll_file, {_sql_string(folder.path + '/')})"
-            self._isql(f"ld_dir({_sql_string(folder.path)}, '*.ttl', {_sql_string(self.graph)});")
-            deadline = self.load_timeout * -(-count // self.chunk_size)  # per staged file
-            try:
-                with ThreadPoolExecutor(self.loaders) as pool:
-                    list(pool.map(lambda _: self._isql("rdf_loader_run();", deadline, "the bulk load"), range(self.loaders)))
-                failures = self._wait_for_files(mine, deadline)
-                self._isql("checkpoint;", deadline, "the checkpoint after the bulk load")
-            finally:  # the staged files go away, so their rows in the load list must too
-                self._isql(f"DELETE FROM DB.DBA.load_list WHERE {mine};")
-            if failures:
-                raise StoreError(
-                    f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
-                    "file up to the error may have been loaded; loading again is safe)"
-                )
+                return 0
+            with self._graph_lock():
+                self._forget_dead_loads()
+                before = self._quad_count()
+                mine = f"starts_with(ll_file, {_sql_string(folder.path + '/')})"
+                self._isql(f"ld_dir({_sql_string(folder.path)}, '*.ttl', {_sql_string(self.graph)});")
+                deadline = self.load_timeout * -(-count // self.chunk_size)  # per staged file
+                try:
+                    with ThreadPoolExecutor(self.loaders) as pool:
+                        list(pool.map(lambda _: self._isql("rdf_loader_run();", deadline, "the bulk load"), range(self.loaders)))
+                    failures = self._wait_for_files(mine, deadline)
+                    self._isql("checkpoint;", deadline, "the checkpoint after the bulk load")
+                finally:  # the staged files go away, so their rows in the load list must too
+                    self._isql(f"DELETE FROM DB.DBA.load_list WHERE {mine};")
+                if failures:
+                    raise StoreError(
+                        f"Virtuoso's bulk loader failed on {self.uri}: {'; '.join(failures)} (triples of a failed "
+                        "file up to the error may have been loaded; loading again is safe)"
+                    )
+                return self._quad_count() - before
+
+    @contextlib.contextmanager
+    def _graph_lock(self) -> Iterator[None]:
+        """Held while a bulk load runs on the server: a lock file per graph in the staging
+        directory (``flock``, which the system lets go when the process dies), waited for.
+        Loads through another staging directory (another machine's) do not take turns with
+        these, and their reports may then count each other's triples."""
+        assert self.staging_dir is not None
+        name = hashlib.sha256(self.graph.encode("utf-8")).hexdigest()[:16]
+        path = os.path.join(self.staging_dir, f".kgqa-graph-{name}.lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot write into the staging directory {self.staging_dir!r}: {e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # lets go of the lock
 
     def _wait_for_files(self, mine: str, deadline: float) -> list[str]:
         """Wait until the load list has loaded our files, and return those that failed. A
