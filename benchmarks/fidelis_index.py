@@ -70,7 +70,7 @@ def bench(store_uri: str) -> dict:
     import torch
 
     from benchmarks.report import machine
-    from engine.fidelis.index import EmbeddingIndex, make_encoder
+    from engine.methods.fidelis.index import EmbeddingIndex, make_encoder
     from engine.open import open_store
 
     name, encode = make_encoder(None)

@@ -48,7 +48,7 @@ def run(method: str, dataset: str, dtype: str, args: argparse.Namespace, work: P
 
 
 def compare(records: dict[str, list[dict[str, Any]]], dtypes: list[str]) -> dict[str, Any]:
-    from engine.metrics import evaluate
+    from engine.methods.metrics import evaluate
 
     base, *others = dtypes
     row: dict[str, Any] = {}

@@ -4,8 +4,8 @@ other time, with the store and LLM calls per question.
 Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark parses the method's own
 command line (so its defaults and options are the user's), builds the method with the command's
 ``build_method`` on a store the benchmark loaded, and answers a seeded sample of the held-out
-test split through :func:`engine.run.run_method`. Seconds and calls come from the run protocol's
-meter (:mod:`engine.run`); a method that cannot be built (no trained checkpoint, a model that is
+test split through :func:`engine.methods.run.run_method`. Seconds and calls come from the run protocol's
+meter (:mod:`engine.methods.run`); a method that cannot be built (no trained checkpoint, a model that is
 not there) is listed as skipped with the reason, never dropped.
 """
 from __future__ import annotations
@@ -85,8 +85,8 @@ def _argv(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> list
 
 def run_one(parser: argparse.ArgumentParser, store: Any, argv: list[str], out: Path) -> dict[str, Any]:
     """One method over one question set on an opened store, as its command runs it."""
-    from engine.cli_common import run_questions
-    from engine.run import Meter, run_method
+    from engine.cli.common import run_questions
+    from engine.methods.run import Meter, run_method
 
     args = parser.parse_args(argv)
     meter = Meter()

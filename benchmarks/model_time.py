@@ -96,7 +96,7 @@ def run_version(tree: Path, argv: list[str], log: Path) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     started = time.perf_counter()
     with log.open("w") as f:
-        done = subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=tree, env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run([sys.executable, "-m", "engine.cli.main", *argv], cwd=tree, env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"`kgqa {' '.join(argv)}` in {tree} failed (exit {done.returncode}); see {log}")
     return time.perf_counter() - started

@@ -19,7 +19,7 @@ import itertools
 import sys
 from collections.abc import Callable, Sequence
 
-from engine.cli_common import add_store_arguments, open_from_args
+from engine.cli.common import add_store_arguments, open_from_args
 from engine.errors import KGQAError, StoreError
 from engine.graph import Literal, Triple
 from engine.store import Store

@@ -104,7 +104,7 @@ def degree_of(floor: CsrFloor, node: str) -> int:
 LOAD_CHILD = """\
 import sys
 from benchmarks.procstat import report_peak
-from engine.cli import main
+from engine.cli.main import main
 try:
     code = main(sys.argv[1:])
 finally:

@@ -18,5 +18,5 @@ def child_env() -> dict[str, str]:
 def run_kgqa(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``kgqa ARGV…`` to its end; a command that runs past ``timeout`` seconds fails the test."""
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *argv], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=child_env()
+        [sys.executable, "-m", "engine.cli.main", *argv], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=child_env()
     )

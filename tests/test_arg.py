@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.arg.alignment import Aligner
-from engine.arg.candidates import Schema, path_forms, read_schema, with_names
-from engine.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
-from engine.arg.retrieval import retrieve, retrieve_batch
-from engine.batched import per_group
-from engine.cli import main
+from engine.methods.arg.alignment import Aligner
+from engine.methods.arg.candidates import Schema, path_forms, read_schema, with_names
+from engine.methods.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
+from engine.methods.arg.retrieval import retrieve, retrieve_batch
+from engine.methods.batched import per_group
+from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
 from engine.models.lm import LanguageModel
@@ -181,11 +181,11 @@ class ScriptedLM(LanguageModel):
 
 
 def test_generation_alignment_and_vote(bi):
-    from engine.arg.alignment import Aligner
-    from engine.arg.generation import DemoPicker, first_sexpr
-    from engine.arg.pipeline import answer_questions, exact_match
-    from engine.arg.prompts import Demo
-    from engine.metrics import score_question
+    from engine.methods.arg.alignment import Aligner
+    from engine.methods.arg.generation import DemoPicker, first_sexpr
+    from engine.methods.arg.pipeline import answer_questions, exact_match
+    from engine.methods.arg.prompts import Demo
+    from engine.methods.metrics import score_question
 
     names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey")]
     store = ReferenceStore(TRIPLES + names)
@@ -201,10 +201,10 @@ def test_generation_alignment_and_vote(bi):
 
 
 def test_a_form_that_goes_out_and_back_answers_its_anchor_last(bi):
-    from engine.arg.alignment import Aligner
-    from engine.arg.generation import DemoPicker
-    from engine.arg.pipeline import answer_questions
-    from engine.arg.prompts import Demo
+    from engine.methods.arg.alignment import Aligner
+    from engine.methods.arg.generation import DemoPicker
+    from engine.methods.arg.pipeline import answer_questions
+    from engine.methods.arg.prompts import Demo
 
     names = [Triple(e, NAME_RELATION, Literal.make(e, lang="en")) for e in ("The Prowler", "M", "Joseph Losey")]
     store = ReferenceStore(TRIPLES + names)
@@ -217,7 +217,7 @@ def test_a_form_that_goes_out_and_back_answers_its_anchor_last(bi):
 def test_alignment_moves_on_past_a_candidate_that_times_out():
     import time
 
-    from engine.arg.alignment import Aligner
+    from engine.methods.arg.alignment import Aligner
     from engine.sexpr.tree import entities
 
     class SlowOnP1(ReferenceStore):
@@ -269,9 +269,9 @@ def _named_store():
 
 
 def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
-    from engine.arg.generation import demo_pool
-    from engine.arg.pipeline import ArgMethod
-    from engine.run import Meter, run_method
+    from engine.methods.arg.generation import demo_pool
+    from engine.methods.arg.pipeline import ArgMethod
+    from engine.methods.run import Meter, run_method
     from loaders.questions import Question
 
     store = _named_store()
@@ -314,7 +314,7 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
 
 
 def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
-    from engine.arg.pipeline import ArgMethod
+    from engine.methods.arg.pipeline import ArgMethod
     from engine.models.lm import load_lm
     from loaders.questions import Question
     from tests.tiny_lm import make_tiny_lm
@@ -402,11 +402,11 @@ class StopRecordingLM(ScriptedLM):
 
 
 def test_generator_samples_are_the_inference_prompt_without_demos(bi):
-    from engine.arg.alignment import Aligner
-    from engine.arg.datasets import generator_samples
-    from engine.arg.generation import DemoPicker
-    from engine.arg.pipeline import answer_questions
-    from engine.arg.prompts import Demo
+    from engine.methods.arg.alignment import Aligner
+    from engine.methods.arg.datasets import generator_samples
+    from engine.methods.arg.generation import DemoPicker
+    from engine.methods.arg.pipeline import answer_questions
+    from engine.methods.arg.prompts import Demo
     from loaders.questions import Question
 
     store = _named_store()
@@ -424,7 +424,7 @@ def test_generator_samples_are_the_inference_prompt_without_demos(bi):
 
 
 def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
-    from engine.arg.datasets import generator_samples, gold_form
+    from engine.methods.arg.datasets import generator_samples, gold_form
     from engine.stores.oxigraph import OxigraphStore
     from loaders.datasets import select_questions
 
@@ -445,7 +445,7 @@ def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
 
 
 def test_gold_form_f1_compares_ids_where_the_dataset_gives_them(bi):
-    from engine.arg.pipeline import ArgMethod
+    from engine.methods.arg.pipeline import ArgMethod
     from loaders.questions import Question
 
     store = ReferenceStore([Triple("m.1", "directed_by", "m.2"), Triple("m.2", NAME_RELATION, Literal.make("Joseph Losey", lang="en"))])

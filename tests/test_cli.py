@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -205,7 +205,7 @@ def test_a_closed_pipe_ends_quietly(demo_store):
     read, write = os.pipe()
     os.close(read)
     process = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "stats", "--store", demo_store],
+        [sys.executable, "-m", "engine.cli.main", "stats", "--store", demo_store],
         stdout=write, stderr=subprocess.PIPE, check=False, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import (
     InvalidInputError,
     KGQAError,

@@ -9,26 +9,26 @@ import re
 import pytest
 import torch
 
-from engine.cli import main
-from engine.etd.determination import answer_settled, parse_choice
-from engine.etd.evidence import Fact, backtrack, facts
-from engine.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
-from engine.etd.layers import EtDLayer, LayerOutput, top_k_per_head
-from engine.etd.model import (
+from engine.cli.main import main
+from engine.methods.etd.determination import answer_settled, parse_choice
+from engine.methods.etd.evidence import Fact, backtrack, facts
+from engine.methods.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
+from engine.methods.etd.layers import EtDLayer, LayerOutput, top_k_per_head
+from engine.methods.etd.model import (
     EtDConfig,
     EtDModel,
     Exploration,
     answer_loss,
     segment_log_softmax,
 )
-from engine.etd.pipeline import EtdMethod
-from engine.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
-from engine.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
+from engine.methods.etd.pipeline import EtdMethod
+from engine.methods.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
+from engine.methods.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
 from engine.graph import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore
-from engine.run import Meter, run_method
+from engine.methods.run import Meter, run_method
 from loaders.questions import Question, read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
@@ -217,7 +217,7 @@ def test_pruning_bounds_the_next_frontier_through_the_store(max_frontier):
 
 
 def test_encoding_cache_encodes_each_text_list_once(tmp_path, monkeypatch):
-    import engine.etd.model as etd_model
+    import engine.methods.etd.model as etd_model
 
     calls: list[list[str]] = []
 
@@ -512,7 +512,7 @@ def test_masked_question_texts_replace_every_topic_mention():
 
 
 def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path, capsys, monkeypatch):
-    import engine.etd.pipeline as etd_pipeline
+    import engine.methods.etd.pipeline as etd_pipeline
 
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
@@ -539,7 +539,7 @@ def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path,
 
 
 def test_causal_encoder_mean_pools_the_offline_lm_through_the_lm_layer():
-    from engine.etd.model import encode_texts
+    from engine.methods.etd.model import encode_texts
     from engine.models.lm import default_lm_path, load_lm
 
     texts = ["who directed [Titanic]", "what genre is [M]", "who directed [Titanic]"]

@@ -16,11 +16,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
-from engine.fidelis import prompts
-from engine.fidelis.index import EmbeddingIndex, StaleIndexError
-from engine.fidelis.parsing import (
+from engine.methods.fidelis import prompts
+from engine.methods.fidelis.index import EmbeddingIndex, StaleIndexError
+from engine.methods.fidelis.parsing import (
     indices_settled,
     parse_answers,
     parse_indices,
@@ -29,13 +29,13 @@ from engine.fidelis.parsing import (
     plan_settled,
     verdict_settled,
 )
-from engine.fidelis.pathrag import Neighbourhoods, eq3_scores, next_steps, score_steps
-from engine.fidelis.pipeline import FidelisMethod
-from engine.fidelis.search import SearchConfig, Searcher, check_steps
+from engine.methods.fidelis.pathrag import Neighbourhoods, eq3_scores, next_steps, score_steps
+from engine.methods.fidelis.pipeline import FidelisMethod
+from engine.methods.fidelis.search import SearchConfig, Searcher, check_steps
 from engine.graph import Edge, Literal, Path, Triple
-from engine.metrics import coverage_ratio, validity_ratio
+from engine.methods.metrics import coverage_ratio, validity_ratio
 from engine.models.lm import Generation, LanguageModel, per_prompt_stops
-from engine.run import Meter, run_method
+from engine.methods.run import Meter, run_method
 from loaders.questions import Question
 from tests.random_graphs import node_ids, random_graph
 

@@ -13,29 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError, UnsupportedOperationError
 from engine.graph import NAME_RELATION, XSD, Literal, Triple, term_key
-from engine.ldr.constraints import (
+from engine.methods.ldr.constraints import (
     Constraint,
     Target,
     constraint_pool,
     prune,
     question_values,
 )
-from engine.ldr.lockstep import Choice
-from engine.ldr.pipeline import LdrConfig, LdrMethod, reason
-from engine.ldr.prompts import (
+from engine.methods.lockstep import Choice
+from engine.methods.ldr.pipeline import LdrConfig, LdrMethod, reason
+from engine.methods.ldr.prompts import (
     NONE,
     answer_prompt,
     constraint_prompt,
     search_prompt,
     stage_of,
 )
-from engine.ldr.scoring import OptionScorer, StageScorer, match_option
-from engine.ldr.search import Search, SearchLimits
-from engine.ldr.structure import Child, Subgraph, entity_type, node_type
-from engine.ldr.training_data import (
+from engine.methods.ldr.scoring import OptionScorer, StageScorer, match_option
+from engine.methods.ldr.search import Search, SearchLimits
+from engine.methods.ldr.structure import Child, Subgraph, entity_type, node_type
+from engine.methods.ldr.training_data import (
     ExportReport,
     chain_samples,
     read_webqsp,
@@ -43,9 +43,9 @@ from engine.ldr.training_data import (
     webqsp_samples,
     webqsp_structure,
 )
-from engine.metrics import tree_edit_distance
+from engine.methods.metrics import tree_edit_distance
 from engine.models.lm import Generation, LanguageModel, load_lm
-from engine.run import Meter, run_method
+from engine.methods.run import Meter, run_method
 from loaders.questions import Question
 from tests.random_graphs import node_ids, random_graph
 from tests.test_sft import tiny  # noqa: F401  (the tiny character-level Llama fixture)

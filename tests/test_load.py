@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.graph import Literal, Triple
 from engine.open import open_store

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.reference import ReferenceStore

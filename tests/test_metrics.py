@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
-from engine.metrics import evaluate, matches, normalize, score_question
+from engine.methods.metrics import evaluate, matches, normalize, score_question
 
 
 def test_normalisation_is_rogs():

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from cypher import readonly as cypher_guard
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.graph import Triple
 from engine.sexpr import SExprSyntaxError

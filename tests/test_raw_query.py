@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError, QueryRefusedError, ReadOnlyViolationError
 from engine.graph import Triple
 from engine.stores.oxigraph import OxigraphStore

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.graph import Triple
 from engine.models.lm import Generation, LanguageModel, load_lm
-from engine.rog.grounding import ground, ground_batch
-from engine.rog.planning import (
+from engine.methods.rog.grounding import ground, ground_batch
+from engine.methods.rog.planning import (
     Frontiers,
     PlanConstraint,
     fetch_step,
@@ -24,7 +24,7 @@ from engine.rog.planning import (
     generate_plans_batch,
     relation_vocabulary,
 )
-from engine.rog.prompts import (
+from engine.methods.rog.prompts import (
     explanation_prompt,
     format_plan,
     parse_answers,
@@ -32,9 +32,9 @@ from engine.rog.prompts import (
     planning_prompt,
     reasoning_prompt,
 )
-from engine.rog.reasoning import fit_paths
-from engine.rog.training_data import training_examples
-from engine.run import Meter
+from engine.methods.rog.reasoning import fit_paths
+from engine.methods.rog.training_data import training_examples
+from engine.methods.run import Meter
 from loaders.questions import Question
 
 KB = [
@@ -248,7 +248,7 @@ def test_batched_plans_equal_one_by_one(lm, make_store):
 
 
 def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
-    from engine.rog.pipeline import RogConfig, RogMethod
+    from engine.methods.rog.pipeline import RogConfig, RogMethod
 
     store = make_store("oxigraph", TRIPLES)
     questions = [
@@ -461,7 +461,7 @@ def test_plans_stop_at_the_closing_marker():
 
 def test_rog_train_from_export_training(tmp_path, tiny, capsys):
     from engine.models.lm import TransformersLM
-    from engine.rog.training_data import sft_samples
+    from engine.methods.rog.training_data import sft_samples
 
     kb = tmp_path / "kb.txt"
     kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))

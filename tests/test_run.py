@@ -1,4 +1,4 @@
-"""The method-run protocol (engine/run.py) and the evaluators of engine/metrics.py it relies on."""
+"""The method-run protocol (engine/methods/run.py) and the evaluators of engine/methods/metrics.py it relies on."""
 from __future__ import annotations
 
 import json
@@ -7,15 +7,15 @@ import time
 import pytest
 
 from engine.graph import Triple
-from engine.metrics import evaluate, evaluate_rog
+from engine.methods.metrics import evaluate, evaluate_rog
 from engine.reference import ReferenceStore
-from engine.run import Meter, Prediction, format_summary, run_method, unwrap
+from engine.methods.run import Meter, Prediction, format_summary, run_method, unwrap
 from loaders.questions import Question
 
 
 def test_nested_stages_are_exclusive(monkeypatch):
     clock = [100.0]  # a clock the test moves, so that no timing enters the test
-    monkeypatch.setattr("engine.run.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr("engine.methods.run.time.perf_counter", lambda: clock[0])
     meter = Meter()
     with meter.stage("model"):
         clock[0] += 0.05
@@ -157,7 +157,7 @@ def test_a_topic_entity_the_store_lacks_is_named_in_the_record_and_counted(tmp_p
 
 
 def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
     from tests.tiny_lm import make_tiny_lm
 
     kb = tmp_path / "kb.txt"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.graph import Edge, Triple
 from engine.open import open_store
 from tests.conftest import missing

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError, ParseError
 from engine.models.lm import TransformersLM, load_lm
 from engine.models.sft import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidIdentifierError, InvalidInputError
 from engine.graph import NAME_RELATION, TYPE_RELATION, Literal, Triple
 from engine.reference import ReferenceStore

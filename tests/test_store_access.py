@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import StoreError, StoreUnavailableError
 from engine.graph import Triple
 from engine.open import open_store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.graph import NAME_RELATION, Literal, Triple
 from engine.suggest import missing_ids, missing_relations, nearest_entities
 

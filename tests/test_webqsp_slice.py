@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.stores.oxigraph import OxigraphStore
 from loaders.datasets import load_dataset

@@ -1,0 +1,161 @@
+"""What every ``kgqa`` command module shares: the store, output and method-run options, opening
+the store an invocation names, printing results, and running a method's ``run`` command
+(:func:`run_from_args`, the method-run protocol of :mod:`engine.methods.run`). Command modules import
+this, never :mod:`engine.cli.main`, which imports them."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from engine.errors import InvalidInputError, KGQAError
+from engine.graph import FREEBASE_NS
+from engine.open import open_store
+from engine.ops import Compiled, Op
+from engine.render import render
+from engine.results import to_json
+
+STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
+
+
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, help=STORE_HELP)
+    p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF stores (default: Freebase's)")
+    p.add_argument(
+        "--store-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a store option, repeatable: e.g. staging_dir=/srv/stage isql=localhost:1111 graph=IRI for Virtuoso, "
+        "database=NAME for Bolt",
+    )
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int | None = None) -> None:
+    """``--split --sample --limit --seed --split-seed``: which questions of a dataset a command
+    takes (:func:`run_questions`). The split is fixed by ``--split-seed`` alone, so another
+    ``--seed`` draws another sample but never moves a question between train and test."""
+    from loaders.datasets import SPLIT_SEED, SPLITS
+
+    why = {"test": "the held-out test part", "train": "train: never train on the questions you report on"}.get(split, split)
+    p.add_argument("--split", choices=SPLITS, default=split, help=f"which part of the dataset's train/val/test split (default {why})")
+    p.add_argument("--sample", type=int, default=sample,
+                   help="a random sample of this many questions of the split, drawn with --seed" + (f" (default {sample})" if sample else ""))
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (after --sample)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0); it does not change the split")
+    p.add_argument("--split-seed", type=int, default=SPLIT_SEED,
+                   help=f"seed of the train/val/test split (default {SPLIT_SEED}); give training and evaluation the same one")
+
+
+DATASET_HELP = (
+    "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
+    "RoG .jsonl/.parquet, PathQuestion PQ-*.txt and PQL-*.txt, MetaQA qa_*.txt"
+)
+
+
+def add_device_arguments(p: argparse.ArgumentParser) -> None:
+    """Where and in what precision a local language model runs."""
+    p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    # checked where the model loads (engine.models.lm.DTYPES): this module needs nothing from engine.models,
+    # whose cli.py imports it
+    p.add_argument("--dtype", default=None, help="the language model's weight precision: float32, bfloat16, float16 or "
+                   "auto (default: float32 on a CPU, the checkpoint's own on a GPU); bfloat16 cuts model time ≈ 2.5x on a "
+                   "CPU with bf16 instructions and may change close decisions")
+
+
+def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any, model_help: str | None = None) -> None:
+    """The options every method's ``run`` shares (the method-run protocol of :mod:`engine.methods.run`);
+    ``build_method(args, store, meter)`` makes the method, :func:`run_from_args` runs it (also
+    what ``kgqa bench methods`` calls, so a benchmark runs exactly what a user runs)."""
+    p.set_defaults(handler=run_from_args, build_method=build_method, method=method)
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
+    add_question_arguments(p, "test")
+    p.add_argument("--model", default=None, help=model_help or "language model: HF id, local directory, .gguf, or "
+                   "openai:MODEL[@URL] (default: the offline SmolLM2-135M-Instruct)")
+    add_device_arguments(p)
+    p.add_argument("--out", default=f"{method}-predictions.jsonl", help=f"predictions JSONL (default {method}-predictions.jsonl)")
+    p.add_argument("--no-progress", action="store_true")
+    add_store_arguments(p)
+    add_output_arguments(p)
+
+
+def run_questions(args: argparse.Namespace) -> list:
+    """The questions ``--dataset --split --sample --limit --seed --split-seed`` select."""
+    from loaders.datasets import select_questions
+
+    return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed, split_seed=args.split_seed)
+
+
+def run_from_args(args: argparse.Namespace) -> dict:
+    """The handler of every ``kgqa <method> run``: open the store, build the method with the
+    command's ``build_method(args, store, meter)`` (store metered), run it over the selected
+    questions, print the summary and return it."""
+    from engine.methods.run import Meter, format_summary, run_method
+
+    questions = run_questions(args)
+    if not questions:
+        raise InvalidInputError(
+            f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
+            "nothing to answer; a small question file may need --split all"
+        )
+    meter = Meter()
+    with open_from_args(args) as store:
+        method = args.build_method(args, meter.store(store), meter)
+        summary = run_method(method, questions, meter, args.out, progress=not args.no_progress)
+    summary = {"dataset": args.dataset, "split": args.split, **summary}
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
+    return summary
+
+
+def open_from_args(args: argparse.Namespace, *, write: bool = False):
+    """The store that ``--store`` names. A command that ``write``s into it (``kgqa load``,
+    ``kgqa webqsp build``) opens an embedded store for writing, holding it alone, and creates it
+    where there is none; every other command opens it read only, so that any number of them
+    can read one store at once (:class:`engine.stores.oxigraph.OxigraphStore`)."""
+    options: dict[str, Any] = {}
+    if args.store is None or not args.store.startswith(("bolt", "neo4j")):
+        options["namespace"] = args.namespace
+    for item in getattr(args, "store_option", []):
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise KGQAError(f"--store-option {item!r}: write KEY=VALUE, e.g. staging_dir=/srv/stage")
+        options[key] = int(value) if value.isdigit() else value
+    try:
+        return open_store(args.store, create=write, read_only=not write, **options)
+    except TypeError as e:  # an option the store does not take
+        raise KGQAError(f"--store-option: {e}") from e
+
+
+def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> None:
+    if args.json:
+        print(json.dumps(to_json(result), ensure_ascii=False, indent=2))
+    else:
+        print(render(result, names))
+
+
+def emit_explained(args: argparse.Namespace, calls: list[tuple[Op, Compiled]]) -> None:
+    """The compiled queries of ``--explain``: per store call, the operation, text and parameters."""
+    found = [{"op": op.name, "text": compiled.text, "params": to_json(compiled.params)} for op, compiled in calls]
+    if args.json:
+        print(json.dumps(found, ensure_ascii=False, indent=2))
+        return
+    for item in found:
+        print(f"-- {item['op']}\n{item['text']}")
+        if item["params"]:
+            print(f"-- parameters: {json.dumps(item['params'], ensure_ascii=False)}")
+
+
+# --------------------------------------------------------------------- query operations
+def parse_anchors(ids: list[str], literal_texts: list[str], missing: str) -> list:
+    """Ids, then literals written as in an S-expression; ``missing`` is the error when there
+    are none."""
+    from engine.sexpr import parse_literal
+
+    found = [*ids, *(parse_literal(text) for text in literal_texts)]
+    if not found:
+        raise InvalidInputError(missing)
+    return found

@@ -1,0 +1,74 @@
+"""``kgqa webqsp build``: the WebQSP slice over FB15k-237 (:mod:`loaders.webqsp_slice`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from engine.cli.common import add_output_arguments, add_store_arguments, open_from_args
+from engine.errors import InvalidInputError
+from engine.results import to_json
+
+#: the store the KB goes into unless --store names another
+DEFAULT_KB_STORE = os.path.join("kgqa-data", "fb15k237")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("webqsp", help="WebQSP questions over FB15k-237")
+    actions = p.add_subparsers(dest="webqsp_command", required=True, metavar="COMMAND")
+    b = actions.add_parser(
+        "build",
+        help="build the slice of WebQSP whose gold logical forms reach a gold answer in FB15k-237",
+        description="Build the WebQSP slice over FB15k-237: questions.jsonl (the dataset webqsp-fb15k237, or "
+        "webqsp-fb15k237-test from WebQSP.test.json), report.json and report.txt. The KB is loaded into the "
+        "store first when the store is empty.",
+    )
+    b.add_argument("--webqsp", required=True, help="WebQSP.train.json or WebQSP.test.json (.gz allowed)")
+    b.add_argument("--kb", default=None, help="FB15k-237 directory: train/valid/test.txt(.gz) and entity2text (default: fb15k237 in the data directory)")
+    b.add_argument("--ontology", default=None, help="GrailQA ontology folder with reverse_properties (default: freebase-ontology in the data directory)")
+    b.add_argument("--data-dir", default=None, help="data directory (default: $KGQA_DATA or ../shared/data)")
+    b.add_argument(
+        "--out", default=None,
+        help="output directory (default: webqsp-fb15k237 or webqsp-fb15k237-test, after the WebQSP file's name, "
+        "in $KGQA_BUILT or kgqa-data/datasets, where --dataset finds them)",
+    )
+    b.add_argument("--strict-constraints", action="store_true", help="drop a question that loses any constraint, instead of keeping it without")
+    b.add_argument("--no-progress", action="store_true")
+    add_store_arguments(b)
+    b.set_defaults(store=DEFAULT_KB_STORE)
+    add_output_arguments(b)
+    b.set_defaults(handler=_run_build)
+
+
+def default_out(webqsp: str) -> Path:
+    """The build directory the dataset resolver reads for this WebQSP file (by its name)."""
+    from loaders.datasets import BUILT_DATASETS, built_dir
+
+    name = Path(webqsp).name.lower()
+    split = "webqsp-fb15k237-test" if "test" in name else "webqsp-fb15k237" if "train" in name else None
+    if split is None:
+        raise InvalidInputError(f"cannot tell train from test by the name {Path(webqsp).name!r}: give --out DIR")
+    return built_dir() / Path(BUILT_DATASETS[split][0]).parent
+
+
+def _run_build(args: argparse.Namespace) -> None:
+    from loaders.datasets import data_dir
+    from loaders.webqsp_slice import build_from_files, format_report
+
+    out = Path(args.out) if args.out else default_out(args.webqsp)
+    with open_from_args(args, write=True) as store:  # it loads the KB when the store lacks it
+        report = build_from_files(
+            args.webqsp,
+            args.kb or data_dir(args.data_dir) / "fb15k237",
+            store,
+            out,
+            ontology=args.ontology or data_dir(args.data_dir) / "freebase-ontology",
+            strict_constraints=args.strict_constraints,
+            progress=not args.no_progress,
+        )
+    if args.json:
+        print(json.dumps(to_json(report), indent=2, ensure_ascii=False))
+    else:
+        print(format_report(report))
+        print(f"\nwritten to {out}/ (questions.jsonl, report.json, report.txt)")

@@ -1,5 +1,0 @@
-"""LDR (Xu et al., LLM-based Discriminative Reasoning): the LM only ever chooses from option
-pools built in the store — subgraph search, constraint pruning, answer location.
-
-See ``engine/ldr/README.md`` for the commands and measured results.
-"""

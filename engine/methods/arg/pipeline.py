@@ -1,0 +1,203 @@
+"""ARG-KBQA end to end: retrieval (the batch's store calls shared, :func:`retrieve_batch`) → prompt → K generated forms → alignment and
+execution → majority vote over the answers, sorted with the question's own anchors last
+(:func:`answer_questions`, :func:`engine.methods.run.topic_last`; greedy generation is batched across
+the questions), and :class:`ArgMethod`,
+ARG on the method-run protocol (:mod:`engine.methods.run`), with EM of the voted form against the
+gold form. ``gold_form_f1`` is the F1 of the gold form's own answers: the ceiling F1 can reach
+when the form is right (MetaQA's 2-hop gold answers leave out the topic entity, which e.g.
+``(JOIN written_by (JOIN (R written_by) [X]))`` returns)."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.methods.arg.alignment import Aligner
+from engine.methods.arg.candidates import Schema
+from engine.methods.arg.datasets import gold_form
+from engine.methods.arg.generation import DemoPicker, forms_of, generate_outputs
+from engine.methods.arg.prompts import Demo, build_prompt
+from engine.methods.arg.ranker import BiEncoder, Scorer
+from engine.methods.arg.retrieval import K, retrieve_batch
+from engine.errors import KGQAError
+from engine.graph import Literal, Term, term_key
+from engine.identifiers import positive_int
+from engine.methods.metrics import normalize, score_question
+from engine.models.lm import LanguageModel
+from engine.methods.run import Prediction, topic_last, unwrap
+from engine.sexpr import parse
+from engine.store import Store
+from loaders.questions import Question
+
+
+@dataclass
+class ArgAnswer:
+    question: str
+    references: list[str]
+    generated: list[str]
+    executed: list[str | None]
+    sexpr: str | None
+    answers: list[Term] = field(default_factory=list)
+    count: int | None = None
+    timed_out: int = 0  # candidate executions stopped at the aligner's timeout
+    # seconds per stage: retrieval's store calls and ranker models, generation, alignment + execution
+    store_seconds: float = 0.0
+    model_seconds: float = 0.0
+    generation_seconds: float = 0.0
+    execution_seconds: float = 0.0
+    outputs: list[str] = field(default_factory=list)  # the LM's raw texts, one per sample
+    demos: list[str] = field(default_factory=list)  # the demonstrations' questions, as prompted
+
+
+def answer_questions(
+    store: Store,
+    questions: Sequence[tuple[str, Sequence[str | Literal]]],
+    lm: LanguageModel,
+    picker: DemoPicker,
+    bi: BiEncoder,
+    scorer: Scorer,
+    aligner: Aligner,
+    k: int = K,
+    samples: int = 1,
+    schema: Schema | None = None,
+) -> list[ArgAnswer]:
+    """Each (question, anchors) answered; the generation time of the batch is shared evenly."""
+    retrievals = retrieve_batch(store, questions, bi, scorer, k, schema)
+    references = [[r.text for r in retrieval.references] for retrieval in retrievals]
+    started = time.perf_counter()
+    demos = [picker.pick(question) for question, _ in questions]
+    prompts = [build_prompt(question, refs, ds) for (question, _), refs, ds in zip(questions, references, demos, strict=True)]
+    outputs = generate_outputs(lm, prompts, samples)
+    generation_seconds = (time.perf_counter() - started) / max(len(questions), 1)
+    forms = [forms_of(outs) for outs in outputs]
+    prefetching = time.perf_counter()
+    aligner.prefetch(f for fs in forms for f in fs)
+    prefetch_seconds = (time.perf_counter() - prefetching) / max(len(questions), 1)  # shared evenly, as generation's
+    answers = []
+    for (question, anchors), retrieval, refs, ds, outs, generated in zip(
+        questions, retrievals, references, demos, outputs, forms, strict=True
+    ):
+        executing = time.perf_counter()
+        runs = [aligner.run(form, question) for form in generated]
+        out = ArgAnswer(
+            question, refs, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
+            store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
+            generation_seconds=round(generation_seconds, 4),
+            execution_seconds=round(prefetch_seconds + time.perf_counter() - executing, 4),
+            outputs=outs, demos=[d.question for d in ds],
+        )
+        _vote(out, runs)
+        out.answers = topic_last(out.answers, anchors)  # a form that goes out and back returns its anchor
+        answers.append(out)
+    return answers
+
+
+def _vote(out: ArgAnswer, runs: Sequence[Any]) -> None:
+    """The majority answer over the forms that ran (the first such form on a tie) into ``out``."""
+    votes: Counter = Counter()
+    first: dict[tuple, int] = {}
+    for i, run in enumerate(runs):
+        if run.result is not None:
+            key = (tuple(run.result.answers), run.result.count)
+            votes[key] += 1
+            first.setdefault(key, i)
+    if votes:
+        best = max(votes, key=lambda key: (votes[key], -first[key]))
+        out.sexpr = runs[first[best]].sexpr
+        out.answers, out.count = sorted(best[0], key=term_key), best[1]
+
+
+def exact_match(predicted: str | None, gold: str) -> bool:
+    """EM of logical forms: equal trees (so spacing does not matter)."""
+    if predicted is None:
+        return False
+    try:
+        return parse(predicted) == parse(gold)
+    except KGQAError:
+        return False
+
+
+class ArgMethod:
+    """ARG-KBQA over a question set; demonstrations come from ``pool`` (other questions)."""
+
+    name = "arg"
+
+    def __init__(
+        self,
+        store: Store,
+        lm: LanguageModel,
+        bi: BiEncoder,
+        scorer: Scorer,
+        pool: Sequence[Demo],
+        *,
+        n_demos: int = 10,
+        demo_mode: str = "bm25",
+        samples: int = 1,
+        k: int = K,
+        timeout: float | None = 10.0,
+        seed: int = 0,
+        schema: Schema | None = None,
+        batch_size: int = 8,
+    ) -> None:
+        self.batch_size = positive_int(batch_size, "batch size")  # questions whose greedy generations are decoded together
+        self.store, self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = store, lm, bi, scorer, k, samples, schema
+        self.timeout = timeout
+        self.picker = DemoPicker(pool, n_demos, demo_mode, seed)
+        self.aligner = Aligner(store, timeout=timeout)
+        self.pool_size = len(pool)
+
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+        got = answer_questions(
+            self.store, [(q.question, q.topic_entities) for q in questions], self.lm, self.picker, self.bi, self.scorer,
+            self.aligner, self.k, self.samples, self.schema,
+        )
+        ids = list(dict.fromkeys(a for g in got for a in g.answers if not isinstance(a, Literal)))
+        names = self.store.names(ids) if ids else {}  # one call for the batch's answers
+        return [self._prediction(q, g, names) for q, g in zip(questions, got, strict=True)]
+
+    def _prediction(self, q: Question, got: ArgAnswer, names: dict[str, str | None]) -> Prediction:
+        texts = [a.value if isinstance(a, Literal) else (names.get(a) or a) for a in got.answers]
+        extras: dict[str, Any] = {
+            "demos": got.demos,
+            "references": got.references,
+            "outputs": got.outputs,
+            "generated": got.generated,
+            "executed": got.executed,
+            "sexpr": got.sexpr,
+            "count": got.count,
+            "timed_out": got.timed_out,
+        }
+        extras.update(self._gold(q, got.sexpr))
+        return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], extras)
+
+    def _gold(self, q: Question, sexpr: str | None) -> dict[str, Any]:
+        """The gold form, EM against it and the F1 of its own answers (outside the metered store:
+        scoring is not answering)."""
+        store = unwrap(self.store)
+        try:
+            gold = gold_form(store, q)
+        except KGQAError:
+            return {"gold_form": None, "em": None, "gold_form_f1": None}
+        try:
+            gold_answers = [a.value if isinstance(a, Literal) else a for a in store.execute(gold, timeout=self.timeout).answers]
+        except KGQAError:
+            gold_answers = []
+        expected = q.answer_entities or q.answers  # ids where the dataset gives them (the WebQSP slice's MIDs)
+        f1 = score_question(gold_answers, expected).f1 if any(normalize(a) for a in expected) else None
+        return {"gold_form": gold, "em": exact_match(sexpr, gold), "gold_form_f1": None if f1 is None else round(f1, 4)}
+
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """EM, the share of questions with a parsable form and with an answer, and the F1 ceiling."""
+        extras = [r["arg"] for r in records]
+        with_gold = [e for e in extras if e["em"] is not None]
+        ceiling = [e["gold_form_f1"] for e in extras if e["gold_form_f1"] is not None]
+        n = max(len(extras), 1)
+        return {
+            "em": round(sum(e["em"] for e in with_gold) / max(len(with_gold), 1), 4),
+            "parsed": round(sum(bool(e["generated"]) for e in extras) / n, 4),
+            "answered": round(sum(e["sexpr"] is not None for e in extras) / n, 4),
+            "gold_form_f1": round(sum(ceiling) / max(len(ceiling), 1), 4),
+            "demos": self.pool_size,
+        }

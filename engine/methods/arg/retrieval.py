@@ -1,0 +1,158 @@
+"""ARG-KBQA retrieval (Module A) on the store operations.
+
+1. ``relations(anchors)``: the one-hop relations of the question's entities and literals (a
+   literal's are the relations of the edges that end on it, all ``in``);
+2. stage 1 keeps 2k of them (bi-encoder, question vs relation), stage 2 keeps k
+   (``Question: q / Relation: r``);
+3. ``two_hop_relations`` per kept (r1, direction), all its anchors in one call: the relations
+   around the nodes reached (from a literal, the subjects of its r1 edges);
+4. stage 1 keeps 2k two-hop pairs (``One-hop Relation: r1 / Relation: r2``), stage 2 keeps k
+   (``Question: q / One-hop Relation: r1 / Relation: r2``);
+5. the kept one- and two-hop paths become candidate logical forms (``candidates.py``), stage 2
+   ranks them (``Question: q / Logical form: lf``), and the top k are the references, ids
+   replaced by names. A literal anchor gives ``(JOIN r literal)`` and, for numbers and dates,
+   the comparisons ``(lt r literal)`` … ``(ge r literal)`` as well.
+
+:func:`retrieve_batch` does this for a batch of questions with the store calls shared (one
+``relations`` call, one ``two_hop_relations`` call per (r1, direction), one ``names`` call),
+each question getting exactly the rows its own calls would give (:mod:`engine.methods.batched`).
+Every store call and model call is timed apart (``store_seconds``, ``model_seconds``) by a :class:`~engine.methods.run.Meter`.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.methods.arg.candidates import Hop, Schema, path_forms, with_names
+from engine.methods.arg.ranker import BiEncoder, Scorer, top
+from engine.methods.batched import names_per_group, per_group
+from engine.graph import Literal, Term, term_key
+from engine.methods.run import Meter
+from engine.sexpr.tree import Top, to_text
+from engine.sexpr.tree import entities as tree_entities
+from engine.store import Store
+
+K = 20
+
+
+@dataclass(frozen=True)
+class KeptPath:
+    anchor: Term  # an entity id or a Literal
+    hops: tuple[Hop, ...]
+    score: float
+
+
+@dataclass(frozen=True)
+class Reference:
+    sexpr: str  # with ids
+    text: str  # ids replaced by names
+    score: float
+
+
+@dataclass
+class Retrieval:
+    question: str
+    paths: list[KeptPath] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    store_seconds: float = 0.0
+    model_seconds: float = 0.0
+    store_calls: float = 0.0  # a batch's calls shared evenly
+
+
+def _two_stage(
+    meter: Meter, bi: BiEncoder, scorer: Scorer, question: str, stage1: list[str], stage2: list[str], k: int
+) -> list[tuple[int, float]]:
+    """Indexes (and stage-2 scores) of the k items kept after 2k by stage 1."""
+    with meter.stage("model"):
+        first = top(bi.scores(question, stage1), 2 * k)
+        second = scorer.scores(question, [stage2[i] for i in first])
+    return [(first[j], second[j]) for j in top(second, k)]
+
+
+def retrieve(
+    store: Store,
+    question: str,
+    anchors: Sequence[str | Literal],
+    bi: BiEncoder,
+    scorer: Scorer,
+    k: int = K,
+    schema: Schema | None = None,
+    limit: int | None = 10_000,
+) -> Retrieval:
+    """The kept paths and the top-k references for a question with its gold entities and
+    literals (``anchors``: ids and :class:`Literal` values)."""
+    return retrieve_batch(store, [(question, anchors)], bi, scorer, k, schema, limit)[0]
+
+
+def retrieve_batch(
+    store: Store,
+    questions: Sequence[tuple[str, Sequence[str | Literal]]],
+    bi: BiEncoder,
+    scorer: Scorer,
+    k: int = K,
+    schema: Schema | None = None,
+    limit: int | None = 10_000,
+) -> list[Retrieval]:
+    """:func:`retrieve` for each (question, anchors), the same results, with the store calls
+    of the batch shared (:func:`engine.methods.batched.per_group`): one ``relations`` call, one
+    ``two_hop_relations`` call per (r1, direction) any question kept, one ``names`` call. The
+    batch's store and model seconds are shared evenly."""
+    meter = Meter()
+    store = meter.store(store)
+    results = [Retrieval(question) for question, _ in questions]
+    seeds = [list(dict.fromkeys(anchors)) for _, anchors in questions]
+    hop1_rows = per_group(lambda a, n: store.relations(a, "both", n), seeds, limit)
+    by_r1s: list[dict[tuple[str, str], list[Term]]] = []
+    for result, (rows, _) in zip(results, hop1_rows):
+        hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
+        kept1 = _two_stage(meter, bi, scorer, result.question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
+        result.paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
+        by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
+        for path in result.paths:
+            (r1, d1), = path.hops
+            by_r1[(r1, d1)].append(path.anchor)
+        by_r1s.append(by_r1)
+
+    hop2s: list[set[tuple[Term, str, str, str, str]]] = [set() for _ in questions]
+    for r1, d1 in sorted({key for by_r1 in by_r1s for key in by_r1}):
+        asking = [i for i, by_r1 in enumerate(by_r1s) if (r1, d1) in by_r1]
+        found = per_group(
+            lambda a, n, r1=r1, d1=d1: store.two_hop_relations(a, r1, d1, n), [by_r1s[i][(r1, d1)] for i in asking], limit
+        )
+        for i, (rows, _) in zip(asking, found):
+            hop2s[i].update((row.id, r1, d1, row.relation, row.direction) for row in rows)
+    forms: list[list[Top]] = []
+    for result, hop2 in zip(results, hop2s):
+        pairs = sorted(hop2, key=_hop_key)
+        texts = [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs]
+        kept2 = _two_stage(meter, bi, scorer, result.question, texts, texts, k)
+        result.paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
+        forms.append(list(dict.fromkeys(f for p in result.paths for f in path_forms(p.anchor, list(p.hops), schema))))
+
+    # each question's own names: another question's ids never rename this one's text
+    ids = [sorted({i for f in fs for i in tree_entities(f)}) for fs in forms]
+    for result, fs, names in zip(results, forms, names_per_group(store, ids), strict=True):
+        result.references = rank_forms(meter, scorer, result.question, fs, names, k)
+    n = max(len(questions), 1)
+    for result in results:
+        result.store_seconds, result.model_seconds = meter.seconds["store"] / n, meter.seconds["model"] / n
+        result.store_calls = meter.calls["store"] / n
+    return results
+
+
+def _hop_key(row: tuple) -> tuple:
+    """Rows (anchor, …) in a total order, entity ids and literals mixed."""
+    return (term_key(row[0]), *row[1:])
+
+
+def rank_forms(
+    meter: Meter, scorer: Scorer, question: str, forms: list[Top], names: dict[str, Any], k: int
+) -> list[Reference]:
+    """The top k of a question's candidate forms by stage 2, each shown with names for ids."""
+    texts = [to_text(f) for f in forms]
+    named = [with_names(f, names) for f in forms]
+    with meter.stage("model"):
+        scores = scorer.scores(question, [f"Logical form: {t}" for t in named])
+    return [Reference(texts[i], named[i], round(scores[i], 6)) for i in top(scores, k)]

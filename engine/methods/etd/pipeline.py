@@ -1,0 +1,110 @@
+"""EtD end to end on the method-run protocol (:mod:`engine.methods.run`): exploration, evidence,
+determination (the batch's prompts decoded together), a batch of questions at a time."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from engine.methods.etd.determination import Determination, determine
+from engine.methods.etd.evidence import backtrack, facts
+from engine.methods.etd.exploration import Explorer, RelationVocab
+from engine.methods.etd.model import EtDModel, encode_texts, ranked
+from engine.methods.etd.prompts import LABELS, Option, render_prompt
+from engine.methods.etd.training import explore, peak_memory_mb, question_texts
+from engine.graph import Literal
+from engine.methods.metrics import aggregate, score_question
+from engine.models.device import pick_device
+from engine.models.lm import LanguageModel
+from engine.methods.run import Meter, Prediction
+from engine.store import Store
+from loaders.questions import Question
+
+
+def _text(term: Any, names: dict[str, str | None]) -> str:
+    return term.value if isinstance(term, Literal) else (names.get(term) or term)
+
+
+class EtdMethod:
+    """Explore with the trained GNN, backtrack evidence for the top-N candidates and determine
+    each question's answer (by ``lm`` when given, else the GNN's top candidate)."""
+
+    name = "etd"
+
+    def __init__(
+        self,
+        store: Store,
+        model: EtDModel,
+        meter: Meter,
+        lm: LanguageModel | None = None,
+        *,
+        top_n: int = 3,
+        batch_size: int = 50,
+        max_degree: int | None = 1000,
+        encoding_cache: str | None = None,
+    ) -> None:
+        model.eval()
+        self.store, self.model, self.meter, self.lm = store, model, meter, lm
+        self.top_n, self.batch_size, self.encoding_cache = top_n, batch_size, encoding_cache
+        self.explorer = Explorer(store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
+
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+        explorer, n = self.explorer, len(questions)
+        with self.meter.stage("model"), torch.no_grad():
+            features = encode_texts(
+                question_texts(questions, self.model.config.mask_topic), self.model.config.encoder, cache_dir=self.encoding_cache
+            )
+            exploration = explore(self.model, explorer, questions, features, range(n))
+            top = ranked(exploration, n, self.top_n)
+            evidence = [[facts(backtrack(exploration, int(exploration.keys[c])), explorer) for c, _, _ in t] for t in top]
+        ids = {explorer.terms[node] for t in top for _, node, _ in t} | {
+            term for per_q in evidence for fs in per_q for f in fs for term in (f.subject, f.object)
+        }
+        names = self.store.names(sorted(i for i in ids if isinstance(i, str)))
+        terms = self.explorer.terms
+        options = [
+            [Option(_text(terms[node], names), p, tuple(f)) for (_, node, p), f in zip(cands, cand_facts)]
+            for cands, cand_facts in zip(top, evidence)
+        ]
+        asked = [i for i, opts in enumerate(options) if opts] if self.lm is not None else []
+        found = determine(
+            self.lm, [render_prompt(questions[i].question, options[i], names) for i in asked], [[o.text for o in options[i]] for i in asked]
+        ) if asked else []
+        choices = dict(zip(asked, found, strict=True))
+        return [self._prediction(cands, opts, names, choices.get(i)) for i, (cands, opts) in enumerate(zip(top, options))]
+
+    def _prediction(self, cands: list, options: list[Option], names: dict[str, str | None], choice: Determination | None) -> Prediction:
+        """The GNN's top candidate, or the option the LLM chose (``choice``), with the evidence."""
+        terms = self.explorer.terms
+        extras: dict[str, Any] = {
+            "candidates": [
+                {
+                    "id": str(terms[node]),
+                    "name": o.text,
+                    "probability": round(p, 6),
+                    "evidence": [[_text(f.subject, names), f.relation, _text(f.object, names)] for f in o.facts],
+                }
+                for (_, node, p), o in zip(cands, options)
+            ],
+            "gnn_answer": str(terms[cands[0][1]]) if cands else None,
+        }
+        chosen: int | None = 0 if cands else None
+        answer_text: str | None = None
+        if choice is not None:
+            chosen, answer_text = choice.index, choice.answer
+            extras["label"] = None if choice.index is None else LABELS[choice.index]
+            extras["llm_output"] = choice.output
+        if chosen is not None:
+            return Prediction([options[chosen].text], [str(terms[cands[chosen][1]])], extras)
+        # the LLM named an answer that is none of the options: its text, no id
+        return Prediction([answer_text] if answer_text else [], [], extras)
+
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Hits@1 of the GNN's top candidate alone, the device and the peak memory."""
+        scored = [
+            score_question([r["etd"]["gnn_answer"]] if r["etd"]["gnn_answer"] else [], list(dict.fromkeys([*r["answer_ids"], *r["answers"]])))
+            for r in records
+            if r["answers"] or r["answer_ids"]
+        ]
+        return {"hits1_gnn": round(aggregate(scored).hits1, 5), "device": pick_device(), "peak_memory_mb": peak_memory_mb()}

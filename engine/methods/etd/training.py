@@ -1,0 +1,286 @@
+"""Training the exploration model: Adam, batches of questions, validation Hits@1 with early
+stopping, checkpoints, progress and a summary."""
+from __future__ import annotations
+
+import json
+import random
+import re
+import resource
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from engine.methods.etd.exploration import Explorer, RelationVocab, relation_text
+from engine.methods.etd.model import (
+    EtDConfig,
+    EtDModel,
+    Exploration,
+    answer_loss,
+    encode_texts,
+    ranked,
+)
+from engine.methods.metrics import score_question
+from engine.models.device import pick_device
+from engine.methods.run import Meter
+from engine.store import Store
+from loaders.datasets import SPLIT_SEED
+from loaders.questions import Question
+
+#: (L, K) per dataset: the paper's Table 8; PathQuestion is not in the paper [L = hops, K as MetaQA]
+PAPER_LAYERS_TOP_K: dict[str, tuple[int, int]] = {
+    "metaqa-1hop": (1, 40),
+    "metaqa-2hop": (2, 60),
+    "metaqa-3hop": (3, 100),
+    "webqsp": (2, 200),
+    "cwq": (4, 200),
+    "pathquestion-2h": (2, 60),
+    "pathquestion-3h": (3, 100),
+}
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; the defaults are the paper's (d = 256, Adam lr 1e-4, wd 1e-3, batch 20)."""
+
+    dataset: str
+    num_layers: int
+    top_k: int
+    dim: int = 256
+    lr: float = 1e-4
+    weight_decay: float = 1e-3
+    batch_size: int = 20
+    epochs: int = 30
+    patience: int = 3
+    max_degree: int | None = 1000
+    #: per-question cap on each layer's kept nodes in training steps [inf]; None = the paper
+    max_frontier: int | None = None
+    encoder: str | None = None
+    seed: int = 0  # initialisation and batch order
+    split_seed: int = SPLIT_SEED  # the train/val/test split
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    max_train: int | None = None
+    #: directory keeping the frozen question/relation encodings between runs (None: no cache)
+    encoding_cache: str | None = None
+    #: start no new epoch once this many seconds have passed since training began (None: no limit)
+    time_budget: float | None = None
+    #: a checkpoint whose weights the model starts from (same L, K, d, encoder, relations)
+    init_from: str | None = None
+    #: encode questions with their topic entities' mentions replaced by a placeholder [inf]
+    mask_topic: bool = False
+
+    @classmethod
+    def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
+        layers, top_k = PAPER_LAYERS_TOP_K.get(dataset, (3, 200))
+        settings = {"num_layers": layers, "top_k": top_k}
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(dataset=dataset, **settings)
+
+
+@dataclass
+class TrainSummary:
+    """What a training run did."""
+
+    dataset: str
+    device: str
+    train_questions: int
+    val_questions: int
+    epochs: int
+    best_epoch: int
+    best_val_hits1: float
+    #: the training pass of each epoch (validation not included), and its store time
+    epoch_seconds: list[float] = field(default_factory=list)
+    epoch_store_seconds: list[float] = field(default_factory=list)
+    epoch_loss: list[float] = field(default_factory=list)
+    val_hits1: list[float] = field(default_factory=list)
+    unreached_train: float = 0.0
+    encode_seconds: float = 0.0
+    store_calls: int = 0
+    peak_memory_mb: float = 0.0
+    checkpoint: str = ""
+    #: why training ended before ``epochs``: "patience", "time budget", or "" (ran every epoch)
+    stopped_by: str = ""
+
+    @property
+    def store_share(self) -> float:
+        total = sum(self.epoch_seconds)
+        return sum(self.epoch_store_seconds) / total if total else 0.0
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["store_share"] = round(self.store_share, 4)
+        return out
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process (and of the GPU when used), in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if torch.cuda.is_available():
+        peak += torch.cuda.max_memory_allocated() / 2**20
+    return round(peak, 1)
+
+
+def batches(items: Sequence[int], size: int) -> Iterator[list[int]]:
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+def explore(
+    model: EtDModel, explorer: Explorer, questions: Sequence[Question], features: torch.Tensor, members: Sequence[int]
+) -> Exploration:
+    """One forward pass over the questions ``members`` (indices into ``questions``/``features``)."""
+    topics = [explorer.nodes(questions[i].topic_entities) for i in members]
+    return model(features[list(members)], topics, explorer)
+
+
+#: what a masked question says in place of its topic entity's mention
+TOPIC_PLACEHOLDER = "X"
+
+
+def question_texts(questions: Sequence[Question], mask_topic: bool = False) -> list[str]:
+    """The texts the frozen encoder reads: the questions as written, or with every mention of a
+    topic entity (case-insensitive, longest name first) replaced by ``TOPIC_PLACEHOLDER``, so that
+    the words of a title ("Moving Out", "What's Eating Gilbert Grape") cannot pass for the relation
+    asked about [inf]."""
+    if not mask_topic:
+        return [q.question for q in questions]
+    out = []
+    for q in questions:
+        text = q.question
+        for name in sorted(q.topic_entities, key=len, reverse=True):
+            text = re.sub(re.escape(name), TOPIC_PLACEHOLDER, text, flags=re.IGNORECASE)
+        out.append(text)
+    return out
+
+
+def gold_answers(question: Question) -> list[str]:
+    """The gold answer ids and texts of a question, without repeats."""
+    return list(dict.fromkeys([*question.answer_entities, *question.answers]))
+
+
+def is_hit(explorer: Explorer, node: int | None, question: Question) -> bool:
+    """Hits@1 (``engine.methods.metrics``) of one answer node against the question's gold answers."""
+    return node is not None and score_question([str(explorer.terms[node])], gold_answers(question)).hits1 == 1.0
+
+
+@torch.no_grad()
+def evaluate_hits1(
+    model: EtDModel, explorer: Explorer, questions: Sequence[Question], features: torch.Tensor, batch_size: int = 50
+) -> float:
+    """Hits@1 of the GNN's top candidate."""
+    model.eval()
+    hits = 0
+    for members in batches(range(len(questions)), batch_size):
+        top = ranked(explore(model, explorer, questions, features, members), len(members), 1)
+        hits += sum(is_hit(explorer, t[0][1] if t else None, questions[i]) for i, t in zip(members, top))
+    return hits / len(questions) if questions else 0.0
+
+
+def build_model(config: TrainConfig, vocab: RelationVocab) -> EtDModel:
+    relation_features = encode_texts([relation_text(r) for r in vocab.names], config.encoder, cache_dir=config.encoding_cache)
+    model_config = EtDConfig(
+        config.num_layers, config.top_k, config.dim, config.encoder, tuple(vocab.names), config.max_frontier,
+        config.mask_topic,
+    )
+    return EtDModel(model_config, relation_features).to(pick_device())
+
+
+def load_checkpoint(path: str | Path) -> tuple[EtDModel, dict]:
+    """The model of a checkpoint file (on the chosen device) and the checkpoint's metadata."""
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    config = EtDConfig(**{**saved["model"], "relations": tuple(saved["model"]["relations"])})
+    model = EtDModel(config, saved["state_dict"]["relation_features"])
+    model.load_state_dict(saved["state_dict"])
+    return model.to(pick_device()).eval(), saved
+
+
+def _save(path: Path, model: EtDModel, config: TrainConfig, **extra) -> None:
+    state = {k: v.cpu() for k, v in model.state_dict().items()}
+    torch.save({"model": model.config.to_json(), "train": asdict(config), "state_dict": state, **extra}, path)
+
+
+def train(
+    store: Store,
+    train_questions: Sequence[Question],
+    val_questions: Sequence[Question],
+    config: TrainConfig,
+    checkpoint_dir: str | Path,
+    *,
+    progress: bool = True,
+) -> TrainSummary:
+    """Train on ``train_questions``, keep the best model by validation Hits@1 in
+    ``checkpoint_dir/best.pt`` (and the latest in ``last.pt``), stop after ``patience`` epochs
+    without improvement; ``summary.json`` records the run."""
+    torch.manual_seed(config.seed)
+    out_dir = Path(checkpoint_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab = RelationVocab.from_store(store)
+    meter = Meter()
+    explorer = Explorer(meter.store(store), vocab, max_degree=config.max_degree)
+    model = build_model(config, vocab)
+    if config.init_from is not None:
+        start, _ = load_checkpoint(config.init_from)
+        if start.config != model.config:
+            raise ValueError(f"{config.init_from} was trained with {start.config}, not {model.config}")
+        model.load_state_dict(start.state_dict())
+    started = time.perf_counter()
+    features = encode_texts(question_texts(train_questions, config.mask_topic), config.encoder, cache_dir=config.encoding_cache)
+    val_features = encode_texts(question_texts(val_questions, config.mask_topic), config.encoder, cache_dir=config.encoding_cache)
+    summary = TrainSummary(
+        config.dataset, pick_device(), len(train_questions), len(val_questions), 0, 0, -1.0,
+        encode_seconds=round(time.perf_counter() - started, 2),
+    )
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    order = list(range(len(train_questions)))
+    shuffler = random.Random(config.seed)
+    stale, best = 0, -1.0  # best unrounded: a later epoch with the same Hits@1 is not better
+    training_started = time.perf_counter()
+    for epoch in range(1, config.epochs + 1):
+        if config.time_budget is not None and epoch > 1 and time.perf_counter() - training_started > config.time_budget:
+            summary.stopped_by = "time budget"
+            break
+        shuffler.shuffle(order)
+        model.train()
+        epoch_started, store_before = time.perf_counter(), meter.seconds["store"]
+        total_loss, unreached, steps = 0.0, 0, 0
+        bar = tqdm(list(batches(order, config.batch_size)), desc=f"epoch {epoch}", file=sys.stderr, disable=not progress)
+        for members in bar:
+            exploration = explore(model, explorer, train_questions, features, members)
+            gold = [explorer.nodes(train_questions[i].answer_entities) for i in members]
+            loss, missed = answer_loss(exploration, gold)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total_loss, unreached, steps = total_loss + float(loss.detach()), unreached + missed, steps + 1
+            bar.set_postfix(loss=f"{total_loss / steps:.4f}")
+        summary.epoch_seconds.append(round(time.perf_counter() - epoch_started, 2))
+        summary.epoch_store_seconds.append(round(meter.seconds["store"] - store_before, 2))
+        hits = evaluate_hits1(model, explorer, val_questions, val_features)
+        summary.epochs = epoch
+        summary.epoch_loss.append(round(total_loss / max(steps, 1), 5))
+        summary.val_hits1.append(round(hits, 5))
+        summary.unreached_train = round(unreached / max(len(train_questions), 1), 5)
+        print(  # one line per epoch, with or without the progress bar
+            f"epoch {epoch}: loss {summary.epoch_loss[-1]:.4f}  val Hits@1 {hits:.4f}  "
+            f"{summary.epoch_seconds[-1]:.1f} s (store {summary.epoch_store_seconds[-1]:.1f} s)",
+            file=sys.stderr,
+        )
+        _save(out_dir / "last.pt", model, config, epoch=epoch, val_hits1=hits)
+        if hits > best:
+            best, summary.best_val_hits1, summary.best_epoch, stale = hits, round(hits, 5), epoch, 0
+            _save(out_dir / "best.pt", model, config, epoch=epoch, val_hits1=hits)
+        else:
+            stale += 1
+            if stale >= config.patience:
+                summary.stopped_by = "patience"
+                break
+    summary.store_calls = meter.calls["store"]
+    summary.peak_memory_mb = peak_memory_mb()
+    summary.checkpoint = str(out_dir / "best.pt")
+    (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
+    return summary

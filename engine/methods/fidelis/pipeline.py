@@ -1,0 +1,107 @@
+"""FiDeLiS end to end on the method-run protocol (:mod:`engine.methods.run`), and its own figures:
+validity ratio, coverage ratio, LLM prompts and tokens per question."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.methods.fidelis.index import EmbeddingIndex
+from engine.methods.fidelis.search import Outcome, SearchConfig, Searcher, check_steps
+from engine.methods.metrics import coverage_ratio, validity_ratio
+from engine.models.lm import LanguageModel
+from engine.methods.run import Prediction
+from engine.store import Store
+from loaders.questions import Question, gold_relation_path
+
+
+class FidelisMethod:
+    """FiDeLiS: Path-RAG over the store with an embedding index, and deductive-verification
+    beam search with a language model. ``batch_size`` questions are searched in lock step."""
+
+    name = "fidelis"
+
+    def __init__(
+        self, store: Store, lm: LanguageModel, index: EmbeddingIndex, config: SearchConfig, meter: Any = None, batch_size: int = 4
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.batch_size = batch_size
+        self.searcher = Searcher(store, index, lm, config, meter)
+
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+        searcher = self.searcher
+        searcher.embedding_seconds = 0.0
+        outcomes = searcher.run(questions)
+        paths = [p for o in outcomes for s in o.searches for p in s.reasoning_paths]
+        valid = check_steps(self.store, paths)
+        share = searcher.embedding_seconds / max(len(questions), 1)
+        return [self._prediction(q, o, valid, share) for q, o in zip(questions, outcomes)]
+
+    def _prediction(self, q: Question, o: Outcome, valid: dict, embedding_seconds: float) -> Prediction:
+        text = self.searcher.text
+        flags = [ok for s in o.searches for p in s.reasoning_paths for ok in valid[p]]
+        gold = gold_relation_path(q)
+        retrieved = {r for s in o.searches for r in s.retrieved}
+        kept = {p.relations for s in o.searches for p in s.reasoning_paths}
+        extras: dict[str, Any] = {
+            "plan": {"keywords": o.plan.keywords, "steps": o.plan.steps, "statement": o.plan.statement, "parsed": o.plan.parsed,
+                     "partial": o.plan.partial},
+            "searches": [
+                {"topic": s.topic, "steps": s.steps, "verified": [text(p) for p in s.finished], "paths": [text(p) for p in s.reasoning_paths]}
+                for s in o.searches
+            ],
+            "paths": [text(p) for s in o.searches for p in s.reasoning_paths],
+            "output": o.output,
+            "llm": {
+                "prompts": sum(o.usage.prompts.values()),
+                "by_stage": dict(o.usage.prompts),
+                "prompt_tokens": o.usage.prompt_tokens,
+                "completion_tokens": o.usage.completion_tokens,
+                "malformed": dict(o.usage.malformed),
+            },
+            "validity": {"steps": len(flags), "valid": sum(flags)},
+            "coverage": None if gold is None else {
+                "gold": gold,
+                "retrieved": coverage_ratio(retrieved, [gold]),
+                "kept": coverage_ratio(kept, [gold]),
+            },
+            "embedding_seconds": round(embedding_seconds, 5),
+        }
+        return Prediction(o.answers, o.answer_ids, extras)
+
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return summarize(records, self.config, dict(self.searcher.truncated))
+
+
+def summarize(records: Sequence[dict[str, Any]], config: SearchConfig | None = None, truncated: dict | None = None) -> dict[str, Any]:
+    """Validity and coverage ratios, LLM prompts and tokens per question, how often the model's
+    replies were unusable, and the store's share of the time."""
+    extras = [r["fidelis"] for r in records]
+    n = max(len(extras), 1)
+    covered = [e["coverage"] for e in extras if e["coverage"] is not None]
+    steps = [True] * sum(e["validity"]["valid"] for e in extras)
+    steps += [False] * sum(e["validity"]["steps"] - e["validity"]["valid"] for e in extras)
+    total = sum(r["seconds"]["total"] for r in records)
+    malformed: dict[str, int] = {}
+    for e in extras:
+        for k, v in e["llm"]["malformed"].items():
+            malformed[k] = malformed.get(k, 0) + v
+    summary: dict[str, Any] = {
+        "validity_ratio": validity_ratio(steps),
+        "coverage_ratio": sum(c["retrieved"] for c in covered) / len(covered) if covered else None,
+        "path_coverage": sum(c["kept"] for c in covered) / len(covered) if covered else None,
+        "verified": sum(any(s["verified"] for s in e["searches"]) for e in extras) / n,
+        "llm_prompts": sum(e["llm"]["prompts"] for e in extras) / n,
+        "prompt_tokens": sum(e["llm"]["prompt_tokens"] for e in extras) / n,
+        "completion_tokens": sum(e["llm"]["completion_tokens"] for e in extras) / n,
+        "plans_parsed": sum(e["plan"]["parsed"] for e in extras) / n,
+        "plans_partial": sum(e["plan"].get("partial", False) for e in extras) / n,
+        "malformed": malformed,
+        "embedding_seconds": sum(e["embedding_seconds"] for e in extras) / n,
+        "store_share": sum(r["seconds"]["store"] for r in records) / total if total > 0 else 0.0,
+    }
+    if truncated:
+        summary["truncated"] = truncated
+    if config is not None:
+        summary = {"width": config.width, "depth": config.depth, "verifier": config.verifier, "answer_mode": config.answer_mode, **summary}
+    return summary

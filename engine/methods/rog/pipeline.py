@@ -1,0 +1,133 @@
+"""RoG end to end on the method-run protocol: plan, ground and reason per batch, and plan validity."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import InvalidInputError
+from engine.identifiers import positive_int
+from engine.models.lm import LanguageModel
+from engine.methods.rog.grounding import Grounding, ground_batch
+from engine.methods.rog.planning import (
+    PLAN_MODES,
+    Frontiers,
+    Plan,
+    generate_plans_batch,
+    relation_vocabulary,
+)
+from engine.methods.rog.reasoning import REASONING_MODES, reason
+from engine.methods.run import Prediction
+from engine.store import Store
+from loaders.questions import Question
+
+
+@dataclass(frozen=True)
+class RogConfig:
+    plan_mode: str = "grounded"
+    answer_mode: str = "llm"
+    k: int = 3
+    max_hops: int = 3
+    direction: str = "both"
+    plan_tokens: int = 100
+    answer_tokens: int = 128
+    prompt_tokens: int | None = 4096
+    path_limit: int | None = None
+    batch_size: int = 8  # questions whose plans and reasoning prompts are decoded together, grounding calls shared
+
+    def __post_init__(self) -> None:
+        if self.plan_mode not in PLAN_MODES:
+            raise InvalidInputError(f"unknown planning mode {self.plan_mode!r}: use {', '.join(PLAN_MODES)}")
+        if self.answer_mode not in REASONING_MODES:
+            raise InvalidInputError(f"unknown answer mode {self.answer_mode!r}: use {', '.join(REASONING_MODES)}")
+        positive_int(self.batch_size, "batch size")
+
+
+class RogMethod:
+    """RoG on the method-run protocol (:mod:`engine.methods.run`): one store, a planning model and
+    (unless answering with path ends) a reasoning model."""
+
+    name = "rog"
+
+    def __init__(self, store: Store, planner: LanguageModel, reasoner: LanguageModel | None, config: RogConfig) -> None:
+        self.store = store
+        self.planner = planner
+        self.reasoner = reasoner or planner
+        self.config = config
+        self.batch_size = config.batch_size
+        self.vocabulary = relation_vocabulary(store)  # once per run
+        if not self.vocabulary:
+            raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
+
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+        """The batch's plans decoded together (each question's beam search under its own
+        constraint), grounded in the store with the batch's calls shared where they do not
+        depend on the plans (the topic entities' relations, each distinct plan's paths,
+        names), then the reasoning prompts of the whole batch decoded together."""
+        c = self.config
+        frontiers = [Frontiers(self.store, q.topic_entities, c.direction) for q in questions]
+        if c.plan_mode == "grounded":
+            Frontiers.share_first_step(frontiers)
+        plans = generate_plans_batch(
+            self.planner, [q.question for q in questions], k=c.k, mode=c.plan_mode, vocabulary=self.vocabulary,
+            frontiers=frontiers, max_hops=c.max_hops, max_new_tokens=c.plan_tokens,
+        )
+        groundings = ground_batch(
+            self.store, [(q.topic_entities, [p.relations for p in ps]) for q, ps in zip(questions, plans, strict=True)],
+            direction=c.direction, limit=c.path_limit,
+        )
+        planned = [(ps, g, g.rendered(), g.answers()) for ps, g in zip(plans, groundings, strict=True)]
+        if c.answer_mode == "paths":
+            reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, _, ends in planned]
+        else:
+            reasoned = list(reason(
+                self.reasoner,
+                [(q.question, rendered) for q, (_, _, rendered, _) in zip(questions, planned, strict=True)],
+                explain=c.answer_mode == "explain",
+                max_new_tokens=c.answer_tokens,
+                max_prompt_tokens=c.prompt_tokens,
+            ))
+        return [self._prediction(*p, *r) for p, r in zip(planned, reasoned, strict=True)]
+
+    def _prediction(
+        self, plans: list[Plan], grounding: Grounding, rendered: list[str], path_ends: list[str], prediction: list[str], output: str | None
+    ) -> Prediction:
+        extras = {
+            "plans": [
+                {
+                    "text": p.text,
+                    "relations": p.relations,
+                    "score": p.score,
+                    "exists": bool(p.relations) and set(p.relations) <= self.vocabulary,
+                    "grounds": n > 0,
+                    "paths": n,
+                }
+                for p, n in zip(plans, grounding.paths_per_plan)
+            ],
+            "paths": rendered,
+            "paths_truncated": grounding.truncated,
+            "path_ends": path_ends,
+            "output": output,
+        }
+        return Prediction(list(prediction), extras=extras)
+
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Plan validity (parsed; relations exist; the plan grounds) and the mean number of paths."""
+        return summarize_plans([r["rog"] for r in records], self.config)
+
+
+def summarize_plans(extras: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:
+    """Plan validity over RoG's per-question extras."""
+    extras = list(extras)
+    plans = [p for e in extras for p in e["plans"]]
+    n_plans = max(len(plans), 1)
+    summary: dict[str, Any] = {
+        "plans": len(plans),
+        "plans_parsed": sum(p["relations"] is not None for p in plans) / n_plans,
+        "plans_exist": sum(p["exists"] for p in plans) / n_plans,
+        "plans_ground": sum(p["grounds"] for p in plans) / n_plans,
+        "mean_paths": sum(len(e["paths"]) for e in extras) / max(len(extras), 1),
+    }
+    if config is not None:
+        summary = {"plan_mode": config.plan_mode, "answer_mode": config.answer_mode, **summary}
+    return summary

@@ -1,0 +1,329 @@
+"""One way to run a method over questions: the method-run protocol every method follows.
+
+A method answers a batch of questions and returns one :class:`Prediction` per question,
+best answer first. :func:`run_method` owns everything else: batching, the progress bar, one
+JSONL record per question, and the summary through :mod:`engine.methods.metrics`. Time and calls are
+counted by a :class:`Meter`: the store and the language model a method is given are
+:class:`Metered` proxies, so every store call counts as ``store`` seconds and calls and every
+LM call as ``model`` seconds and ``llm`` calls without a stopwatch in the method. Other model
+work (a GNN, an encoder) is timed with ``meter.stage("model")``. Stages nest exclusively: a
+store call made inside a ``model`` stage counts as store time only.
+
+A record holds ``id, question, topic, answers`` (gold names), ``answer_ids`` (gold ids),
+``prediction`` (best first), ``prediction_ids``, ``hops, qtype``, ``seconds{store, model,
+other, total}``, ``calls{store, llm}`` and the method's own extras under its name. Questions
+answered in one batch share the batch's seconds and calls evenly. Before a batch is answered its
+topic entities are looked up in the store (one ``names`` call, neither timed nor counted): a
+question with a topic entity the store does not hold gets ``missing_topics`` and a ``warning``
+in its record, and the summary counts such questions (a method finds nothing from an entity
+that is not there, so its prediction is likely empty).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from engine.errors import InvalidIdentifierError
+from engine.identifiers import validate_id
+from loaders.questions import Question
+
+#: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
+STAGES = ("store", "model")
+#: the kinds of calls a record counts
+CALLS = ("store", "llm")
+#: store methods that do not call the database (compiling for display, closing)
+STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
+#: language-model methods that cost a model call (tokenizer helpers do not)
+LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "score_batch"})
+
+
+@dataclass
+class Prediction:
+    """One question's answer: names (or literal values) best first, their ids where the
+    method knows them, and whatever the method wants to keep in the record."""
+
+    answers: list[str]
+    answer_ids: list[str] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
+    """``answers`` in their order with the question's own topic entities moved after the others.
+    A retrieval that goes out and back reaches X itself — ARG's form for "who co-starred with
+    [X]", ``(JOIN starred_actors (JOIN (R starred_actors) [X]))``; LDR's tree for "who wrote the
+    films [X] directed" when X wrote them too — which a question seldom asks for but can
+    (PathQuestion's "X's child's parent"), so it stays an answer, last. Chosen on validation
+    questions (``--split val``, 50–60 per set) for LDR and ARG: MetaQA-2hop Hits@1 0.950 → 1.000
+    (LDR ``ldr-5``) and 0.82 → 0.92 (ARG ``arg-generator-3``), no other MetaQA or PathQuestion
+    set changed. RoG's path ends end with it too (:meth:`engine.methods.rog.grounding.Grounding.answers`)."""
+    own = set(topics)
+    return [a for a in answers if a not in own] + [a for a in answers if a in own]
+
+
+class Method(Protocol):
+    """What :func:`run_method` runs. ``summary`` (optional) adds method-specific figures
+    computed from the records to the run's summary; ``store`` (optional) is the store it
+    answers from, where :func:`run_method` looks the topic entities up."""
+
+    name: str
+    batch_size: int
+
+    def answer(self, questions: Sequence[Question]) -> list[Prediction]: ...
+
+
+class Meter:
+    """Seconds per stage and calls per kind, since the last :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        self.operations: Counter[str] = Counter()
+        self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+        self.operations.clear()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block under ``name``, less the time of the stages nested in it."""
+        frame = [time.perf_counter(), 0.0]
+        self._open.append(frame)
+        try:
+            yield
+        finally:
+            self._open.pop()
+            elapsed = time.perf_counter() - frame[0]
+            self.seconds[name] += elapsed - frame[1]
+            if self._open:
+                self._open[-1][1] += elapsed
+
+    def count(self, kind: str, operation: str | None = None) -> None:
+        self.calls[kind] += 1
+        if operation:
+            self.operations[f"{kind}.{operation}"] += 1
+
+    def store(self, store: Any) -> Any:
+        """``store`` with every public method timed as ``store`` and counted as a store call."""
+        return Metered(store, self, stage="store", kind="store", skip=STORE_UNMETERED)
+
+    def lm(self, lm: Any) -> Any:
+        """``lm`` with its generation and scoring methods timed as ``model``, counted as llm calls."""
+        return Metered(lm, self, stage="model", kind="llm", only=LM_CALLS)
+
+
+class Metered:
+    """A proxy whose public methods run inside ``meter.stage(stage)`` and count one ``kind`` call."""
+
+    def __init__(
+        self, target: Any, meter: Meter, *, stage: str, kind: str, only: frozenset[str] | None = None, skip: frozenset[str] = frozenset()
+    ) -> None:
+        self._target, self._meter, self._stage, self._kind, self._only, self._skip = target, meter, stage, kind, only, skip
+
+    @property
+    def unwrapped(self) -> Any:
+        return self._target
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value) or name in self._skip or (self._only is not None and name not in self._only):
+            return value
+        meter, stage, kind = self._meter, self._stage, self._kind
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            meter.count(kind, name)
+            with meter.stage(stage):
+                return value(*args, **kwargs)
+
+        timed.__name__ = name
+        return timed
+
+    def __repr__(self) -> str:
+        return f"Metered({self._target!r})"
+
+
+def unwrap(obj: Any) -> Any:
+    """The object behind a :class:`Metered` proxy (itself otherwise)."""
+    return obj.unwrapped if isinstance(obj, Metered) else obj
+
+
+def missing_topics(store: Any, questions: Sequence[Question]) -> list[list[str]]:
+    """Per question, its topic entities that ``store`` does not hold, found with one ``names``
+    call for them all (an id that no store can hold is missing without asking)."""
+    wanted = dict.fromkeys(t for q in questions for t in q.topic_entities)
+    absent = set()
+    for topic in wanted:
+        try:
+            validate_id(topic)
+        except InvalidIdentifierError:
+            absent.add(topic)
+    if len(absent) < len(wanted):
+        names = store.names([t for t in wanted if t not in absent])
+        absent.update(t for t, name in names.items() if name is None)
+    return [[t for t in q.topic_entities if t in absent] for q in questions]
+
+
+def _batches(items: Sequence[Question], size: int) -> Iterator[Sequence[Question]]:
+    for start in range(0, len(items), max(size, 1)):
+        yield items[start : start + max(size, 1)]
+
+
+def _record(
+    method: Method, q: Question, p: Prediction, seconds: dict[str, float], calls: dict[str, float], missing: list[str]
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": q.id,
+        "question": q.question,
+        "topic": list(q.topic_entities),
+        "answers": list(q.answers),
+        "answer_ids": list(q.answer_entities),
+        "prediction": [str(a) for a in p.answers],
+        "prediction_ids": None if p.answer_ids is None else [str(a) for a in p.answer_ids],
+        "hops": q.hops,
+        "qtype": q.qtype,
+        "seconds": seconds,
+        "calls": calls,
+    }
+    if missing:
+        record["missing_topics"] = missing
+        record["warning"] = (
+            f"topic entit{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} not in the store: "
+            "is the store this dataset's graph?"
+        )
+    if p.extras:
+        record[method.name] = p.extras
+    return record
+
+
+def run_method(
+    method: Method,
+    questions: Sequence[Question],
+    meter: Meter,
+    out: str | Path | None = None,
+    *,
+    progress: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    store: Any = None,
+) -> dict[str, Any]:
+    """Answer every question (in batches of ``method.batch_size``), write one JSON line per
+    question to ``out`` as soon as its batch is answered, and return the run's summary.
+    ``store`` (default: the method's own ``store``) is where the topic entities are looked up."""
+    from tqdm import tqdm
+
+    lookup = store if store is not None else getattr(method, "store", None)
+    while isinstance(lookup, Metered):  # the look-up is the protocol's, not the method's: not metered
+        lookup = lookup.unwrapped
+    records: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    with ExitStack() as files:
+        sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
+        bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
+        for batch in _batches(questions, method.batch_size):
+            missing = missing_topics(lookup, batch) if lookup is not None else [[] for _ in batch]
+            meter.reset()
+            t0 = time.perf_counter()
+            predictions = method.answer(batch)
+            total = time.perf_counter() - t0
+            if len(predictions) != len(batch):
+                raise RuntimeError(f"{method.name} answered {len(predictions)} of {len(batch)} questions")
+            n = len(batch)
+            seconds = {s: round(meter.seconds.get(s, 0.0) / n, 5) for s in STAGES}
+            seconds["other"] = round(max(total - sum(meter.seconds.get(s, 0.0) for s in STAGES), 0.0) / n, 5)
+            seconds["total"] = round(total / n, 5)
+            calls = {k: round(meter.calls.get(k, 0) / n, 3) for k in CALLS}
+            for q, p, absent in zip(batch, predictions, missing):
+                record = _record(method, q, p, dict(seconds), dict(calls), absent)
+                records.append(record)
+                if sink is not None:
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                if on_record is not None:
+                    on_record(record)
+            if sink is not None:
+                sink.flush()
+            bar.update(n)
+        bar.close()
+    summary = summarize(records, time.perf_counter() - started)
+    extra = getattr(method, "summary", None)
+    if extra is not None:
+        summary[method.name] = extra(records)
+    summary = {"method": method.name, **summary}
+    if out is not None:
+        summary["predictions"] = str(out)
+    return summary
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = None) -> dict[str, Any]:
+    """Answer metrics (by ids where both sides have them, else by names), mean seconds per
+    stage, p50/p95 seconds per question, mean calls per question, and how many questions have
+    a topic entity that is not in the store (``missing_topics``, only when some have)."""
+    from engine.methods.metrics import evaluate
+
+    report = evaluate(records)
+    n = max(len(records), 1)
+    totals = [r["seconds"]["total"] for r in records]
+    summary: dict[str, Any] = {
+        "questions": len(records),
+        "hits1": round(report.overall.hits1, 5),
+        "hits1_any": round(report.overall.hits1_any, 5),
+        "f1": round(report.overall.f1, 5),
+        "by_hops": {k: round(m.hits1, 5) for k, m in report.by_hops.items()},
+        "seconds_per_question": {s: round(sum(r["seconds"][s] for r in records) / n, 5) for s in (*STAGES, "other", "total")},
+        "p50_seconds": round(_percentile(totals, 0.5), 5),
+        "p95_seconds": round(_percentile(totals, 0.95), 5),
+        "calls_per_question": {k: round(sum(r["calls"][k] for r in records) / n, 3) for k in CALLS},
+    }
+    if wall_seconds is not None:
+        summary["seconds"] = round(wall_seconds, 3)
+        summary["questions_per_second"] = round(len(records) / wall_seconds, 3) if wall_seconds > 0 else 0.0
+    if report.no_gold:
+        summary["no_gold"] = report.no_gold
+    if missing := sum(1 for r in records if r.get("missing_topics")):
+        summary["missing_topics"] = missing
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a few readable lines."""
+    s = summary["seconds_per_question"]
+    calls = summary["calls_per_question"]
+    lines = [
+        f"{summary['method']}: {summary['questions']} questions"
+        + (f", {summary['questions_per_second']:.2f} questions/s" if "questions_per_second" in summary else ""),
+        f"Hits@1 {summary['hits1']:.3f}  Hits@1-any {summary['hits1_any']:.3f}  F1 {summary['f1']:.3f}"
+        + ("  by hops: " + "  ".join(f"{h}-hop {v:.3f}" for h, v in summary["by_hops"].items()) if summary["by_hops"] else ""),
+        (
+            f"seconds per question: store {s['store']:.4f}  model {s['model']:.4f}  other {s['other']:.4f}"
+            f"  total {s['total']:.4f}  (p50 {summary['p50_seconds']:.4f}, p95 {summary['p95_seconds']:.4f})"
+        ),
+        f"calls per question: store {calls['store']:.2f}  llm {calls['llm']:.2f}",
+    ]
+    if summary.get("missing_topics"):
+        lines.append(
+            f"{summary['missing_topics']} of {summary['questions']} questions have a topic entity that is not in the store "
+            "(their records' warning names it): is the store this dataset's graph?"
+        )
+    extra = summary.get(summary["method"])
+    if extra:
+        lines.append(f"{summary['method']}: " + "  ".join(f"{k} {_fmt(v)}" for k, v in extra.items()))
+    if summary.get("predictions"):
+        lines.append(f"predictions written to {summary['predictions']} (score them with `kgqa eval {summary['predictions']}`)")
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else json.dumps(value) if isinstance(value, dict | list) else str(value)
