@@ -73,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", type=int, default=20, help="questions per question set (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="torch device for every method (default: cuda when available)")
-    p.add_argument("--method-args", action="append", default=[], metavar="METHOD=OPTIONS",
-                   help='extra options of a method\'s run command, repeatable, e.g. rog="--model models/rog --plans 3"')
+    p.add_argument("--method-option", action="append", default=[], metavar="METHOD.OPTION=VALUE",
+                   help="an option of a method's config (as `kgqa <method> run --help` lists them, with _ for -), "
+                   "repeatable, e.g. rog.model=models/rog rog.k=3")
     p.add_argument("--etd-checkpoints", type=Path, default=None,
                    help="directory with <question set>/best.pt EtD checkpoints (without one, EtD is listed as skipped)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, predictions")
@@ -141,7 +142,7 @@ def _methods(args: argparse.Namespace) -> int:
     cfg = methods.MethodsConfig(
         methods=split(args.methods), datasets=split(args.datasets), stores=split(args.stores), questions=args.questions,
         seed=args.seed, workdir=args.workdir.resolve(), device=args.device,
-        method_args=methods.parse_method_args(args.method_args), etd_checkpoints=args.etd_checkpoints,
+        method_options=methods.parse_method_options(args.method_option), etd_checkpoints=args.etd_checkpoints,
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"

@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS))
     args = p.parse_args(argv)
     from benchmarks.report import machine
-    from engine.models.lm import TransformersLM, local_source
+    from engine.models.loading import local_source
+    from engine.models.transformers_lm import TransformersLM
 
     started, rows = time.perf_counter(), []
     load_at_start = [round(x, 2) for x in os.getloadavg()]

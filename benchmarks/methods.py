@@ -1,21 +1,19 @@
 """Whole questions per second, per method: what a user waits for, split into store, model and
 other time, with the store and LLM calls per question.
 
-Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark parses the method's own
-command line (so its defaults and options are the user's), builds the method with the command's
-``build_method`` on a store the benchmark loaded, and answers a seeded sample of the held-out
-test split through :func:`engine.methods.run.run_method`. Seconds and calls come from the run protocol's
-meter (:mod:`engine.methods.run`); a method that cannot be built (no trained checkpoint, a model that is
-not there) is listed as skipped with the reason, never dropped.
+Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark builds it from the
+registry's spec (:mod:`engine.methods.registry`) with the config's defaults, which are the
+command's, and the options given as ``--method-option METHOD.NAME=VALUE``, on a store the
+benchmark loaded, and answers a seeded sample of the held-out test split through
+:func:`engine.methods.run.run_method`. Seconds and calls come from the run protocol's meter
+(:mod:`engine.methods.run`); a method that cannot be built (no trained checkpoint, a model that
+is not there) is listed as skipped with the reason, never dropped.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib
 import io
 import os
-import shlex
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -24,13 +22,13 @@ from typing import Any
 
 from benchmarks import runner, sources
 from engine.errors import KGQAError
+from engine.methods import registry
 
 #: the knowledge graphs the benchmark loads -> the question sets asked over each
 QUESTION_SETS: dict[str, tuple[str, ...]] = {
     "metaqa": ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop"),
     "pathquestion": ("pathquestion-2h", "pathquestion-3h"),
 }
-METHODS = ("rog", "etd", "arg", "fidelis", "ldr")
 #: per-question seconds of the EtD paper's Table 3 (WebQSP, 7B models on GPUs), for scale
 PAPER_ANCHORS = {"EtD": 1.29, "RoG": 1.98, "ToG": 16.7}
 
@@ -44,8 +42,8 @@ class MethodsConfig:
     seed: int
     workdir: Path
     device: str | None = None
-    #: extra command-line options per method, e.g. {"rog": ["--model", "models/rog"]}
-    method_args: dict[str, list[str]] = field(default_factory=dict)
+    #: config options per method (field names), e.g. {"rog": {"model": "models/rog", "k": "1"}}
+    method_options: dict[str, dict[str, str]] = field(default_factory=dict)
     #: EtD checkpoints: <dir>/<question set>/best.pt (``kgqa etd train --checkpoint-dir``)
     etd_checkpoints: Path | None = None
 
@@ -53,67 +51,60 @@ class MethodsConfig:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
 
-def parse_method_args(items: list[str]) -> dict[str, list[str]]:
-    """``["rog=--model m --plans 2", …]`` -> ``{"rog": ["--model", "m", "--plans", "2"]}``."""
-    out: dict[str, list[str]] = {}
+def parse_method_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["rog.model=m", "rog.k=2"]`` -> ``{"rog": {"model": "m", "k": "2"}}`` (checked against the
+    method's config when it is built)."""
+    out: dict[str, dict[str, str]] = {}
     for item in items:
-        method, sep, rest = item.partition("=")
-        if not sep or method not in METHODS:
-            raise KGQAError(f"--method-args {item!r}: write METHOD=OPTIONS with METHOD one of {', '.join(METHODS)}")
-        out.setdefault(method, []).extend(shlex.split(rest))
+        key, sep, value = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not sep or not dot or method not in registry.names():
+            raise KGQAError(
+                f"--method-option {item!r}: write METHOD.OPTION=VALUE with METHOD one of {', '.join(registry.names())}, "
+                "e.g. rog.model=models/rog"
+            )
+        out.setdefault(method, {})[name] = value
     return out
 
 
-def _argv(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> list[str] | str:
-    """The method's ``run`` command line for one question set of the graph ``spec``, or why it
-    cannot run."""
-    argv = [method, "run", "--dataset", question_set, "--split", "test", "--sample", str(cfg.questions),
-            "--seed", str(cfg.seed), "--no-progress"]
-    if cfg.device:
-        argv += ["--device", cfg.device]
-    if method == "etd" and "--checkpoint" not in cfg.method_args.get("etd", []):
+def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> Any:
+    """The method's config for one question set of the graph ``spec``, or why it cannot run."""
+    from engine.methods.spec import make_config
+
+    values: dict[str, Any] = dict(cfg.method_options.get(method, {}))
+    if method == "etd" and "checkpoint" not in values:
         checkpoint = (cfg.etd_checkpoints or Path("-")) / question_set / "best.pt"
         if not checkpoint.is_file():
             return f"no EtD checkpoint at {checkpoint}: train one with `kgqa etd train --dataset {question_set} --checkpoint-dir …`"
-        argv += ["--checkpoint", str(checkpoint)]
-    if method == "fidelis" and "--index" not in cfg.method_args.get("fidelis", []):
+        values["checkpoint"] = str(checkpoint)
+    if method == "fidelis" and "index" not in values:
         # one index per graph, kept in the workdir: every store of the same content shares it
         # (an index is keyed to the store's statistics, which a server and the embedded store agree on)
-        argv += ["--index", str(cfg.workdir / "fidelis-index" / spec)]
-    return argv + cfg.method_args.get(method, [])
+        values["index"] = str(cfg.workdir / "fidelis-index" / spec)
+    return make_config(registry.get(method).config, values)
 
 
-def run_one(parser: argparse.ArgumentParser, store: Any, argv: list[str], out: Path) -> dict[str, Any]:
+def run_one(cfg: MethodsConfig, method: str, config: Any, store: Any, question_set: str, out: Path) -> dict[str, Any]:
     """One method over one question set on an opened store, as its command runs it."""
-    from engine.cli.common import run_questions
-    from engine.methods.run import Meter, run_method
+    from engine.methods.run import run_method
+    from engine.methods.spec import Models
+    from loaders.datasets import QuestionSet
 
-    args = parser.parse_args(argv)
-    meter = Meter()
+    chosen = QuestionSet(question_set, "test", sample=cfg.questions, seed=cfg.seed)
+    models = Models(device=cfg.device, questions=chosen, progress=False)
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # model loaders may print
-        method = args.build_method(args, meter.store(store), meter)
+        method_ = registry.get(method).build(config, store, models)
     setup = time.perf_counter() - started
-    questions = run_questions(args)
-    summary = run_method(method, questions, meter, out, progress=False)
+    summary = run_method(method_, chosen.select(), out, progress=False)
     return {"setup_s": round(setup, 2), **summary}
-
-
-def method_parser(methods: list[str]) -> argparse.ArgumentParser:
-    """The ``kgqa`` command line of the methods' own commands (``engine.<method>.cli``)."""
-    parser = argparse.ArgumentParser(prog="kgqa")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for method in methods:
-        importlib.import_module(f"engine.{method}.cli").register(sub)
-    return parser
 
 
 def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
     started = time.time()
-    unknown = sorted(set(cfg.methods) - set(METHODS))
+    unknown = sorted(set(cfg.methods) - set(registry.names()))
     if unknown:
-        raise KGQAError(f"unknown method(s) {', '.join(unknown)}: use {', '.join(METHODS)}")
-    parser = method_parser(cfg.methods)
+        raise KGQAError(f"unknown method(s) {', '.join(unknown)}: use {', '.join(registry.names())}")
     stores = runner.Stores(runner.RunConfig(
         mode="methods", datasets=cfg.datasets, stores=cfg.stores, questions=cfg.questions, batch=1, batches=1,
         budget=0.0, seed=cfg.seed, workdir=cfg.workdir,
@@ -138,15 +129,20 @@ def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
                 try:
                     for question_set in QUESTION_SETS[spec]:
                         for method in cfg.methods:
-                            argv = _argv(cfg, method, spec, question_set)
                             where = {"method": method, "dataset": question_set, "store": label}
-                            if isinstance(argv, str):
-                                out["skipped"].append({**where, "reason": argv})
+                            try:
+                                config = method_config(cfg, method, spec, question_set)
+                            except KGQAError as e:
+                                out["skipped"].append({**where, "reason": f"{type(e).__name__}: {e}"})
+                                continue
+                            if isinstance(config, str):
+                                out["skipped"].append({**where, "reason": config})
                                 continue
                             runner.log(f"   {method} on {question_set}")
                             try:
-                                row = run_one(parser, store, argv, predictions / f"{method}-{question_set}-{label}.jsonl")
-                            except (KGQAError, SystemExit) as e:
+                                row = run_one(cfg, method, config, store, question_set,
+                                              predictions / f"{method}-{question_set}-{label}.jsonl")
+                            except KGQAError as e:
                                 out["skipped"].append({**where, "reason": f"{type(e).__name__}: {e}"})
                                 runner.log(traceback.format_exc())
                                 continue

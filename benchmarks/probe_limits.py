@@ -19,7 +19,7 @@ import itertools
 import sys
 from collections.abc import Callable, Sequence
 
-from engine.cli.common import add_store_arguments, open_from_args
+from engine.open import open_store
 from engine.errors import KGQAError, StoreError
 from engine.graph import Literal, Triple
 from engine.store import Store
@@ -72,12 +72,12 @@ def longest(survives: Callable[[int], bool], low: int, high: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.probe_limits", description=__doc__.split("\n\n")[0])
-    add_store_arguments(parser)
+    parser.add_argument("--store", required=True, help="the store URI to probe (it stores probe triples there)")
     parser.add_argument("--max-id", type=int, default=20_000, help="largest id size tried, in bytes")
     parser.add_argument("--max-literal", type=int, default=100_000, help="largest literal size tried, in bytes (0: skip)")
     args = parser.parse_args(argv)
     try:
-        with open_from_args(args, write=True) as store:  # it stores probe triples
+        with open_store(args.store, create=True) as store:  # it stores probe triples
             print(f"{store!r}")
             print(f"id (as stored): {longest(lambda n: id_survives(store, n), len(_PREFIX) + 8, args.max_id)} bytes")
             if args.max_literal:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -149,6 +150,25 @@ def split_questions(
         part = "test" if len(parts["test"]) < n_test else "val" if len(parts["val"]) < n_val else "train"
         parts[part] += [questions[i] for i in group]
     return {**parts, "all": list(questions)}
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """Which questions a command takes: the ``split`` part of ``dataset``'s train/val/test split
+    (seeded by ``split_seed``), a sample of ``sample`` of them (seeded by ``seed``), the first
+    ``limit``. The split depends on ``split_seed`` alone, so another ``seed`` draws another
+    sample but never moves a question between train and test."""
+
+    dataset: str
+    split: str = "test"
+    sample: int | None = None
+    limit: int | None = None
+    seed: int = 0
+    split_seed: int = SPLIT_SEED
+
+    def select(self) -> list[Question]:
+        return select_questions(self.dataset, self.split, sample=self.sample, limit=self.limit, seed=self.seed,
+                                split_seed=self.split_seed)
 
 
 def select_questions(

@@ -83,12 +83,12 @@ def load_files(
     there are rejects. ``summary``: print the one-line summary (:func:`summary_line`) to stderr
     at the end; by default when ``progress`` is shown.
     """
-    files = _check_paths(paths)
+    files = check_paths(paths)
     if batch_size is None:
         batch_size = store.load_batch_size
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
-    _verify(files, progress)
+    verify_inputs(files, progress)
     if max_reject_share is not None and (
         isinstance(max_reject_share, bool) or not isinstance(max_reject_share, (int, float)) or not 0 <= max_reject_share <= 1
     ):
@@ -96,7 +96,7 @@ def load_files(
     rejects_file = Path(rejects_path) if rejects_path is not None else default_rejects_path(store, files[0])
     _refuse_input_as_rejects(rejects_file, files)
     _refuse_unsafe_rejects(rejects_file)
-    rejects = _RejectsFile(rejects_file, always=rejects_path is not None)
+    rejects = RejectsFile(rejects_file, always=rejects_path is not None)
     report = LoadReport()
     started = time.perf_counter()
     before = store.count_triples()
@@ -259,7 +259,7 @@ class _FormatCheck:
     """Judges a file by its first lines: when most are rejected, it is in another format than
     the one it is read as (a wrong ``--format``, or a misleading file name)."""
 
-    def __init__(self, path: Path, fmt: Format, share: float | None, rejects: _RejectsFile) -> None:
+    def __init__(self, path: Path, fmt: Format, share: float | None, rejects: RejectsFile) -> None:
         self.path, self.fmt, self.share, self.rejects = path, fmt, share, rejects
         self.done = share is None
         self.count = 0
@@ -292,7 +292,7 @@ class _FormatCheck:
         )
 
 
-def _verify(files: list[Path], progress: bool) -> None:
+def verify_inputs(files: list[Path], progress: bool) -> None:
     """Refuse every input that is damaged compressed data, before any file is loaded."""
     compressed = [path for path in files if _starts_gzip(path)]
     if not compressed:
@@ -310,7 +310,7 @@ def _starts_gzip(path: Path) -> bool:
         return is_gzip(f)
 
 
-def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+def check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Every input as a Path, checked to be a readable file before anything is loaded."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -327,7 +327,7 @@ def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
 
 def _refuse_unsafe_rejects(rejects: Path) -> None:
     """Before anything is loaded: the rejects file may only be a regular file or not exist yet
-    (:meth:`_RejectsFile._open` checks again as it opens it)."""
+    (:meth:`RejectsFile._open` checks again as it opens it)."""
     try:
         mode = os.lstat(rejects).st_mode
     except FileNotFoundError:
@@ -383,7 +383,7 @@ def _plan(
     return fmt, options
 
 
-class _RejectsFile:
+class RejectsFile:
     """Writes ``file:line<TAB>reason<TAB>line``; opened at the first reject unless ``always``."""
 
     def __init__(self, path: Path, always: bool) -> None:

@@ -9,6 +9,7 @@ writes), with two ID spaces so that an entity id can never be mistaken for a lit
   per relation and object kind.
 Every non-null field is quoted, so that empty strings stay empty strings (an empty unquoted
 field is null). ``schema.cypher`` holds the constraints and indexes to create after the import.
+:func:`export_files` reads dump or dataset files as ``kgqa load`` does (``kgqa neo4j-import``).
 
 Usage::
 
@@ -18,10 +19,11 @@ Usage::
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +31,13 @@ from tqdm import tqdm
 
 from cypher.schema import NEO4J_SCHEMA, canonical_triple
 from cypher.terms import literal_key
-from engine.graph import NAME_RELATION, Literal, Triple
+from engine import limits
+from engine.errors import InvalidInputError
+from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
+from loaders.formats import detect_format, get_format
+from loaders.load import RejectsFile, check_paths, verify_inputs
+from loaders.source import Reject
 
 NODE_HEADER = ("id:ID(Entity)", "name", ":LABEL")
 LITERAL_HEADER = ("key:ID(Literal)", "value", "datatype", "lang", ":LABEL")
@@ -38,6 +45,8 @@ ENTITY_EDGE_HEADER = (":START_ID(Entity)", ":END_ID(Entity)", ":TYPE")
 LITERAL_EDGE_HEADER = (":START_ID(Entity)", ":END_ID(Literal)", ":TYPE")
 #: relationship rows held per file before they are appended to it
 FLUSH_ROWS = 50_000
+#: where :func:`export_files` writes the lines it rejected, in the import directory
+REJECTS_FILE = "rejects.tsv"
 
 
 @dataclass
@@ -54,6 +63,9 @@ class Neo4jImport:
     literals: int = 0
     triples: int = 0
     duplicates: int = 0
+    #: input lines that became no triple (:func:`export_files`), and the file that lists them
+    rejected: int = 0
+    rejects_file: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -169,3 +181,54 @@ def export_neo4j_import(
     report.entities, report.literals, report.triples = len(names), len(literals), len(seen)
     report.seconds = time.monotonic() - started
     return report
+
+
+def export_files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    directory: str | Path,
+    format: str | None = None,
+    *,
+    namespace: str = FREEBASE_NS,
+    database: str = "neo4j",
+    progress: bool = False,
+) -> Neo4jImport:
+    """:func:`export_neo4j_import` of the triples in dump or dataset files, read by the readers
+    ``kgqa load`` uses: ``format`` for every file, else each file's own
+    (:func:`loaders.formats.detect_format`); ``namespace`` for the RDF formats. Every file is
+    checked before any is read (it exists; gzip data is intact to its end).
+
+    A line that cannot become a triple, or whose triple Neo4j cannot keep
+    (:data:`engine.limits.NEO4J`), is rejected: counted in ``rejected`` and written, as
+    ``kgqa load`` writes them, to :data:`REJECTS_FILE` in ``directory`` (``rejects_file``;
+    written only when there are rejects, and an earlier export's removed).
+    """
+    files = check_paths(paths)
+    readers = []
+    for path in files:
+        fmt = get_format(format if format is not None else detect_format(path))
+        readers.append((path, fmt, {"namespace": namespace} if fmt.namespaced else {}))
+    verify_inputs(files, progress)
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"the import directory {str(out)!r} is a file: name a new directory, or an earlier export's")
+    (out / REJECTS_FILE).unlink(missing_ok=True)
+    rejects = RejectsFile(out / REJECTS_FILE, always=False)
+    check = limits.term_check(limits.NEO4J)
+    rejected = 0
+
+    def triples() -> Iterator[Triple]:
+        nonlocal rejected
+        for path, fmt, options in readers:
+            for item in fmt.read(path, check=check, **options):
+                if isinstance(item, Reject):
+                    rejected += 1
+                    rejects.write(path, item)
+                else:
+                    yield item
+
+    try:
+        plan = export_neo4j_import(triples(), out, database, progress=progress)
+    finally:
+        rejects.close()
+    plan.rejected, plan.rejects_file = rejected, rejects.written
+    return plan

@@ -125,8 +125,3 @@ def _escape_char(match: re.Match) -> str:
 def _regex_escape(text: str) -> str:
     """``text`` as a regular expression matching itself (XPath, PCRE and Rust syntax alike)."""
     return re.sub(r"([\\.?*+|{}()\[\]^$-])", r"\\\1", text)
-
-
-def string_literal(text: str) -> str:
-    """A plain SPARQL string literal holding ``text`` (escaped)."""
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'

@@ -67,6 +67,7 @@ def test_references_name_their_entities():
     assert with_names(tree, {"m.0a": "The Prowler"}) == "(JOIN (R film.film.directed_by) [The Prowler])"
 
 
+@pytest.mark.model
 def test_retrieval_finds_the_gold_forms(bi):
     store = ReferenceStore(TRIPLES)
     got = retrieve(store, "who directed [The Prowler]", ["The Prowler"], bi, Scorer(bi), k=3)
@@ -88,6 +89,7 @@ DATED = TRIPLES + [
 ]
 
 
+@pytest.mark.model
 def test_retrieval_from_a_literal_anchor(make_store, store_kind, bi):
     store = make_store(store_kind, DATED)
     year = Literal.make("1951", YEAR)
@@ -110,6 +112,7 @@ def test_retrieval_from_a_literal_anchor(make_store, store_kind, bi):
     assert to_json(got)["paths"][0]["anchor"] == {"value": "1951", "datatype": YEAR}
 
 
+@pytest.mark.model
 def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     from engine.stores.oxigraph import OxigraphStore
 
@@ -133,6 +136,7 @@ def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     assert any(line.split("\t")[1:2] == ["1951"] for line in lines)
 
 
+@pytest.mark.model
 def test_trained_scorer_round_trip(tmp_path, bi):
     examples = [Example("who directed [M]", "Relation: directed_by", 1.0), Example("who directed [M]", "Relation: has_genre", 0.0)] * 4
     report = train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4)
@@ -180,6 +184,7 @@ class ScriptedLM(LanguageModel):
         return [Generation(o) for o in self.outputs[: num_return or num_beams]]
 
 
+@pytest.mark.model
 def test_generation_alignment_and_vote(bi):
     from engine.methods.arg.alignment import Aligner
     from engine.methods.arg.generation import DemoPicker, first_sexpr
@@ -200,6 +205,7 @@ def test_generation_alignment_and_vote(bi):
     assert exact_match(got.sexpr, "(JOIN (R directed_by)  [The Prowler])") and score_question(got.answers, ["Joseph Losey", "x"]).f1 == pytest.approx(2 / 3)
 
 
+@pytest.mark.model
 def test_a_form_that_goes_out_and_back_answers_its_anchor_last(bi):
     from engine.methods.arg.alignment import Aligner
     from engine.methods.arg.generation import DemoPicker
@@ -268,10 +274,12 @@ def _named_store():
     return ReferenceStore(TRIPLES + names)
 
 
+@pytest.mark.model
 def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
     from engine.methods.arg.generation import demo_pool
-    from engine.methods.arg.pipeline import ArgMethod
-    from engine.methods.run import Meter, run_method
+    from engine.methods.arg.pipeline import ArgConfig, ArgMethod
+    from engine.methods.spec import Models
+    from engine.methods.run import run_method
     from loaders.questions import Question
 
     store = _named_store()
@@ -293,9 +301,9 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
     ]
     lm = ByQuestionLM({"who directed [The Prowler]": "Logical Form: (JOIN (R directed_by) [The Prowler])", "what genre is [M]": "(JOIN (R"})
     records = []
-    meter = Meter()
-    method = ArgMethod(meter.store(store), meter.lm(lm), bi, Scorer(bi), pool, n_demos=2, demo_mode="bm25", k=5)
-    report = run_method(method, [q for q, _ in tests], meter, on_record=records.append, progress=False)
+    models = Models()
+    method = ArgMethod(store, models, ArgConfig(n_demos=2, demo_mode="bm25", k=5), models.meter.lm(lm), bi, Scorer(bi), pool)
+    report = run_method(method, [q for q, _ in tests], on_record=records.append, progress=False)
     assert [(r["id"], r["arg"]["em"], r["arg"]["gold_form"]) for r in records] == [
         ("t:1", True, "(JOIN (R directed_by) [The Prowler])"), ("t:2", False, "(JOIN (R has_genre) [M])"),
     ]
@@ -313,9 +321,11 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
         assert not any(f"Question: {t}\n" in demo_part for t in test_questions)
 
 
+@pytest.mark.model
 def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
-    from engine.methods.arg.pipeline import ArgMethod
-    from engine.models.lm import load_lm
+    from engine.methods.arg.pipeline import ArgConfig, ArgMethod
+    from engine.methods.spec import Models
+    from engine.models.loading import load_lm
     from loaders.questions import Question
     from tests.tiny_lm import make_tiny_lm
 
@@ -327,7 +337,7 @@ def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
         Question("t:3", "who starred in [The Prowler] films", ["David Wayne"], ["The Prowler"], ["David Wayne"], 1),
     ]
 
-    method = ArgMethod(store, lm, bi, Scorer(bi), [], n_demos=0, k=2, batch_size=3)
+    method = ArgMethod(store, Models(), ArgConfig(n_demos=0, k=2, batch_size=3), lm, bi, Scorer(bi), [])
 
     def outputs(predictions: list) -> list:
         return [(p.extras["outputs"], p.extras["generated"], p.answers) for p in predictions]
@@ -336,7 +346,7 @@ def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
     assert outputs(method.answer(questions)) == one_by_one
     assert all(out[0][0] for out in one_by_one)  # something was generated for every question
     with pytest.raises(InvalidInputError, match="batch size"):
-        ArgMethod(store, lm, bi, Scorer(bi), [], n_demos=0, batch_size=0)
+        ArgMethod(store, Models(), ArgConfig(n_demos=0, batch_size=0), lm, bi, Scorer(bi), [])
 
 
 def _store_and_questions(tmp_path: Path, lines: list[tuple[str, str, str]]) -> tuple[str, Path]:
@@ -353,8 +363,9 @@ def _store_and_questions(tmp_path: Path, lines: list[tuple[str, str, str]]) -> t
     return path, qa
 
 
+@pytest.mark.model
 def test_run_command(tmp_path, capsys, monkeypatch):
-    import engine.models.lm
+    import engine.models.loading
     from loaders.datasets import select_questions
 
     lines = [
@@ -372,7 +383,7 @@ def test_run_command(tmp_path, capsys, monkeypatch):
         "what language is [The Prowler] in": "(JOIN (R in_language) [The Prowler])", "who starred in [The Prowler]": "(JOIN (R starred_actors) [The Prowler])",
     }
     lm = ByQuestionLM({q: f for q, f in golds.items() if q != "what genre is [M]"})
-    monkeypatch.setattr(engine.models.lm, "load_lm", lambda *_, **__: lm)
+    monkeypatch.setattr(engine.models.loading, "load_lm", lambda *_, **__: lm)
     out = tmp_path / "run.jsonl"
     argv = ["arg", "run", "--dataset", str(qa), "--split", "all", "--sample", "3", "--pool", "3",
             "--n-demos", "2", "--demo-mode", "random", "--k", "5", "--store", path, "--out", str(out), "--json", "--no-progress"]
@@ -401,6 +412,7 @@ class StopRecordingLM(ScriptedLM):
         return super().generate(prompt, **kw)
 
 
+@pytest.mark.model
 def test_generator_samples_are_the_inference_prompt_without_demos(bi):
     from engine.methods.arg.alignment import Aligner
     from engine.methods.arg.datasets import generator_samples
@@ -423,7 +435,8 @@ def test_generator_samples_are_the_inference_prompt_without_demos(bi):
     assert lm.stop("Logical Form: (JOIN (R a) [x (y)])") and not lm.stop("(JOIN (R a) [x (y)]")
 
 
-def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
+@pytest.mark.model
+def test_export_training_writes_the_generators_samples(tmp_path, capsys, bi):
     from engine.methods.arg.datasets import generator_samples, gold_form
     from engine.stores.oxigraph import OxigraphStore
     from loaders.datasets import select_questions
@@ -435,25 +448,29 @@ def test_export_training_writes_what_arg_train_trains_on(tmp_path, capsys, bi):
     out = tmp_path / "arg-train" / "generator.jsonl"
     argv = ["arg", "export-training", "--dataset", str(qa), "--split", "all", "--k", "5", "--store", path, "--out", str(out), "--json"]
     assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["samples"] == 2
+    assert json.loads(capsys.readouterr().out)["samples"] == {"generation": 2}
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    questions = select_questions(str(qa), "all", sample=100, seed=0)
+    assert {r["task"] for r in rows} == {"generation"}
+    questions = select_questions(str(qa), "all", seed=0)
     with OxigraphStore(path) as store:
         expected = generator_samples(store, [(q, gold_form(store, q)) for q in questions], bi, Scorer(bi), k=5)
     assert [(r["id"], r["prompt"], r["target"]) for r in rows] == [(q.id, s.prompt, s.target) for q, s in zip(questions, expected)]
     assert {r["target"] for r in rows} == {"(JOIN (R directed_by) [The Prowler])", "(JOIN directed_by [Joseph Losey])"}
 
 
+@pytest.mark.model
 def test_gold_form_f1_compares_ids_where_the_dataset_gives_them(bi):
-    from engine.methods.arg.pipeline import ArgMethod
+    from engine.methods.arg.pipeline import ArgConfig, ArgMethod
+    from engine.methods.spec import Models
     from loaders.questions import Question
 
     store = ReferenceStore([Triple("m.1", "directed_by", "m.2"), Triple("m.2", NAME_RELATION, Literal.make("Joseph Losey", lang="en"))])
     q = Question("w", "who directed it?", ["Joseph Losey"], ["m.1"], ["m.2"], 1, sexpr="(JOIN (R directed_by) m.1)")
-    method = ArgMethod(store, ScriptedLM([]), bi, Scorer(bi), [], n_demos=0)
+    method = ArgMethod(store, Models(), ArgConfig(n_demos=0), ScriptedLM([]), bi, Scorer(bi), [])
     assert method._gold(q, "(JOIN (R directed_by) m.1)") == {"gold_form": q.sexpr, "em": True, "gold_form_f1": 1.0}
 
 
+@pytest.mark.model
 def test_batched_retrieval_equals_one_by_one(make_store, store_kind, bi):
     """retrieve_batch shares the store calls of a batch and gives each question what its own
     retrieve gives: paths, scores and references, with entity and literal anchors, anchors

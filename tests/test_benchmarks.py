@@ -18,6 +18,7 @@ from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
 from benchmarks.tasks import Task, Workload
 from benchmarks.workloads import StoreRetriever, walk_seeds
+from engine.errors import KGQAError
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
@@ -275,11 +276,12 @@ def test_generate_writes_ntriples(tmp_path, generated):
     assert len(lines) > 1000 and all(line.endswith(" .") and line.startswith("<http://rdf.freebase.com/ns/") for line in lines)
 
 
+@pytest.mark.model
 @pytest.mark.shared_data
 def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(shared_data, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["methods", "--methods", "rog,etd", "--datasets", "pathquestion", "--stores", "oxigraph", "--questions", "1",
-            "--method-args", "rog=--mode paths --plans 1 --max-hops 2", "--workdir", str(tmp_path / "work"), "--out", str(out)]
+            "--method-option", "rog.answer_mode=paths", "--method-option", "rog.k=1", "--method-option", "rog.max_hops=2", "--workdir", str(tmp_path / "work"), "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "methods.json").read_text())
     rows = {(r["method"], r["dataset"]) for r in results["rows"]}
@@ -298,15 +300,19 @@ def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(
 
 
 def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_path):
-    from benchmarks.methods import MethodsConfig, _argv
+    from benchmarks.methods import MethodsConfig, method_config, parse_method_options
 
     cfg = MethodsConfig(methods=["fidelis"], datasets=["metaqa"], stores=["oxigraph", "virtuoso"], questions=2, seed=0,
                         workdir=tmp_path)
-    argv = _argv(cfg, "fidelis", "metaqa", "metaqa-2hop")
-    assert argv[argv.index("--index") + 1] == str(tmp_path / "fidelis-index" / "metaqa")
-    cfg.method_args = {"fidelis": ["--index", "/srv/index"]}
-    argv = _argv(cfg, "fidelis", "metaqa", "metaqa-2hop")
-    assert argv.count("--index") == 1 and argv[argv.index("--index") + 1] == "/srv/index"
+    assert method_config(cfg, "fidelis", "metaqa", "metaqa-2hop").index == str(tmp_path / "fidelis-index" / "metaqa")
+    cfg.method_options = parse_method_options(["fidelis.index=/srv/index", "fidelis.width=2"])
+    config = method_config(cfg, "fidelis", "metaqa", "metaqa-2hop")
+    assert (config.index, config.width) == ("/srv/index", 2)
+    with pytest.raises(KGQAError, match="FidelisConfig has no option 'widht'"):
+        method_config(MethodsConfig(["fidelis"], ["metaqa"], ["oxigraph"], 2, 0, tmp_path, method_options={"fidelis": {"widht": "2"}}),
+                      "fidelis", "metaqa", "metaqa-2hop")
+    with pytest.raises(KGQAError, match="METHOD.OPTION=VALUE"):
+        parse_method_options(["fidelis=--width 2"])
 
 
 def test_lm_floor_times_each_precision_and_cache(tmp_path):

@@ -1,6 +1,7 @@
-"""The `kgqa` command line as a user drives it: demo, load, stats, query <operation> --json."""
+"""The `kgqa` command line as a user drives it: demo, load, stats, query <operation> --json, neo4j-import."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -182,6 +183,38 @@ def test_load_creates_a_store_and_says_so(tmp_path, capsys):
     assert code == 0 and "creating" not in err
     code, out, _ = run(capsys, "stats", "--store", str(store), "--json")
     assert json.loads(out)["triples"] == 1
+
+
+def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    long_id = "€" * 3000  # 9,000 bytes: a valid id, past the 8,000 bytes Neo4j's id index takes
+    kb.write_text(f"A|r|B\nbroken line\nB|s|C\nA|r|B\n{long_id}|r|A\n", encoding="utf-8")
+    names = tmp_path / "names.nt"
+    names.write_text('<http://rdf.freebase.com/ns/A> <http://rdf.freebase.com/ns/type.object.name> "Alpha"@en .\n', encoding="utf-8")
+    out = tmp_path / "import"
+    code, printed, _ = run(capsys, "neo4j-import", str(kb), str(names), "--out", str(out), "--database", "kg",
+                           "--no-progress", "--json")
+    assert code == 0
+    plan = json.loads(printed)
+    assert (plan["triples"], plan["duplicates"], plan["rejected"], plan["entities"], plan["literals"]) == (3, 1, 2, 3, 1)
+    rejects = (out / "rejects.tsv").read_text(encoding="utf-8").splitlines()
+    assert plan["rejects_file"] == str(out / "rejects.tsv")
+    assert [line.split("\t")[0] for line in rejects] == [f"{kb}:2", f"{kb}:5"] and "Neo4j" in rejects[1]
+    with open(out / "nodes.csv", newline="", encoding="utf-8") as f:
+        assert sorted(list(csv.reader(f))[1:]) == [["A", "Alpha", "Entity"], ["B", "", "Entity"], ["C", "", "Entity"]]
+    assert plan["command"][:4] == ["neo4j-admin", "database", "import", "full"] and plan["command"][-1] == "kg"
+    assert plan["schema_command"] == ["cypher-shell", "-d", "kg", "-f", str(out / "schema.cypher")]
+
+    # as text: the counts, where the rejects are, and the two command lines to run
+    code, printed, _ = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress")
+    lines = printed.splitlines()
+    assert code == 0 and "2 rejected" in lines[0] and lines[1] == f"rejected lines written to {out / 'rejects.tsv'}"
+    assert any(line.startswith("neo4j-admin database import full --nodes=") and line.endswith(" neo4j") for line in lines)
+    assert f"cypher-shell -d neo4j -f {out / 'schema.cypher'}" in lines
+    # an export without rejects leaves no earlier export's rejects behind
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    code, printed, _ = run(capsys, "neo4j-import", str(kb), "--out", str(out), "--no-progress", "--json")
+    assert code == 0 and json.loads(printed)["rejected"] == 0 and not (out / "rejects.tsv").exists()
 
 
 def test_sexpr_prints_a_table(demo_store, capsys):

@@ -21,6 +21,7 @@ from engine.methods.etd.model import (
     answer_loss,
     segment_log_softmax,
 )
+from engine.methods.etd.config import EtdConfig
 from engine.methods.etd.pipeline import EtdMethod
 from engine.methods.etd.prompts import TASK_DESCRIPTION, Option, render_prompt
 from engine.methods.etd.training import TOPIC_PLACEHOLDER, load_checkpoint, question_texts
@@ -28,7 +29,9 @@ from engine.graph import Literal, Triple
 from engine.models.lm import Generation
 from engine.open import open_store
 from engine.reference import ReferenceStore
-from engine.methods.run import Meter, run_method
+from engine.methods.meter import Meter
+from engine.methods.run import run_method
+from engine.methods.spec import Models
 from loaders.questions import Question, read_metaqa_questions
 
 # ------------------------------------------------------------------ the layer (Eq. 1–2)
@@ -398,6 +401,7 @@ def _toy_kb_and_questions(tmp_path):
     return tmp_path / "kb.txt", tmp_path / "qa.txt"
 
 
+@pytest.mark.model
 def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
@@ -455,8 +459,8 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
         # names for the ids: the prompt shows names, in the options and in their facts alike
         opened.add_triples([Triple(f"film{i}", "type.object.name", Literal.make(f"Film {i}", lang="en")) for i in range(16)])
         opened.add_triples([Triple(f"director{i}", "type.object.name", Literal.make(f"Director {i}", lang="en")) for i in range(5)])
-        lm, meter = SecondChoice(), Meter()
-        summary = run_method(EtdMethod(meter.store(opened), model, meter, meter.lm(lm)), questions, meter, tmp_path / "llm.jsonl")
+        lm, models = SecondChoice(), Models()
+        summary = run_method(EtdMethod(opened, models, EtdConfig(), model, models.meter.lm(lm)), questions, tmp_path / "llm.jsonl")
     records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
     assert summary["calls_per_question"]["llm"] == 0.2 and len(lm.prompts) == 5  # the batch's five prompts in one call
     assert lm.prompts[0].startswith(TASK_DESCRIPTION + "\nQuestion: who directed [film0]\nReference answers:\nA. ")
@@ -466,6 +470,7 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert len(lm.stops) == 5 and lm.stops[0]("The correct answer is B.\nBecause") and not lm.stops[0]("The correct answer is B.")
 
 
+@pytest.mark.model
 def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, capsys):
     kb, qa = _toy_kb_and_questions(tmp_path)
     store = str(tmp_path / "store")
@@ -511,6 +516,7 @@ def test_masked_question_texts_replace_every_topic_mention():
     ]
 
 
+@pytest.mark.model
 def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path, capsys, monkeypatch):
     import engine.methods.etd.pipeline as etd_pipeline
 
@@ -538,9 +544,10 @@ def test_masked_training_is_saved_and_predict_encodes_the_masked_texts(tmp_path,
     assert [r["question"] for r in records] == ["who directed [film0]", "what genre is [film0]"]  # as asked
 
 
+@pytest.mark.model
 def test_causal_encoder_mean_pools_the_offline_lm_through_the_lm_layer():
     from engine.methods.etd.model import encode_texts
-    from engine.models.lm import default_lm_path, load_lm
+    from engine.models.loading import default_lm_path, load_lm
 
     texts = ["who directed [Titanic]", "what genre is [M]", "who directed [Titanic]"]
     got = encode_texts(texts, "causal:" + default_lm_path(), batch_size=2)

@@ -30,12 +30,15 @@ from engine.methods.fidelis.parsing import (
     verdict_settled,
 )
 from engine.methods.fidelis.pathrag import Neighbourhoods, eq3_scores, next_steps, score_steps
+from engine.methods.fidelis.config import FidelisConfig
 from engine.methods.fidelis.pipeline import FidelisMethod
 from engine.methods.fidelis.search import SearchConfig, Searcher, check_steps
 from engine.graph import Edge, Literal, Path, Triple
 from engine.methods.metrics import coverage_ratio, validity_ratio
 from engine.models.lm import Generation, LanguageModel, per_prompt_stops
-from engine.methods.run import Meter, run_method
+from engine.methods.meter import Meter
+from engine.methods.run import run_method
+from engine.methods.spec import Models
 from loaders.questions import Question
 from tests.random_graphs import node_ids, random_graph
 
@@ -145,6 +148,7 @@ def movie_index(tmp_path_factory):
     return index
 
 
+@pytest.mark.model
 def test_index_finds_exact_matches_first_and_refuses_a_stale_store(make_store, tmp_path):
     store = make_store("oxigraph", MOVIE_TRIPLES)
     index = EmbeddingIndex.build(store, progress=False)
@@ -231,13 +235,14 @@ OTHER = Question("q2", "which films did [Kate Winslet] act in", ["Titanic"], ["K
                  qtype="actor_to_movie")
 
 
+@pytest.mark.model
 def test_beam_search_verifies_stops_and_answers_on_every_store(make_store, store_kind, movie_index):
     store = make_store(store_kind, MOVIE_TRIPLES)
     lm = ScriptedLM()
-    meter = Meter()
-    method = FidelisMethod(meter.store(store), meter.lm(lm), movie_index, SearchConfig(width=2, depth=3), meter, batch_size=2)
+    models = Models()
+    method = FidelisMethod(store, models, FidelisConfig(width=2, depth=3, batch_size=2), models.meter.lm(lm), movie_index)
     records: list[dict] = []
-    summary = run_method(method, [QUESTION, OTHER], meter, progress=False, on_record=records.append)
+    summary = run_method(method, [QUESTION, OTHER], progress=False, on_record=records.append)
     first, second = (r["fidelis"] for r in records)
     # q1: two films at depth 1 (not verified), their directors at depth 2 (verified: finished, search over)
     steps = first["searches"][0]["steps"]
@@ -265,6 +270,7 @@ def test_beam_search_verifies_stops_and_answers_on_every_store(make_store, store
     assert summary["calls_per_question"]["store"] <= (3 * 3 + 2) / 2
 
 
+@pytest.mark.model
 def test_replies_end_where_their_answer_is_settled_and_answer_the_same(make_store, movie_index):
     """A model that writes on after its plan, indices and verdict is stopped where each parser's
     reading is settled; the search is the one the whole replies give."""
@@ -285,6 +291,7 @@ def test_replies_end_where_their_answer_is_settled_and_answer_the_same(make_stor
     assert {r[-1] for r in stopped.stopped} <= {"}", "]", ".", " "}
 
 
+@pytest.mark.model
 def test_paths_mode_answers_with_path_ends_and_unusable_replies_fall_back(make_store, movie_index):
     store = make_store("oxigraph", MOVIE_TRIPLES)
     lm = ScriptedLM(plan="I cannot answer in JSON", rank="none of them", verify=False)
@@ -380,6 +387,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.model
 def test_fidelis_run_end_to_end_with_the_offline_model(tmp_path, capsys, one_thread):
     kb = tmp_path / "kb.txt"
     kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in MOVIES))

@@ -25,6 +25,7 @@ from engine.methods.ldr.constraints import (
 )
 from engine.methods.lockstep import Choice
 from engine.methods.ldr.pipeline import LdrConfig, LdrMethod, reason
+from engine.methods.spec import Models
 from engine.methods.ldr.prompts import (
     NONE,
     answer_prompt,
@@ -38,14 +39,16 @@ from engine.methods.ldr.structure import Child, Subgraph, entity_type, node_type
 from engine.methods.ldr.training_data import (
     ExportReport,
     chain_samples,
-    read_webqsp,
     structure_samples,
     webqsp_samples,
     webqsp_structure,
 )
 from engine.methods.metrics import tree_edit_distance
-from engine.models.lm import Generation, LanguageModel, load_lm
-from engine.methods.run import Meter, run_method
+from engine.sexpr.webqsp import read_questions
+from engine.models.lm import Generation, LanguageModel
+from engine.models.loading import load_lm
+from engine.methods.meter import Meter
+from engine.methods.run import run_method
 from loaders.questions import Question
 from tests.random_graphs import node_ids, random_graph
 from tests.test_sft import tiny  # noqa: F401  (the tiny character-level Llama fixture)
@@ -429,6 +432,7 @@ def test_models_without_scoring_fall_back_to_a_generated_choice():
     assert match_option("no idea", ["x", "None"]) == 1  # nothing named: the last (stop) option
 
 
+@pytest.mark.model
 def test_scorer_is_the_argmax_of_smollm2_log_probabilities(lm_smol):
     """With the real model: summed log-probabilities of option + end token, computed here in
     one plain forward pass per option, pick the option OptionScorer picks."""
@@ -480,7 +484,7 @@ def test_gold_replay_exports_the_prompts_a_run_shows(make_store, store_kind):
     assert (report.questions, report.exported, report.infeasible, report.no_gold, report.reaches_answers) == (5, 3, 1, 1, 3)
     by_q = {}
     for s in samples:
-        by_q.setdefault(s.id, []).append((s.stage, s.target))
+        by_q.setdefault(s.id, []).append((s.task, s.target))
     assert by_q["q1"] == [("search", "Titanic+directed_by"), ("search", NONE)]  # one node: no answer choice to learn
     assert by_q["q2"] == [("search", "Christopher Nolan+^directed_by"), ("search", NONE)]
     assert by_q["q3"] == [
@@ -506,7 +510,7 @@ WEBQSP_PARSE = {
 def test_webqsp_parse_becomes_a_gold_structure():
     gold = webqsp_structure(WEBQSP_PARSE)
     samples = structure_samples("p0", "what is the name of justin bieber brother", gold)
-    assert [(s.stage, s.target) for s in samples] == [
+    assert [(s.task, s.target) for s in samples] == [
         ("search", "Justin Bieber+people.person.sibling_s"),
         ("search", "topic_1+people.sibling_relationship.sibling"),
         ("search", "entity_2+people.person.gender"),
@@ -522,13 +526,13 @@ def test_webqsp_parse_becomes_a_gold_structure():
          "NodePredicate": "people.sibling_relationship.from", "ValueType": "DateTime"}],
         "Order": {"SortOrder": "Descending", "Start": 0, "Count": 1, "SourceNodeIndex": 1, "NodePredicate": "people.person.height_meters",
                   "ValueType": "Float"}}
-    targets = [s.target for s in structure_samples("p1", "q", webqsp_structure(timed)) if s.stage == "constraints"]
+    targets = [s.target for s in structure_samples("p1", "q", webqsp_structure(timed)) if s.task == "constraints"]
     assert targets == ["date_3<= 2015-08-10, num_4 max"]
 
 
 def test_webqsp_export_covers_the_train_parses(shared_data):
     report = ExportReport()
-    samples = list(webqsp_samples(read_webqsp(shared_data / "webqsp" / "WebQSP.train.json.gz"), report))
+    samples = list(webqsp_samples(read_questions(shared_data / "webqsp" / "WebQSP.train.json.gz"), report))
     assert report.questions >= 3000 and report.exported / report.questions >= 0.95
     assert sum(report.uncovered.values()) == report.questions - report.exported
     assert len(samples) == sum(report.samples.values()) and report.samples["search"] > report.exported
@@ -570,10 +574,10 @@ class KeywordLM(TableLM):
 
 def test_ldr_method_runs_on_the_protocol(tmp_path, make_store):
     store = make_store("oxigraph", [Triple(*t) for t in MOVIES])
-    meter = Meter()
-    method = LdrMethod(meter.store(store), OptionScorer(meter.lm(KeywordLM({}))))
+    models = Models()
+    method = LdrMethod(store, models, LdrConfig(), OptionScorer(models.meter.lm(KeywordLM({}))))
     questions = MOVIE_QUESTIONS[:2]
-    summary = run_method(method, questions, meter, tmp_path / "p.jsonl", progress=False)
+    summary = run_method(method, questions, tmp_path / "p.jsonl", progress=False)
     records = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert [r["ldr"]["steps"][0]["chosen"] for r in records] == ["Titanic+directed_by", "Christopher Nolan+^directed_by"]
     assert [r["prediction"] for r in records] == [["James Cameron"], ["Inception"]]
@@ -583,8 +587,9 @@ def test_ldr_method_runs_on_the_protocol(tmp_path, make_store):
     # the two questions in lock step: names, relations; expand, relations; answer names, each one call for both
     assert r["calls"] == {"store": 3.0, "llm": 2.0}
     assert r["seconds"]["store"] > 0 and r["ldr"]["scoring"] == "logprobs"
-    alone = LdrMethod(meter.store(store), OptionScorer(meter.lm(KeywordLM({}))), batch_size=1)
-    run_method(alone, questions, meter, tmp_path / "alone.jsonl", progress=False)
+    models = Models()
+    alone = LdrMethod(store, models, LdrConfig(batch_size=1), OptionScorer(models.meter.lm(KeywordLM({}))))
+    run_method(alone, questions, tmp_path / "alone.jsonl", progress=False)
     one_by_one = [json.loads(line) for line in (tmp_path / "alone.jsonl").read_text().splitlines()]
     assert one_by_one[0]["calls"] == {"store": 5.0, "llm": 2.0}  # the same calls, each its own
     assert [(o["prediction"], o["ldr"]) for o in one_by_one] == [(r["prediction"], r["ldr"]) for r in records]
@@ -599,7 +604,7 @@ def _hashed_choice(prompt: str, options: Sequence[str]) -> Choice:
     return Choice(digest % len(options), [float((digest >> (8 * i)) % 97) for i in range(len(options))])
 
 
-@pytest.mark.parametrize("limits", [SearchLimits(), SearchLimits(max_steps=4, relation_rows=4, edges=3)])
+@pytest.mark.parametrize("limits", [{}, {"max_steps": 4, "relation_rows": 4, "edge_limit": 3}])
 def test_lock_step_batches_answer_as_one_by_one(make_store, store_kind, limits):
     """Questions reasoned in lock step, their store calls shared, get exactly what each gets
     alone, on every store: random graphs, random start and constraint entities, names
@@ -612,18 +617,17 @@ def test_lock_step_batches_answer_as_one_by_one(make_store, store_kind, limits):
         Question(f"q{i}", f"what is linked to {' and '.join(topics)} in 1990", [], topics, [])
         for i, topics in enumerate([rng.sample(ids, rng.choice([1, 1, 2])) for _ in range(11)])
     ] + [Question("none", "a question about nothing", [], [], [])]
-    config = LdrConfig(limits=limits, match_names=True)
     runs = {}
     for batch in (1, 5):
         meter = Meter()
-        method = LdrMethod(meter.store(store), _hashed_choice, config, batch_size=batch)
+        method = LdrMethod(store, Models(meter=meter), LdrConfig(match_names=True, batch_size=batch, **limits), _hashed_choice)
         got = []
         for start in range(0, len(questions), batch):
             got += method.answer(questions[start:start + batch])
         runs[batch] = got, meter.calls["store"]
     (alone, alone_calls), (together, together_calls) = runs[1], runs[5]
     assert [(p.answers, p.answer_ids, p.extras) for p in together] == [(p.answers, p.answer_ids, p.extras) for p in alone]
-    if limits == SearchLimits():  # with cuts, a shared call that some question's limit cuts is asked again alone
+    if not limits:  # with cuts, a shared call that some question's limit cuts is asked again alone
         assert together_calls < alone_calls
     assert any(len(p.extras.get("steps", ())) > 1 for p in alone) and together[-1].extras == {"error": "no topic entity to start from"}
 
@@ -632,12 +636,14 @@ def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811
     """A tiny model trained on the gold samples of three questions answers them: export-training,
     train (the shared SFT facility), run with the trained model, eval."""
     kb, qa = _metaqa_files(tmp_path)
-    store, data, model, out = (str(tmp_path / n) for n in ("store", "data", "model", "p.jsonl"))
+    store, data, model, out = (str(tmp_path / n) for n in ("store", "data.jsonl", "model", "p.jsonl"))
     assert main(["load", kb, "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    capsys.readouterr()
     assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--store", store, "--out", data, "--json"]) == 0
-    exported = json.loads((Path(data) / "export-report.json").read_text())
-    assert exported["exported"] == 3 and exported["reaches_answers"] == 3
-    assert main(["ldr", "train", "--data", f"{data}/search.jsonl", f"{data}/reasoning.jsonl", "--model", tiny, "--out", model,
+    exported = json.loads(capsys.readouterr().out)
+    assert exported["questions"] == 3 and exported["without_samples"] == 0
+    assert exported["samples"] == {"search": 8, "answer": 1}
+    assert main(["lm", "train", "--data", data, "--model", tiny, "--out", model,
                  "--epochs", "60", "--lr", "1e-2", "--batch-size", "4", "--warmup", "0", "--schedule", "constant",
                  "--max-length", "1024", "--device", "cpu", "--no-progress"]) == 0
     capsys.readouterr()
@@ -649,17 +655,26 @@ def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == 1.0
 
 
-def test_export_writes_only_files_with_samples(tmp_path, capsys):
+def test_export_names_the_questions_that_give_no_sample(tmp_path, capsys):
+    from engine.models.sft import read_samples
+
     kb, qa = _metaqa_files(tmp_path)
-    store, data = str(tmp_path / "store"), tmp_path / "data"
+    store, data = str(tmp_path / "store"), tmp_path / "samples.jsonl"
     assert main(["load", kb, "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    with open(qa, "a", encoding="utf-8") as f:
+        f.write("who wrote [Titanic]\tx\n")  # no written_by edge in the store: infeasible
+    with open(tmp_path / "qa_dev_qtype.txt", "a", encoding="utf-8") as f:
+        f.write("movie_to_writer\n")
+    capsys.readouterr()
     assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--store", store, "--out", str(data)]) == 0
-    assert (data / "reasoning.jsonl").stat().st_size > 0  # the 3-hop question has an answer choice
-    assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--limit", "2", "--store", store, "--out", str(data)]) == 0
-    # 1-hop questions only: S_k has one node to answer from, so no reasoning sample, and no stale file
-    assert (data / "search.jsonl").is_file() and not (data / "reasoning.jsonl").exists()
+    assert "9 samples (search 8, answer 1) from 4 questions" in capsys.readouterr().out
+    assert main(["ldr", "export-training", "--dataset", qa, "--split", "all", "--store", store, "--out", str(data), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["without_samples"] == 1
+    samples = read_samples(data)
+    assert {s.task for s in samples} == {"search", "answer"} and [s.task for s in read_samples(data, ["answer"])] == ["answer"]
 
 
+@pytest.mark.model
 def test_run_with_the_offline_default_model(tmp_path, capsys):
     kb, qa = _metaqa_files(tmp_path)
     store, out = str(tmp_path / "store"), str(tmp_path / "p.jsonl")

@@ -11,7 +11,9 @@ import pytest
 
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
 from engine.models import greedy
-from engine.models.lm import OpenAIChatLM, TransformersLM, load_lm, local_source
+from engine.models.loading import load_lm, local_source
+from engine.models.openai_lm import OpenAIChatLM
+from engine.models.transformers_lm import TransformersLM
 from engine.models.trie import TokenTrie
 
 
@@ -36,11 +38,13 @@ def lm() -> TransformersLM:
     return model
 
 
+@pytest.mark.model
 def test_load_lm_is_cached(lm):
     assert load_lm() is lm
     assert lm.template == "chat"
 
 
+@pytest.mark.model
 def test_greedy_logprobs_match_rescoring(lm):
     prompt = "What is the capital of France? Answer in one word."
     g = lm.generate(prompt, max_new_tokens=4, logprobs=True)
@@ -53,6 +57,7 @@ def test_greedy_logprobs_match_rescoring(lm):
     assert all(t.logprob <= 0 for t in rescored)
 
 
+@pytest.mark.model
 def test_generate_batch_equals_one_by_one(lm):
     prompts = ["Name a colour.", "What is 2 + 2? Answer with a number.", "Say yes or no: is water wet?"]
     single = [lm.generate(p, max_new_tokens=6) for p in prompts]
@@ -63,6 +68,7 @@ def test_generate_batch_equals_one_by_one(lm):
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
 
 
+@pytest.mark.model
 def test_generate_batch_groups_prompts_of_similar_length_within_a_token_budget(lm):
     lengths = [4000, 10, 12, 11, 300, 13, 2500, 290, 14, 15, 16, 17]
     chunks = lm._chunks(lengths)
@@ -72,6 +78,7 @@ def test_generate_batch_groups_prompts_of_similar_length_within_a_token_budget(l
     assert [1, 3, 2, 5, 8, 9, 10, 11] in chunks  # short ones together, shortest first
 
 
+@pytest.mark.model
 def test_generate_batch_stops_each_row_as_generate_does(lm):
     prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
     stop = lambda text: len(text.split()) >= 2  # fires at a different step in each row
@@ -103,6 +110,7 @@ def _forward_shapes(lm, monkeypatch) -> list[tuple[int, int]]:
     return shapes
 
 
+@pytest.mark.model
 def test_generate_batch_reads_a_common_prefix_once(lm, monkeypatch):
     instructions = "You answer questions about films. Answer with one name and nothing else, no explanation. "
     prompts = [instructions + q for q in ("Who directed Jaws?", "Name a comedy from 1989.", "Who wrote the film Psycho?")]
@@ -119,6 +127,7 @@ def test_generate_batch_reads_a_common_prefix_once(lm, monkeypatch):
     assert all(tokens == 1 for _, tokens in shapes[2:])
 
 
+@pytest.mark.model
 def test_a_row_that_ends_leaves_the_batch(lm, monkeypatch):
     prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
     rules = [lambda text: len(text.split()) >= 1, None, lambda text: len(text.split()) >= 3]
@@ -130,6 +139,7 @@ def test_a_row_that_ends_leaves_the_batch(lm, monkeypatch):
     assert sum(steps) == sum(g.completion_tokens for g in batched) - len(prompts)
 
 
+@pytest.mark.model
 def test_a_model_whose_config_changes_the_scores_is_batched_as_generate_decodes(lm, monkeypatch):
     prompts = ["Repeat the word cat ten times.", "Write the letter a eight times."]
     plain = [g.text for g in lm.generate_batch(prompts, max_new_tokens=12)]
@@ -140,6 +150,7 @@ def test_a_model_whose_config_changes_the_scores_is_batched_as_generate_decodes(
     assert penalised != plain  # the penalty is applied, not ignored
 
 
+@pytest.mark.model
 def test_the_float32_cache_decodes_exactly_as_transformers_own(lm, monkeypatch):
     """The float32 cache's bookkeeping (buffers written in place, the prompt's own states
     first) changes nothing: forced on for the float32 model, the same tokens and scores."""
@@ -228,6 +239,7 @@ def test_the_float32_layer_keeps_every_state_through_growth_and_cropping():
     assert keys.shape == (1, 3, 8, 4) and torch.equal(values[..., -1:, :], -states[2][1:].float())
 
 
+@pytest.mark.model
 def test_constrained_beam_search_stays_in_the_trie(lm):
     options = ["directed_by", "starred_actors", "has_genre"]
     sequences = [lm.encode(o) + [lm.eos_token_id] for o in options]
@@ -245,6 +257,7 @@ def test_constrained_beam_search_stays_in_the_trie(lm):
     assert [b.score for b in beams] == sorted((b.score for b in beams), reverse=True)
 
 
+@pytest.mark.model
 def test_batched_scores_equal_one_by_one_scoring(lm):
     """score_batch (the prompt once, continuations batched over its cache, in chunks) gives
     every token the log-probability of scoring each continuation on its own; with eos the
@@ -373,6 +386,7 @@ def test_load_lm_names_a_chat_endpoint(chat_server):
     assert isinstance(lm, OpenAIChatLM) and lm.url == f"http://127.0.0.1:{port}/v1/chat/completions"
 
 
+@pytest.mark.model
 def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
     import torch
 

@@ -14,7 +14,8 @@ import pytest
 from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.graph import Triple
-from engine.models.lm import Generation, LanguageModel, load_lm
+from engine.models.lm import Generation, LanguageModel
+from engine.models.loading import load_lm
 from engine.methods.rog.grounding import ground, ground_batch
 from engine.methods.rog.planning import (
     Frontiers,
@@ -34,7 +35,7 @@ from engine.methods.rog.prompts import (
 )
 from engine.methods.rog.reasoning import fit_paths
 from engine.methods.rog.training_data import training_examples
-from engine.methods.run import Meter
+from engine.methods.meter import Meter
 from loaders.questions import Question
 
 KB = [
@@ -213,6 +214,7 @@ def lm():
     return load_lm()
 
 
+@pytest.mark.model
 def test_smollm2_plans_in_constrained_modes(lm, make_store):
     store = make_store("oxigraph", TRIPLES)
     vocabulary = relation_vocabulary(store)
@@ -226,6 +228,7 @@ def test_smollm2_plans_in_constrained_modes(lm, make_store):
     assert all(n > 0 for n in grounding.paths_per_plan)
 
 
+@pytest.mark.model
 def test_batched_plans_equal_one_by_one(lm, make_store):
     """Beam searches decoded together, each under its own grounded constraint, give each
     question the plans it gets alone (texts; beam scores to float precision)."""
@@ -247,8 +250,10 @@ def test_batched_plans_equal_one_by_one(lm, make_store):
                 assert all(p.relations and _walk_ends(TRIPLES, topics, p.relations) for p in plans)
 
 
+@pytest.mark.model
 def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
     from engine.methods.rog.pipeline import RogConfig, RogMethod
+    from engine.methods.spec import Models
 
     store = make_store("oxigraph", TRIPLES)
     questions = [
@@ -257,8 +262,8 @@ def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
         Question("3", "which genre is [Inception]", [], ["Inception"], []),
     ]
     config = {"k": 1, "max_hops": 1, "answer_tokens": 16}
-    one_by_one = [RogMethod(store, lm, None, RogConfig(batch_size=1, **config)).answer([q])[0] for q in questions]
-    method = RogMethod(store, lm, None, RogConfig(batch_size=3, **config))
+    one_by_one = [RogMethod(store, Models(), RogConfig(batch_size=1, **config), lm).answer([q])[0] for q in questions]
+    method = RogMethod(store, Models(), RogConfig(batch_size=3, **config), lm)
     assert method.batch_size == 3
     batched = method.answer(questions)
     assert [p.extras["plans"] for p in batched] == [p.extras["plans"] for p in one_by_one]
@@ -381,11 +386,14 @@ def test_training_data_equals_plain_python_bfs(make_store, store_kind):
         for answer in q.answer_entities:
             expected |= _bfs_relation_paths(TRIPLES, q.topic_entities[0], answer, 3)
         assert set(examples[q.id].relation_paths) == expected, q.id
-    q2 = examples["q2"]
-    assert [r["target"] for r in q2.planning_records()] == ["<PATH>starred_actors<SEP>has_genre</PATH>"]
-    record = q2.reasoning_record()
-    assert record["target"] == "Science Fiction"
-    assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in record["prompt"]
+    from engine.methods.rog.pipeline import RogConfig
+    from engine.methods.rog.training_data import training_samples
+
+    samples = list(training_samples(store, [questions[1]], RogConfig(prompt_tokens=None)))  # every path: no tokenizer
+    assert [(s.task, s.target) for s in samples if s.task == "planning"] == [("planning", "<PATH>starred_actors<SEP>has_genre</PATH>")]
+    [reasoning] = [s for s in samples if s.task == "reasoning"]
+    assert reasoning.target == "Science Fiction" and reasoning.id == "q2"
+    assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in reasoning.prompt
 
 
 def test_gold_targets_take_the_question_path_where_it_grounds(make_store):
@@ -402,6 +410,7 @@ def test_gold_targets_take_the_question_path_where_it_grounds(make_store):
 
 
 # ----------------------------------------------------------------------------- CLI end to end
+@pytest.mark.model
 def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
     kb = tmp_path / "kb.txt"
     kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))
@@ -459,37 +468,45 @@ def test_plans_stop_at_the_closing_marker():
     assert seen["stop"]("<PATH>directed_by</PATH>") and not seen["stop"]("<PATH>directed_by<SEP>")
 
 
-def test_rog_train_from_export_training(tmp_path, tiny, capsys):
-    from engine.models.lm import TransformersLM
-    from engine.methods.rog.training_data import sft_samples
+def test_rog_samples_are_what_the_model_sees_and_train_with_lm_train(tmp_path, tiny, capsys):
+    from engine.models.sft import read_samples
+    from engine.models.transformers_lm import TransformersLM
+    from engine.stores.oxigraph import OxigraphStore
+    from loaders.questions import read_metaqa_questions
 
     kb = tmp_path / "kb.txt"
     kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))
     qa = tmp_path / "qa_dev.txt"
     qa.write_text("who directed [Titanic]\tJames Cameron\nwho starred in films by [James Cameron]\tLeonardo DiCaprio|Sam Worthington\n")
-    store, data = str(tmp_path / "store"), tmp_path / "export"
+    store, data = str(tmp_path / "store"), tmp_path / "export.jsonl"
     assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
-    assert main(["rog", "export-training", "--dataset", str(qa), "--store", store, "--out", str(data)]) == 0
+    # reasoning prompts keep the paths that fit the budget of the model's tokenizer, as at inference
+    tokens = TransformersLM.load(tiny, "cpu")
+    question = "who starred in films by [James Cameron]"
+    with OxigraphStore(store, read_only=True) as opened:
+        examples = list(training_examples(opened, read_metaqa_questions(qa)))
+    paths = next(e.reasoning_paths for e in examples if e.question.question == question)
+    assert len(paths) == 2
+    budget = len(tokens.encode(reasoning_prompt(question, []))) + len(tokens.encode(paths[0] + "\n"))
     capsys.readouterr()
-    planning = [json.loads(line) for line in (data / "planning.jsonl").read_text().splitlines()]
-    assert {(r["prompt"], r["target"]) for r in planning} == {
+    assert main(["rog", "export-training", "--dataset", str(qa), "--split", "all", "--store", store, "--out", str(data),
+                 "--model", tiny, "--prompt-tokens", str(budget), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["samples"] == {"planning": 2, "reasoning": 2}
+    planning = read_samples(data, ["planning"])
+    assert {(s.prompt, s.target) for s in planning} == {
         (planning_prompt("who directed [Titanic]"), "<PATH>directed_by</PATH>"),
         (planning_prompt("who starred in films by [James Cameron]"), "<PATH>directed_by<SEP>starred_actors</PATH>"),
     }
-    # reasoning prompts keep the paths that fit the budget, as at inference
-    tokens = TransformersLM.load(tiny, "cpu")
-    question = "who starred in films by [James Cameron]"
-    paths = [json.loads(line) for line in (data / "reasoning.jsonl").read_text().splitlines()][1]["paths"]
-    assert len(paths) == 2
-    budget = len(tokens.encode(reasoning_prompt(question, []))) + len(tokens.encode(paths[0] + "\n"))
-    samples = sft_samples([data], ["reasoning"], tokens, budget)["reasoning"]
-    assert samples[1].prompt == reasoning_prompt(question, fit_paths(tokens, reasoning_prompt(question, []), paths, budget))
-    assert paths[0] in samples[1].prompt and paths[1] not in samples[1].prompt and samples[1].target == "Leonardo DiCaprio\nSam Worthington"
+    [sample] = [s for s in read_samples(data, ["reasoning"]) if question in s.prompt]
+    assert sample.prompt == reasoning_prompt(question, fit_paths(tokens, reasoning_prompt(question, []), paths, budget))
+    assert paths[0] in sample.prompt and paths[1] not in sample.prompt and sample.target == "Leonardo DiCaprio\nSam Worthington"
 
     out = tmp_path / "model"
-    args = ["rog", "train", "--data", str(data), "--model", tiny, "--out", str(out), "--epochs", "2", "--batch-size", "2",
-            "--prompt-tokens", "300", "--device", "cpu", "--no-progress", "--json"]
+    args = ["lm", "train", "--data", str(data), "--model", tiny, "--out", str(out), "--epochs", "2", "--batch-size", "2",
+            "--device", "cpu", "--no-progress", "--json"]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["examples"] == 4 and len(summary["train_loss"]) == 2  # 2 planning + 2 reasoning
     assert load_lm(str(out), "cpu").generate("x", max_new_tokens=2).text is not None
+    assert main([*args[:2], "--tasks", "planning", *args[2:]]) == 0
+    assert json.loads(capsys.readouterr().out)["examples"] == 2

@@ -9,13 +9,15 @@ import pytest
 from engine.graph import Triple
 from engine.methods.metrics import evaluate, evaluate_rog
 from engine.reference import ReferenceStore
-from engine.methods.run import Meter, Prediction, format_summary, run_method, unwrap
+from engine.methods.meter import Meter
+from engine.methods.run import format_summary, run_method
+from engine.methods.spec import Method, Models, Prediction
 from loaders.questions import Question
 
 
 def test_nested_stages_are_exclusive(monkeypatch):
     clock = [100.0]  # a clock the test moves, so that no timing enters the test
-    monkeypatch.setattr("engine.methods.run.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr("engine.methods.meter.time.perf_counter", lambda: clock[0])
     meter = Meter()
     with meter.stage("model"):
         clock[0] += 0.05
@@ -34,7 +36,7 @@ def test_metered_store_counts_every_public_call_once_and_meters_compose():
     metered.names(["a"])
     assert inner.calls["store"] == outer.calls["store"] == 2
     assert dict(outer.operations) == {"store.expand": 1, "store.names": 1}
-    assert unwrap(metered) is not store and unwrap(unwrap(metered)) is store
+    assert metered._target._target is store  # a proxy around a proxy around the store
     assert metered.uri == store.uri  # attributes pass through uncounted
     from engine.errors import UnsupportedOperationError
     from engine.ops import Names
@@ -62,16 +64,16 @@ def test_metered_lm_counts_generation_not_tokenizer_calls():
     assert meter.calls["llm"] == 1 and meter.seconds["model"] >= 0.01
 
 
-class _Echo:
+class _Echo(Method):
     """Answers each question with its topic entity, in batches of two, one store call per batch."""
 
     name = "echo"
-    batch_size = 2
 
-    def __init__(self, store, lm):
-        self.store, self.lm = store, lm
+    def __init__(self, store, models):
+        super().__init__(store, models, batch_size=2)
+        self.lm = models.meter.lm(_LM())
 
-    def answer(self, questions):
+    def _answer(self, questions):
         self.store.names([q.topic_entities[0] for q in questions])
         out = []
         for q in questions:
@@ -86,10 +88,9 @@ class _Echo:
 def test_run_method_writes_one_record_shape_and_splits_batch_costs(tmp_path):
     gold = ["e0", "e1", "e0", "e1", "other"]
     questions = [Question(f"q{i}", f"question {i}", [gold[i]], [f"e{i % 2}"], [gold[i]], hops=1 + i % 2) for i in range(5)]
-    meter = Meter()
-    store = meter.store(ReferenceStore([Triple("e0", "r", "e1")]))
+    store = ReferenceStore([Triple("e0", "r", "e1")])
     out = tmp_path / "p.jsonl"
-    summary = run_method(_Echo(store, meter.lm(_LM())), questions, meter, out, progress=False)
+    summary = run_method(_Echo(store, Models()), questions, out, progress=False)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["q0", "q1", "q2", "q3", "q4"]
     assert set(records[0]) == {
@@ -141,10 +142,9 @@ def test_a_topic_entity_the_store_lacks_is_named_in_the_record_and_counted(tmp_p
         Question("q1", "question 1", ["e1"], ["ghost"], ["e1"]),
         Question("q2", "question 2", ["e0"], ["e1", "bad\nid"], ["e0"]),  # an id no store can hold
     ]
-    meter = Meter()
-    store = meter.store(ReferenceStore([Triple("e0", "r", "e1")]))
+    store = ReferenceStore([Triple("e0", "r", "e1")])
     out = tmp_path / "p.jsonl"
-    summary = run_method(_Echo(store, meter.lm(_LM())), questions, meter, out, progress=False)
+    summary = run_method(_Echo(store, Models()), questions, out, progress=False)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert "missing_topics" not in records[0] and "warning" not in records[0]
     assert records[1]["missing_topics"] == ["ghost"]

@@ -11,7 +11,8 @@ import torch
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError, ParseError
-from engine.models.lm import TransformersLM, load_lm
+from engine.models.loading import load_lm
+from engine.models.transformers_lm import TransformersLM
 from engine.models.sft import (
     IGNORE,
     Sample,
@@ -40,8 +41,12 @@ FAST = SftConfig(epochs=40, lr=1e-2, batch_size=2, warmup=0.0, schedule="constan
 # ----------------------------------------------------------------------------- data
 def test_read_samples_names_the_file_and_line(tmp_path: Path):
     good = tmp_path / "good.jsonl"
-    assert write_samples(MEMORISE, good) == 4
+    assert write_samples(MEMORISE, good) == {"": 4}  # samples per task
     assert read_samples(good) == MEMORISE
+    tasked = [Sample("p", "t", "planning", "q1"), Sample("p", "u", "reasoning", "q1")]
+    assert write_samples(tasked, tmp_path / "more" / "tasked.jsonl") == {"planning": 1, "reasoning": 1}
+    assert read_samples(tmp_path / "more" / "tasked.jsonl") == tasked
+    assert read_samples(tmp_path / "more" / "tasked.jsonl", ["reasoning"]) == tasked[1:]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a", "target": "b"}\n\n{"prompt": "a", "output": "b"}\n')
     with pytest.raises(ParseError, match=r"bad\.jsonl:3: .*'target'"):

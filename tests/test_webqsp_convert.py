@@ -35,6 +35,22 @@ def test_agrees_with_the_shared_webqsp_sexpressions(converted, shared_data):
         assert ours[item["qid"].split("_")[0]] == item["s_expression"]
 
 
+def test_convert_command_writes_the_parses_and_reports_the_coverage(converted, shared_data, tmp_path, capsys):
+    """`kgqa webqsp convert`: every converted parse as a JSON line, the coverage as convert_all counts it."""
+    from engine.cli.main import main
+
+    out = tmp_path / "forms" / "webqsp.jsonl"
+    webqsp = str(shared_data / "webqsp" / "WebQSP.train.json.gz")
+    assert main(["webqsp", "convert", "--webqsp", webqsp, "--out", str(out), "--json"]) == 0
+    pairs, report = converted
+    assert json.loads(capsys.readouterr().out) == report.to_json()
+    assert [(row["ParseId"], row["sexpr"]) for row in map(json.loads, out.read_text(encoding="utf-8").splitlines())] == pairs
+    assert main(["webqsp", "convert", "--webqsp", webqsp, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{report.converted:,} of {report.parses:,} parses converted" in text
+    assert all(shape in text for shape in report.uncovered)
+
+
 def test_shapes():
     base = {"TopicEntityMid": "m.0t", "InferentialChain": ["a.b.c", "a.d.e"], "Constraints": [], "Time": None, "Order": None}
     assert to_text(convert(base)) == "(JOIN (R a.d.e) (JOIN (R a.b.c) m.0t))"

@@ -1,7 +1,6 @@
-"""What every ``kgqa`` command module shares: the store, output and method-run options, opening
-the store an invocation names, printing results, and running a method's ``run`` command
-(:func:`run_from_args`, the method-run protocol of :mod:`engine.methods.run`). Command modules import
-this, never :mod:`engine.cli.main`, which imports them."""
+"""What every ``kgqa`` command module shares: the store, output, question and config options,
+opening the store an invocation names, and printing results. Command modules import this,
+never :mod:`engine.cli.main`, which imports them."""
 from __future__ import annotations
 
 import argparse
@@ -60,55 +59,46 @@ DATASET_HELP = (
 def add_device_arguments(p: argparse.ArgumentParser) -> None:
     """Where and in what precision a local language model runs."""
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
-    # checked where the model loads (engine.models.lm.DTYPES): this module needs nothing from engine.models,
+    # checked where the model loads (engine.models.transformers_lm.DTYPES): this module needs nothing from engine.models,
     # whose cli.py imports it
     p.add_argument("--dtype", default=None, help="the language model's weight precision: float32, bfloat16, float16 or "
                    "auto (default: float32 on a CPU, the checkpoint's own on a GPU); bfloat16 cuts model time ≈ 2.5x on a "
                    "CPU with bf16 instructions and may change close decisions")
 
 
-def add_run_arguments(p: argparse.ArgumentParser, method: str, build_method: Any, model_help: str | None = None) -> None:
-    """The options every method's ``run`` shares (the method-run protocol of :mod:`engine.methods.run`);
-    ``build_method(args, store, meter)`` makes the method, :func:`run_from_args` runs it (also
-    what ``kgqa bench methods`` calls, so a benchmark runs exactly what a user runs)."""
-    p.set_defaults(handler=run_from_args, build_method=build_method, method=method)
-    p.add_argument("--dataset", required=True, help=DATASET_HELP)
-    add_question_arguments(p, "test")
-    p.add_argument("--model", default=None, help=model_help or "language model: HF id, local directory, .gguf, or "
-                   "openai:MODEL[@URL] (default: the offline SmolLM2-135M-Instruct)")
-    add_device_arguments(p)
-    p.add_argument("--out", default=f"{method}-predictions.jsonl", help=f"predictions JSONL (default {method}-predictions.jsonl)")
-    p.add_argument("--no-progress", action="store_true")
-    add_store_arguments(p)
-    add_output_arguments(p)
+def question_set(args: argparse.Namespace):
+    """The questions ``--dataset --split --sample --limit --seed --split-seed`` select."""
+    from loaders.datasets import QuestionSet
+
+    return QuestionSet(args.dataset, args.split, args.sample, args.limit, args.seed, args.split_seed)
 
 
 def run_questions(args: argparse.Namespace) -> list:
-    """The questions ``--dataset --split --sample --limit --seed --split-seed`` select."""
-    from loaders.datasets import select_questions
-
-    return select_questions(args.dataset, args.split, sample=args.sample, limit=args.limit, seed=args.seed, split_seed=args.split_seed)
+    """The selected questions themselves (:func:`question_set`)."""
+    return question_set(args).select()
 
 
-def run_from_args(args: argparse.Namespace) -> dict:
-    """The handler of every ``kgqa <method> run``: open the store, build the method with the
-    command's ``build_method(args, store, meter)`` (store metered), run it over the selected
-    questions, print the summary and return it."""
-    from engine.methods.run import Meter, format_summary, run_method
+def add_config_arguments(p: argparse.ArgumentParser, config_type: type, only: tuple[str, ...] | None = None) -> None:
+    """One flag per option of ``config_type`` (of those named in ``only``), with its default and help
+    (:func:`engine.methods.spec.options`)."""
+    from engine.methods.spec import options
 
-    questions = run_questions(args)
-    if not questions:
-        raise InvalidInputError(
-            f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
-            "nothing to answer; a small question file may need --split all"
-        )
-    meter = Meter()
-    with open_from_args(args) as store:
-        method = args.build_method(args, meter.store(store), meter)
-        summary = run_method(method, questions, meter, args.out, progress=not args.no_progress)
-    summary = {"dataset": args.dataset, "split": args.split, **summary}
-    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
-    return summary
+    for o in options(config_type):
+        if only is not None and o.name not in only:
+            continue
+        names = [o.flag, *([o.short] if o.short else [])]
+        shown = "" if o.default is None or o.kind is bool else f" (default {o.default})"
+        if o.kind is bool:
+            p.add_argument(*names, dest=o.name, action="store_true", default=o.default, help=o.help)
+            continue
+        p.add_argument(*names, dest=o.name, type=o.kind, default=o.default, choices=o.choices, help=o.help + shown)
+
+
+def config_from_args(config_type: type, args: argparse.Namespace) -> Any:
+    """The config the flags of :func:`add_config_arguments` give."""
+    from engine.methods.spec import options
+
+    return config_type(**{o.name: getattr(args, o.name) for o in options(config_type)})
 
 
 def open_from_args(args: argparse.Namespace, *, write: bool = False):

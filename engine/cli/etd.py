@@ -1,4 +1,4 @@
-"""``kgqa etd train`` and ``kgqa etd run``; torch and the models load inside the handlers."""
+"""``kgqa etd train``; torch and the models load inside the handler."""
 from __future__ import annotations
 
 import argparse
@@ -6,17 +6,14 @@ import json
 
 from engine.cli.common import (
     DATASET_HELP,
-    add_run_arguments,
     add_store_arguments,
     open_from_args,
 )
 from engine.errors import InvalidInputError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    etd = subparsers.add_parser("etd", help="EtD: GNN exploration through the store, then LLM determination")
-    sub = etd.add_subparsers(dest="etd_command", required=True)
-
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """``kgqa etd train`` (``run`` comes from the method's spec)."""
     p = sub.add_parser("train", help="train the exploration GNN (paper hyperparameters per dataset)")
     _add_data_arguments(p)
     p.add_argument("--checkpoint-dir", required=True, help="directory for best.pt, last.pt and summary.json")
@@ -40,15 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mask-topic", action="store_true", default=None,
                    help="encode each question with its topic entity's mention replaced by a placeholder (not in the paper)")
     p.set_defaults(handler=_run_train)
-
-    p = sub.add_parser("run", help="answer a question set with a trained GNN (and an LLM), write predictions JSONL")
-    add_run_arguments(p, "etd", build_method, "language model for determination (default: the offline SmolLM2-135M-Instruct)")
-    p.add_argument("--checkpoint", required=True, help="a best.pt written by `kgqa etd train`")
-    p.add_argument("--gnn-only", action="store_true", help="answer with the GNN's top candidate (no LLM)")
-    p.add_argument("--top-n", type=int, default=3, help="reference answers in the prompt (default 3)")
-    p.add_argument("--batch-size", type=int, default=50, help="questions explored together (default 50)")
-    p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default: the training run's)")
-    p.add_argument("--encoding-cache", default=None, help="directory keeping the frozen text encodings between runs")
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,27 +72,3 @@ def _run_train(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         summary = train(store, train_questions, parts["val"], config, args.checkpoint_dir, progress=not args.no_progress)
     print(json.dumps(summary.to_json(), indent=2))
-
-
-def build_method(args: argparse.Namespace, store, meter):
-    """EtD as ``kgqa etd run`` configures it."""
-    from engine.methods.etd.pipeline import EtdMethod
-    from engine.methods.etd.training import load_checkpoint
-
-    model, saved = load_checkpoint(args.checkpoint)
-    settings = saved["train"]
-    split_seed = settings.get("split_seed", settings["seed"])  # checkpoints from before --split-seed split with --seed
-    if args.split != "all" and (split_seed, settings["val_fraction"], settings["test_fraction"]) != (args.split_seed, 0.1, 0.1):
-        raise InvalidInputError(
-            f"{args.checkpoint} was trained on a split with seed {split_seed} and val/test fractions "
-            f"{settings['val_fraction']}/{settings['test_fraction']}: run with --split-seed {split_seed} (and the default "
-            "fractions) so that --split picks questions it was not trained on"
-        )
-    max_degree = settings["max_degree"] if args.max_degree is None else args.max_degree
-    lm = None
-    if not args.gnn_only:
-        from engine.models.lm import load_lm
-
-        lm = meter.lm(load_lm(args.model, args.device, dtype=args.dtype))
-    return EtdMethod(store, model, meter, lm, top_n=args.top_n, batch_size=args.batch_size, max_degree=max_degree,
-                     encoding_cache=args.encoding_cache)

@@ -1,5 +1,5 @@
-"""``kgqa lm train``: supervised fine-tuning of a causal LM (:mod:`engine.models.sft`), and the
-fine-tuning options the methods' own ``train`` commands share."""
+"""``kgqa lm train``: supervised fine-tuning of a causal LM (:mod:`engine.models.sft`) on any
+mix of the sample files that ``kgqa <method> export-training`` writes."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     lm = sub.add_parser("lm", help="language models: supervised fine-tuning")
     commands = lm.add_subparsers(dest="lm_command", required=True, metavar="COMMAND")
     p = commands.add_parser("train", help="fine-tune a causal LM on prompt → target JSONL; the loss covers the target only")
-    p.add_argument("--data", required=True, nargs="+", help='JSONL files of {"prompt": …, "target": …} lines')
+    p.add_argument("--data", required=True, nargs="+",
+                   help='JSONL files of {"prompt", "target"[, "task", "id"]} lines, e.g. written by `kgqa <method> export-training`')
+    p.add_argument("--tasks", nargs="+", default=None,
+                   help="train only on the samples of these tasks (e.g. RoG's planning or reasoning; default: every sample)")
     add_sft_arguments(p)
     p.set_defaults(handler=_train)
 
@@ -80,6 +83,11 @@ def run_training(args: argparse.Namespace, samples: list) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    from engine.errors import InvalidInputError
     from engine.models.sft import read_samples
 
-    run_training(args, [s for path in args.data for s in read_samples(path)])
+    samples = [s for path in args.data for s in read_samples(path, args.tasks)]
+    if not samples:
+        raise InvalidInputError(f"no samples of the tasks {', '.join(args.tasks or ())} in {', '.join(args.data)}: "
+                                "name tasks the files hold (their 'task' field)")
+    run_training(args, samples)

@@ -25,9 +25,10 @@ from engine.store import SCHEMA_RELATIONS
 #: modules that add their own subcommands through ``register(subparsers)``; each keeps its
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
-    "engine.cli.etd", "engine.cli.arg", "engine.cli.rog", "engine.cli.fidelis", "engine.cli.ldr", "engine.cli.eval",
-    "engine.cli.server", "engine.cli.webqsp", "engine.cli.lm",
+    "engine.cli.sexpr", "engine.cli.methods", "engine.cli.eval", "engine.cli.server", "engine.cli.webqsp", "engine.cli.lm",
+    "engine.cli.neo4j_import",
 )
+
 
 def _limit(text: str) -> int | str:
     """A ``--limit`` value: a number of rows, or ``unbounded``."""

@@ -1,4 +1,5 @@
-"""``kgqa webqsp build``: the WebQSP slice over FB15k-237 (:mod:`loaders.webqsp_slice`)."""
+"""``kgqa webqsp``: ``build``, the WebQSP slice over FB15k-237 (:mod:`loaders.webqsp_slice`), and
+``convert``, every WebQSP parse as an S-expression with a coverage report (:mod:`engine.sexpr.webqsp`)."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(store=DEFAULT_KB_STORE)
     add_output_arguments(b)
     b.set_defaults(handler=_run_build)
+    c = actions.add_parser(
+        "convert",
+        help="write every WebQSP parse as an S-expression and report the coverage",
+        description="Convert the parses of a WebQSP file to S-expressions (GrailQA logical forms): one JSON line "
+        '{"ParseId": …, "sexpr": …} per parse converted into --out, and the coverage report (parses and questions '
+        "converted, the shapes left uncovered) on the standard output.",
+    )
+    c.add_argument("--webqsp", required=True, help="WebQSP.train.json or WebQSP.test.json (.gz allowed)")
+    c.add_argument("--out", required=True, help="the JSONL file to write")
+    add_output_arguments(c)
+    c.set_defaults(handler=_run_convert)
 
 
 def default_out(webqsp: str) -> Path:
@@ -72,3 +84,26 @@ def _run_build(args: argparse.Namespace) -> None:
     else:
         print(format_report(report))
         print(f"\nwritten to {out}/ (questions.jsonl, report.json, report.txt)")
+
+
+def _run_convert(args: argparse.Namespace) -> None:
+    from engine.sexpr.webqsp import convert_all, read_questions
+
+    pairs, coverage = convert_all(read_questions(args.webqsp))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"ParseId": parse_id, "sexpr": sexpr}, ensure_ascii=False) + "\n" for parse_id, sexpr in pairs)
+    report = coverage.to_json()
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    print(
+        f"{report['converted']:,} of {report['parses']:,} parses converted ({report['parse_coverage']:.1%}); "
+        f"{report['questions_converted']:,} of {report['questions']:,} questions have one"
+    )
+    if report["uncovered_shapes"]:
+        print("uncovered shapes (parses):")
+        for shape, count in report["uncovered_shapes"].items():
+            print(f"  {count:6,}  {shape}")
+    print(f"written to {args.out}")

@@ -1,11 +1,12 @@
 """One way to run a method over questions: the method-run protocol every method follows.
 
-A method answers a batch of questions and returns one :class:`Prediction` per question,
-best answer first. :func:`run_method` owns everything else: batching, the progress bar, one
-JSONL record per question, and the summary through :mod:`engine.methods.metrics`. Time and calls are
-counted by a :class:`Meter`: the store and the language model a method is given are
-:class:`Metered` proxies, so every store call counts as ``store`` seconds and calls and every
-LM call as ``model`` seconds and ``llm`` calls without a stopwatch in the method. Other model
+A method (:class:`engine.methods.spec.Method`) answers a batch of questions and returns one
+:class:`Prediction` per question, best answer first. :func:`run_method` owns everything else:
+batching, the progress bar, one JSONL record per question, and the summary through
+:mod:`engine.methods.metrics`. Time and calls are counted by the method's :class:`Meter`: its
+store and its language models are :class:`Metered` proxies, so every store call counts as
+``store`` seconds and calls and every LM call as ``model`` seconds and ``llm`` calls without a
+stopwatch in the method. Other model
 work (a GNN, an encoder) is timed with ``meter.stage("model")``. Stages nest exclusively: a
 store call made inside a ``model`` stage counts as store time only.
 
@@ -23,36 +24,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from engine.errors import InvalidIdentifierError
 from engine.identifiers import validate_id
+from engine.methods.meter import CALLS, STAGES
+from engine.methods.spec import Method, Prediction
 from loaders.questions import Question
-
-#: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
-STAGES = ("store", "model")
-#: the kinds of calls a record counts
-CALLS = ("store", "llm")
-#: store methods that do not call the database (compiling for display, closing)
-STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
-#: language-model methods that cost a model call (tokenizer helpers do not)
-LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "score_batch"})
-
-
-@dataclass
-class Prediction:
-    """One question's answer: names (or literal values) best first, their ids where the
-    method knows them, and whatever the method wants to keep in the record."""
-
-    answers: list[str]
-    answer_ids: list[str] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-
 
 def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
     """``answers`` in their order with the question's own topic entities moved after the others.
@@ -65,94 +46,6 @@ def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
     set changed. RoG's path ends end with it too (:meth:`engine.methods.rog.grounding.Grounding.answers`)."""
     own = set(topics)
     return [a for a in answers if a not in own] + [a for a in answers if a in own]
-
-
-class Method(Protocol):
-    """What :func:`run_method` runs. ``summary`` (optional) adds method-specific figures
-    computed from the records to the run's summary; ``store`` (optional) is the store it
-    answers from, where :func:`run_method` looks the topic entities up."""
-
-    name: str
-    batch_size: int
-
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]: ...
-
-
-class Meter:
-    """Seconds per stage and calls per kind, since the last :meth:`reset`."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: Counter[str] = Counter()
-        self.operations: Counter[str] = Counter()
-        self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
-
-    def reset(self) -> None:
-        self.seconds.clear()
-        self.calls.clear()
-        self.operations.clear()
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """Time the block under ``name``, less the time of the stages nested in it."""
-        frame = [time.perf_counter(), 0.0]
-        self._open.append(frame)
-        try:
-            yield
-        finally:
-            self._open.pop()
-            elapsed = time.perf_counter() - frame[0]
-            self.seconds[name] += elapsed - frame[1]
-            if self._open:
-                self._open[-1][1] += elapsed
-
-    def count(self, kind: str, operation: str | None = None) -> None:
-        self.calls[kind] += 1
-        if operation:
-            self.operations[f"{kind}.{operation}"] += 1
-
-    def store(self, store: Any) -> Any:
-        """``store`` with every public method timed as ``store`` and counted as a store call."""
-        return Metered(store, self, stage="store", kind="store", skip=STORE_UNMETERED)
-
-    def lm(self, lm: Any) -> Any:
-        """``lm`` with its generation and scoring methods timed as ``model``, counted as llm calls."""
-        return Metered(lm, self, stage="model", kind="llm", only=LM_CALLS)
-
-
-class Metered:
-    """A proxy whose public methods run inside ``meter.stage(stage)`` and count one ``kind`` call."""
-
-    def __init__(
-        self, target: Any, meter: Meter, *, stage: str, kind: str, only: frozenset[str] | None = None, skip: frozenset[str] = frozenset()
-    ) -> None:
-        self._target, self._meter, self._stage, self._kind, self._only, self._skip = target, meter, stage, kind, only, skip
-
-    @property
-    def unwrapped(self) -> Any:
-        return self._target
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if name.startswith("_") or not callable(value) or name in self._skip or (self._only is not None and name not in self._only):
-            return value
-        meter, stage, kind = self._meter, self._stage, self._kind
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            meter.count(kind, name)
-            with meter.stage(stage):
-                return value(*args, **kwargs)
-
-        timed.__name__ = name
-        return timed
-
-    def __repr__(self) -> str:
-        return f"Metered({self._target!r})"
-
-
-def unwrap(obj: Any) -> Any:
-    """The object behind a :class:`Metered` proxy (itself otherwise)."""
-    return obj.unwrapped if isinstance(obj, Metered) else obj
 
 
 def missing_topics(store: Any, questions: Sequence[Question]) -> list[list[str]]:
@@ -206,34 +99,29 @@ def _record(
 def run_method(
     method: Method,
     questions: Sequence[Question],
-    meter: Meter,
     out: str | Path | None = None,
     *,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
-    store: Any = None,
 ) -> dict[str, Any]:
     """Answer every question (in batches of ``method.batch_size``), write one JSON line per
-    question to ``out`` as soon as its batch is answered, and return the run's summary.
-    ``store`` (default: the method's own ``store``) is where the topic entities are looked up."""
+    question to ``out`` as soon as its batch is answered, and return the run's summary. Time
+    and calls come from the method's meter; the topic entities are looked up on its unmetered
+    store (the look-up is the protocol's, not the method's)."""
     from tqdm import tqdm
 
-    lookup = store if store is not None else getattr(method, "store", None)
-    while isinstance(lookup, Metered):  # the look-up is the protocol's, not the method's: not metered
-        lookup = lookup.unwrapped
+    meter, lookup = method.meter, method.unmetered_store
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with ExitStack() as files:
         sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
         bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
         for batch in _batches(questions, method.batch_size):
-            missing = missing_topics(lookup, batch) if lookup is not None else [[] for _ in batch]
+            missing = missing_topics(lookup, batch)
             meter.reset()
             t0 = time.perf_counter()
             predictions = method.answer(batch)
             total = time.perf_counter() - t0
-            if len(predictions) != len(batch):
-                raise RuntimeError(f"{method.name} answered {len(predictions)} of {len(batch)} questions")
             n = len(batch)
             seconds = {s: round(meter.seconds.get(s, 0.0) / n, 5) for s in STAGES}
             seconds["other"] = round(max(total - sum(meter.seconds.get(s, 0.0) for s in STAGES), 0.0) / n, 5)
@@ -251,9 +139,9 @@ def run_method(
             bar.update(n)
         bar.close()
     summary = summarize(records, time.perf_counter() - started)
-    extra = getattr(method, "summary", None)
-    if extra is not None:
-        summary[method.name] = extra(records)
+    extra = method.summary(records)
+    if extra:
+        summary[method.name] = extra
     summary = {"method": method.name, **summary}
     if out is not None:
         summary["predictions"] = str(out)

@@ -26,6 +26,7 @@ import math
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
 from engine.models.device import pick_device
-from engine.models.lm import TEMPLATE_FILE
+from engine.models.templates import TEMPLATE_FILE
 
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
@@ -42,8 +43,18 @@ CHECKPOINT_DIR = "checkpoint"
 
 @dataclass(frozen=True)
 class Sample:
+    """One supervised example, exactly as the model sees it: the prompt as the method builds it
+    at inference, the target, the task it teaches (the method's name for it: RoG's ``planning``
+    and ``reasoning``, LDR's ``search``, ``constraints`` and ``answer``, ARG's ``generation``)
+    and the question it came from."""
+
     prompt: str
     target: str
+    task: str = ""
+    id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "target": self.target, "task": self.task, "id": self.id}
 
 
 @dataclass(frozen=True)
@@ -128,19 +139,24 @@ def read_jsonl(path: str | Path, keys: Sequence[str] = ("prompt", "target")) -> 
     return rows
 
 
-def read_samples(path: str | Path) -> list[Sample]:
-    """The samples of a JSONL file of ``{"prompt": str, "target": str}`` objects."""
-    return [Sample(row["prompt"], row["target"]) for row in read_jsonl(path)]
+def read_samples(path: str | Path, tasks: Sequence[str] | None = None) -> list[Sample]:
+    """The samples of a JSONL file of ``{"prompt", "target"[, "task", "id"]}`` objects (what
+    ``kgqa <method> export-training`` writes), only those of ``tasks`` when given."""
+    samples = [Sample(row["prompt"], row["target"], str(row.get("task") or ""), row.get("id")) for row in read_jsonl(path)]
+    return samples if tasks is None else [s for s in samples if s.task in tasks]
 
 
-def write_samples(samples: Iterable[Sample], path: str | Path) -> int:
-    """Write samples as the JSONL :func:`read_samples` reads; returns how many."""
-    count = 0
-    with Path(path).open("w", encoding="utf-8") as f:
+def write_samples(samples: Iterable[Sample], path: str | Path) -> dict[str, int]:
+    """Write samples as the JSONL :func:`read_samples` reads (the folder is made where
+    missing); returns how many of each task."""
+    counts: Counter[str] = Counter()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
         for s in samples:
-            f.write(json.dumps({"prompt": s.prompt, "target": s.target}, ensure_ascii=False) + "\n")
-            count += 1
-    return count
+            f.write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")
+            counts[s.task] += 1
+    return dict(counts)
 
 
 @dataclass(frozen=True)
@@ -220,7 +236,8 @@ def load_trainable(base: str | None, config: SftConfig) -> Any:
     fine-tuning; LoRA adapters on every linear layer with ``config.lora``)."""
     import torch
 
-    from engine.models.lm import TransformersLM, local_source
+    from engine.models.loading import local_source
+    from engine.models.transformers_lm import TransformersLM
 
     device = pick_device(config.device)
     lm = TransformersLM.load(local_source(base), device, config.template)

@@ -196,9 +196,16 @@ def _constraint(c: dict[str, Any]) -> Expr:
 
 
 def read_questions(path: str | Path) -> list[dict[str, Any]]:
-    opener = gzip.open if str(path).endswith(".gz") else open
+    """The ``Questions`` of a WebQSP JSON file (gzip allowed): the one WebQSP reader."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"WebQSP file {str(path)!r} not found: give WebQSP.train.json(.gz) or WebQSP.test.json(.gz)")
+    opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        return json.load(f)["Questions"]
+        data = json.load(f)
+    if not isinstance(data, dict) or not isinstance(data.get("Questions"), list):
+        raise InvalidInputError(f"{str(path)!r} is not a WebQSP file: expected an object with a 'Questions' list")
+    return data["Questions"]
 
 
 def convert_all(questions: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], Coverage]:

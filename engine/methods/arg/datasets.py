@@ -100,7 +100,7 @@ def training_examples(store: Store, items: list[tuple[Question, list[Hop]]], neg
 def generator_samples(
     store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K, schema: Schema | None = None
 ) -> list[Sample]:
-    """Fine-tuning samples for the generator (``kgqa arg train``): the inference prompt without
+    """Fine-tuning samples for the generator (``kgqa arg export-training``): the inference prompt without
     demonstrations (the question and its top-k references, as ``kgqa arg run --n-demos 0``
     builds it) → the gold form (``items``: question, gold form with ids), ids written as names."""
     ids = sorted({i for _, form in items for i in entities(parse(form))})
@@ -108,5 +108,5 @@ def generator_samples(
     samples = []
     for q, form in items:
         references = [r.text for r in retrieve(store, q.question, q.topic_entities, bi, scorer, k, schema).references]
-        samples.append(Sample(build_prompt(q.question, references, []), with_names(parse(form), names)))
+        samples.append(Sample(build_prompt(q.question, references, []), with_names(parse(form), names), "generation", q.id))
     return samples

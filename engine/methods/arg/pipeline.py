@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.methods.arg.alignment import Aligner
@@ -26,7 +26,9 @@ from engine.graph import Literal, Term, term_key
 from engine.identifiers import positive_int
 from engine.methods.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
-from engine.methods.run import Prediction, topic_last, unwrap
+from engine.models.sft import Sample
+from engine.methods.run import topic_last
+from engine.methods.spec import Method, Models, Prediction, option
 from engine.sexpr import parse
 from engine.store import Store
 from loaders.questions import Question
@@ -119,7 +121,29 @@ def exact_match(predicted: str | None, gold: str) -> bool:
         return False
 
 
-class ArgMethod:
+@dataclass(frozen=True)
+class ArgConfig:
+    """Every option of ``kgqa arg run``, with the defaults its README reports."""
+
+    model: str | None = option(None, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
+    pool: int = option(200, "demonstration candidates drawn from the train split")
+    batch_size: int = option(8, "questions answered together: their greedy generations decoded together, their "
+                             "retrieval store calls shared")
+    n_demos: int = option(10, "demonstrations in the prompt")
+    demo_mode: str = option("bm25", "how demonstrations are picked", choices=("random", "bm25"))
+    samples: int = option(1, "K forms generated; K > 1 votes over their answers")
+    timeout: float = option(10.0, "seconds each candidate form may run before it counts as empty")
+    k: int = option(K, "paths and references kept (as in the paper)")
+    encoder: str | None = option(None, "stage-1 sentence encoder (default: offline all-MiniLM-L6-v2)")
+    scorer: str | None = option(None, "a trained stage-2 scorer directory (default: the bi-encoder)")
+    ontology: str | None = option(None, "GrailQA ontology folder (fb_roles) for class constraints")
+
+    def __post_init__(self) -> None:
+        positive_int(self.batch_size, "batch size")
+
+
+class ArgMethod(Method):
     """ARG-KBQA over a question set; demonstrations come from ``pool`` (other questions)."""
 
     name = "arg"
@@ -127,28 +151,24 @@ class ArgMethod:
     def __init__(
         self,
         store: Store,
+        models: Models,
+        config: ArgConfig,
         lm: LanguageModel,
         bi: BiEncoder,
         scorer: Scorer,
         pool: Sequence[Demo],
         *,
-        n_demos: int = 10,
-        demo_mode: str = "bm25",
-        samples: int = 1,
-        k: int = K,
-        timeout: float | None = 10.0,
-        seed: int = 0,
         schema: Schema | None = None,
-        batch_size: int = 8,
+        seed: int = 0,
     ) -> None:
-        self.batch_size = positive_int(batch_size, "batch size")  # questions whose greedy generations are decoded together
-        self.store, self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = store, lm, bi, scorer, k, samples, schema
-        self.timeout = timeout
-        self.picker = DemoPicker(pool, n_demos, demo_mode, seed)
-        self.aligner = Aligner(store, timeout=timeout)
+        super().__init__(store, models, config.batch_size)
+        self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = lm, bi, scorer, config.k, config.samples, schema
+        self.timeout = config.timeout
+        self.picker = DemoPicker(pool, config.n_demos, config.demo_mode, seed)
+        self.aligner = Aligner(self.store, timeout=config.timeout)
         self.pool_size = len(pool)
 
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
         got = answer_questions(
             self.store, [(q.question, q.topic_entities) for q in questions], self.lm, self.picker, self.bi, self.scorer,
             self.aligner, self.k, self.samples, self.schema,
@@ -173,9 +193,9 @@ class ArgMethod:
         return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], extras)
 
     def _gold(self, q: Question, sexpr: str | None) -> dict[str, Any]:
-        """The gold form, EM against it and the F1 of its own answers (outside the metered store:
+        """The gold form, EM against it and the F1 of its own answers (on the unmetered store:
         scoring is not answering)."""
-        store = unwrap(self.store)
+        store = self.unmetered_store
         try:
             gold = gold_form(store, q)
         except KGQAError:
@@ -201,3 +221,41 @@ class ArgMethod:
             "gold_form_f1": round(sum(ceiling) / max(len(ceiling), 1), 4),
             "demos": self.pool_size,
         }
+
+
+def retrieval_models(config: ArgConfig, device: str | None = None) -> tuple[BiEncoder, Scorer, Schema | None]:
+    """The stage-1 encoder, the stage-2 scorer and the class schema the config names."""
+    from engine.methods.arg.candidates import read_schema
+
+    bi = BiEncoder(config.encoder)
+    return bi, Scorer(bi, config.scorer), (read_schema(config.ontology) if config.ontology else None)
+
+
+def build(config: ArgConfig, store: Store, models: Models) -> ArgMethod:
+    """ARG as its config names it. Demonstrations: ``pool`` questions of the train split of the
+    run's dataset, less any that repeat a question of the run (its text or gold form); built on
+    the unmetered store."""
+    from engine.methods.arg.generation import demo_pool
+
+    bi, scorer, schema = retrieval_models(config)
+    chosen = models.questions
+    pool: list[Demo] = []
+    if config.n_demos and chosen is not None and chosen.split != "train":
+        train = replace(chosen, split="train", sample=config.pool, limit=None).select()
+        pool = demo_pool(store, gold_items(store, train), gold_items(store, chosen.select()))
+    return ArgMethod(store, models, config, models.lm(config.model, config.prompt_template), bi, scorer, pool,
+                     schema=schema, seed=chosen.seed if chosen is not None else 0)
+
+
+def gold_items(store: Store, questions: Sequence[Question]) -> list[tuple[Question, str]]:
+    """(question, gold form with ids) for each question."""
+    return [(q, gold_form(store, q)) for q in questions]
+
+
+def training_samples(store: Store, questions: Sequence[Question], config: ArgConfig) -> list[Sample]:
+    """The generator's samples: the inference prompt without demonstrations (the question and
+    its top-k references, as a run with ``n_demos=0`` builds it) → the gold form, ids as names."""
+    from engine.methods.arg.datasets import generator_samples
+
+    bi, scorer, schema = retrieval_models(config)
+    return generator_samples(store, gold_items(store, list(questions)), bi, scorer, config.k, schema)

@@ -29,7 +29,7 @@ from engine.methods.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.methods.arg.ranker import BiEncoder, Scorer, top
 from engine.methods.batched import names_per_group, per_group
 from engine.graph import Literal, Term, term_key
-from engine.methods.run import Meter
+from engine.methods.meter import Meter
 from engine.sexpr.tree import Top, to_text
 from engine.sexpr.tree import entities as tree_entities
 from engine.store import Store

@@ -5,3 +5,28 @@ Modules: ``exploration`` (batched expansion through ``Store.expand``), ``layers`
 ``model`` (encodings, layers, scorer, loss), ``training``, ``evidence`` (Algorithm 2),
 ``prompts``, ``determination``, ``pipeline`` and ``cli``. See ``engine/methods/etd/README.md``.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.methods.etd.config import EtdConfig
+from engine.methods.spec import MethodSpec, Models
+
+if TYPE_CHECKING:
+    from engine.methods.etd.pipeline import EtdMethod
+    from engine.store import Store
+
+
+def _build(config: EtdConfig, store: Store, models: Models) -> EtdMethod:
+    from engine.methods.etd.pipeline import build  # torch loads here, not when the methods are listed
+
+    return build(config, store, models)
+
+
+SPEC = MethodSpec(
+    name="etd",
+    help="EtD: GNN exploration through the store, then LLM determination",
+    config=EtdConfig,
+    build=_build,
+    paper="Liu et al., Explore then Determine: A GNN-LLM Synergy Framework for Reasoning over Knowledge Graph",
+)

@@ -62,11 +62,6 @@ class RelationVocab:
     def identity(self) -> int:
         return 2 * len(self.names)
 
-    @property
-    def num_ids(self) -> int:
-        """Relation ids in all: R forward, R inverse, one identity."""
-        return 2 * len(self.names) + 1
-
     def describe(self, rel_id: int) -> tuple[str | None, bool]:
         """(relation name, forward?) of an id; the identity is (None, True)."""
         if rel_id == self.identity:

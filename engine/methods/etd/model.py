@@ -86,7 +86,8 @@ def encode_texts(
 
 
 def _mean_pooled_causal_lm(texts: Sequence[str], path: str, batch_size: int) -> Tensor:
-    from engine.models.lm import TransformersLM, load_lm
+    from engine.models.loading import load_lm
+    from engine.models.transformers_lm import TransformersLM
 
     loaded = load_lm(path)
     if not isinstance(loaded, TransformersLM):

@@ -17,7 +17,9 @@ from engine.graph import Literal
 from engine.methods.metrics import aggregate, score_question
 from engine.models.device import pick_device
 from engine.models.lm import LanguageModel
-from engine.methods.run import Meter, Prediction
+from engine.methods.etd.config import EtdConfig
+from engine.methods.spec import Method, Models, Prediction
+from engine.errors import InvalidInputError
 from engine.store import Store
 from loaders.questions import Question
 
@@ -26,30 +28,23 @@ def _text(term: Any, names: dict[str, str | None]) -> str:
     return term.value if isinstance(term, Literal) else (names.get(term) or term)
 
 
-class EtdMethod:
+class EtdMethod(Method):
     """Explore with the trained GNN, backtrack evidence for the top-N candidates and determine
     each question's answer (by ``lm`` when given, else the GNN's top candidate)."""
 
     name = "etd"
 
     def __init__(
-        self,
-        store: Store,
-        model: EtDModel,
-        meter: Meter,
-        lm: LanguageModel | None = None,
-        *,
-        top_n: int = 3,
-        batch_size: int = 50,
-        max_degree: int | None = 1000,
-        encoding_cache: str | None = None,
+        self, store: Store, models: Models, config: EtdConfig, model: EtDModel, lm: LanguageModel | None = None,
+        *, max_degree: int | None = 1000,
     ) -> None:
+        super().__init__(store, models, config.batch_size)
         model.eval()
-        self.store, self.model, self.meter, self.lm = store, model, meter, lm
-        self.top_n, self.batch_size, self.encoding_cache = top_n, batch_size, encoding_cache
-        self.explorer = Explorer(store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
+        self.model, self.lm, self.config = model, lm, config
+        self.top_n, self.encoding_cache = config.top_n, config.encoding_cache
+        self.explorer = Explorer(self.store, RelationVocab(list(model.config.relations)), max_degree=max_degree)
 
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
         explorer, n = self.explorer, len(questions)
         with self.meter.stage("model"), torch.no_grad():
             features = encode_texts(
@@ -108,3 +103,27 @@ class EtdMethod:
             if r["answers"] or r["answer_ids"]
         ]
         return {"hits1_gnn": round(aggregate(scored).hits1, 5), "device": pick_device(), "peak_memory_mb": peak_memory_mb()}
+
+
+def build(config: EtdConfig, store: Store, models: Models) -> EtdMethod:
+    """EtD as its config names it: the checkpoint's GNN (refused where the run's questions are
+    not held out from its training split) and, unless ``gnn_only``, the language model."""
+    from engine.methods.etd.training import load_checkpoint
+
+    if not config.checkpoint:
+        raise InvalidInputError("EtD needs a trained GNN: give --checkpoint best.pt (written by `kgqa etd train`)")
+    model, saved = load_checkpoint(config.checkpoint)
+    settings = saved["train"]
+    split_seed = settings.get("split_seed", settings["seed"])  # checkpoints from before --split-seed split with --seed
+    chosen = models.questions
+    if chosen is not None and chosen.split != "all" and (split_seed, settings["val_fraction"], settings["test_fraction"]) != (
+        chosen.split_seed, 0.1, 0.1
+    ):
+        raise InvalidInputError(
+            f"{config.checkpoint} was trained on a split with seed {split_seed} and val/test fractions "
+            f"{settings['val_fraction']}/{settings['test_fraction']}: run with --split-seed {split_seed} (and the default "
+            "fractions) so that --split picks questions it was not trained on"
+        )
+    max_degree = settings["max_degree"] if config.max_degree is None else config.max_degree
+    lm = None if config.gnn_only else models.lm(config.model, config.prompt_template)
+    return EtdMethod(store, models, config, model, lm, max_degree=max_degree)

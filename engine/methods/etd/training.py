@@ -26,7 +26,7 @@ from engine.methods.etd.model import (
 )
 from engine.methods.metrics import score_question
 from engine.models.device import pick_device
-from engine.methods.run import Meter
+from engine.methods.meter import Meter
 from engine.store import Store
 from loaders.datasets import SPLIT_SEED
 from loaders.questions import Question

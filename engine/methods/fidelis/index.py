@@ -52,9 +52,31 @@ def fingerprint(store: Store) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def default_index_dir(store: Store) -> Path | None:
-    """``<store directory>.fidelis-index`` beside an on-disk embedded store; None for others."""
-    return beside_store(store, ".fidelis-index")
+def index_dir(store: Store, given: str | None = None) -> Path:
+    """``given``, else ``<store directory>.fidelis-index`` beside an on-disk embedded store; a
+    server store needs one given."""
+    directory = Path(given) if given else beside_store(store, ".fidelis-index")
+    if directory is None:
+        raise InvalidInputError(f"the store {store.uri} is not an embedded store on disk: give --index DIR for its FiDeLiS index")
+    return directory
+
+
+def open_index(store: Store, directory: Path, encoder: str | None, device: str | None, *, rebuild: bool, progress: bool) -> EmbeddingIndex:
+    """The index of ``store`` at ``directory``: built when missing, rebuilt when stale only if
+    ``rebuild``, else refused (:class:`StaleIndexError`)."""
+    name, encode = make_encoder(encoder, device)
+    if (directory / "meta.json").is_file():
+        index = EmbeddingIndex.load(directory, encode)
+        try:
+            index.check(store, name, where=f"the FiDeLiS index at {directory}")
+            return index
+        except StaleIndexError:
+            if not rebuild:
+                raise
+    print(f"building the FiDeLiS index of {store.uri} at {directory}", file=sys.stderr)
+    index = EmbeddingIndex.build(store, name, encode, progress=progress)
+    index.save(directory)
+    return index
 
 
 def make_encoder(name_or_path: str | None = None, device: str | None = None, batch_size: int = 256) -> tuple[str, Encode]:

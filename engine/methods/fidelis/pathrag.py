@@ -22,10 +22,9 @@ import torch
 
 from engine.graph import Edge, Literal, Path, Term
 from engine.identifiers import UNBOUNDED
+from engine.methods.fidelis.config import ALPHA, TOP_N
 from engine.store import Store
 
-ALPHA = 0.3
-TOP_N = 30
 
 
 def eq3_scores(

@@ -9,26 +9,24 @@ from engine.methods.fidelis.index import EmbeddingIndex
 from engine.methods.fidelis.search import Outcome, SearchConfig, Searcher, check_steps
 from engine.methods.metrics import coverage_ratio, validity_ratio
 from engine.models.lm import LanguageModel
-from engine.methods.run import Prediction
+from engine.methods.fidelis.config import FidelisConfig
+from engine.methods.spec import Method, Models, Prediction
 from engine.store import Store
 from loaders.questions import Question, gold_relation_path
 
 
-class FidelisMethod:
+class FidelisMethod(Method):
     """FiDeLiS: Path-RAG over the store with an embedding index, and deductive-verification
     beam search with a language model. ``batch_size`` questions are searched in lock step."""
 
     name = "fidelis"
 
-    def __init__(
-        self, store: Store, lm: LanguageModel, index: EmbeddingIndex, config: SearchConfig, meter: Any = None, batch_size: int = 4
-    ) -> None:
-        self.store = store
-        self.config = config
-        self.batch_size = batch_size
-        self.searcher = Searcher(store, index, lm, config, meter)
+    def __init__(self, store: Store, models: Models, config: FidelisConfig, lm: LanguageModel, index: EmbeddingIndex) -> None:
+        super().__init__(store, models, config.batch_size)
+        self.config = search_config(config)
+        self.searcher = Searcher(self.store, index, lm, self.config, self.meter)
 
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
         searcher = self.searcher
         searcher.embedding_seconds = 0.0
         outcomes = searcher.run(questions)
@@ -71,6 +69,26 @@ class FidelisMethod:
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize(records, self.config, dict(self.searcher.truncated))
+
+
+def search_config(config: FidelisConfig) -> SearchConfig:
+    """The beam search's own settings, from the method's config."""
+    return SearchConfig(
+        width=config.width, depth=config.depth, top_n=config.top_n, alpha=config.alpha, verifier=config.verifier,
+        answer_mode=config.answer_mode, neighbour_limit=config.neighbour_limit, lookahead_limit=config.lookahead_limit,
+        plan_tokens=config.plan_tokens, rank_tokens=config.rank_tokens, verify_tokens=config.verify_tokens,
+        answer_tokens=config.answer_tokens,
+    )
+
+
+def build(config: FidelisConfig, store: Store, models: Models) -> FidelisMethod:
+    """FiDeLiS as its config names it: the store's index (built when missing, refused when
+    stale unless ``rebuild_index``; built on the plain store, not metered) and the model."""
+    from engine.methods.fidelis.index import index_dir, open_index
+
+    index = open_index(store, index_dir(store, config.index), config.encoder, models.device,
+                       rebuild=config.rebuild_index, progress=models.progress)
+    return FidelisMethod(store, models, config, models.lm(config.model, config.prompt_template), index)
 
 
 def summarize(records: Sequence[dict[str, Any]], config: SearchConfig | None = None, truncated: dict | None = None) -> dict[str, Any]:

@@ -36,9 +36,8 @@ from engine.methods.fidelis.parsing import (
     plan_settled,
     verdict_settled,
 )
+from engine.methods.fidelis.config import ALPHA, TOP_N
 from engine.methods.fidelis.pathrag import (
-    ALPHA,
-    TOP_N,
     Candidate,
     Neighbourhoods,
     next_steps,

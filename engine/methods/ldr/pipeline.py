@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.graph import Literal
@@ -36,17 +36,38 @@ from engine.methods.ldr.prompts import answer_prompt
 from engine.methods.ldr.search import Search, SearchLimits, Step, top_scores
 from engine.methods.ldr.structure import Subgraph, term_text
 from engine.methods.metrics import graph_hit, relation_recall, tree_edit_distance
-from engine.methods.run import Prediction, topic_last
+from engine.methods.run import topic_last
+from engine.methods.spec import Method, Models, Prediction, option
 from engine.store import Store
 from loaders.questions import Question, gold_hops
 
 
 @dataclass(frozen=True)
 class LdrConfig:
-    limits: SearchLimits = field(default_factory=SearchLimits)
-    normalise: str = "sum"
-    match_names: bool = False
-    record_triples: int = 100  # G_k triples kept in a record (g_k_size counts them all)
+    """Every option of LDR, with the defaults its README reports."""
+
+    model: str | None = option(None, "search model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    reasoner: str | None = option(None, "model for pruning and answer location if not the search model (the paper trains two)")
+    prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
+    normalise: str = option("sum", "option score: summed token log-probability (Eq. 7) or the mean per token "
+                            "(length-normalised beam search)", choices=("sum", "mean"))
+    batch_size: int = option(8, "questions reasoned in lock step, their store calls shared; the model keeps one prompt "
+                             "cache per question")
+    max_steps: int = option(8, "search steps before the search is cut (reported as truncated)")
+    max_options: int = option(256, "options the search pool may hold (reported as truncated)")
+    relation_rows: int = option(100_000, "rows per relations call (hubs)")
+    edge_limit: int = option(20_000, "edges per expand call (hubs)")
+    match_names: bool = option(False, "constraint entities also from the names of G_k's entities that the question "
+                               "mentions (one more names call)")
+    record_triples: int = option(100, "G_k triples kept in a record (g_k_size counts them all)")
+
+    def __post_init__(self) -> None:
+        positive_int(self.batch_size, "batch size")
+        self.limits  # noqa: B018 — checks the search limits
+
+    @property
+    def limits(self) -> SearchLimits:
+        return SearchLimits(self.max_steps, self.max_options, self.relation_rows, self.edge_limit)
 
 
 @dataclass
@@ -98,9 +119,10 @@ def open_question(store: Store, q: Question) -> Opening:
     return serve([opening(q)], store)[0]
 
 
-def reasoning(q: Question, config: LdrConfig = LdrConfig(), start_from: Opening | None = None) -> Program[Reasoning]:
+def reasoning(q: Question, config: LdrConfig | None = None, start_from: Opening | None = None) -> Program[Reasoning]:
     """The three stages for one question, from ``start_from`` (default :func:`opening`), as a
     program (:mod:`engine.methods.lockstep`)."""
+    config = config or LdrConfig()
     if start_from is None:
         start_from = yield from opening(q)
     graph, names = start_from.graph, start_from.names
@@ -130,7 +152,7 @@ def reasoning(q: Question, config: LdrConfig = LdrConfig(), start_from: Opening 
     )
 
 
-def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig = LdrConfig(), opening: Opening | None = None) -> Reasoning:
+def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig | None = None, opening: Opening | None = None) -> Reasoning:
     """:func:`reasoning` for one question, served call by call."""
     return serve([reasoning(q, config, opening)], store, one_by_one(choose))[0]
 
@@ -156,7 +178,7 @@ def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
     return out
 
 
-class LdrMethod:
+class LdrMethod(Method):
     """LDR on the method-run protocol: one store and one scoring model. The questions of a
     batch (``batch_size``) are reasoned in lock step (:mod:`engine.methods.lockstep`): each round's
     store calls of one kind go out as one call over all the questions' ids, and its decisions
@@ -164,11 +186,11 @@ class LdrMethod:
 
     name = "ldr"
 
-    def __init__(self, store: Store, choose: Chooser, config: LdrConfig = LdrConfig(), batch_size: int = 8) -> None:
-        self.store, self.choose, self.config = store, choose, config
-        self.batch_size = positive_int(batch_size, "batch size")
+    def __init__(self, store: Store, models: Models, config: LdrConfig, choose: Chooser) -> None:
+        super().__init__(store, models, config.batch_size)
+        self.choose, self.config = choose, config
 
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
         return serve([self._program(q) for q in questions], self.store, one_by_one(self.choose))
 
     def _program(self, q: Question) -> Program[Prediction]:
@@ -199,6 +221,21 @@ class LdrMethod:
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize_ldr(records)
+
+
+def build(config: LdrConfig, store: Store, models: Models) -> LdrMethod:
+    """LDR as its config names it: the search model, and the reasoner where it is another."""
+    from engine.methods.ldr.scoring import OptionScorer, StageScorer
+
+    def scorer(source: str | None) -> OptionScorer:
+        lm = models.lm(source, config.prompt_template)
+        if hasattr(lm, "prefix_caches"):  # each question's next prompt begins like its last: keep one per question
+            lm.prefix_caches = max(lm.prefix_caches, config.batch_size + 1)
+        return OptionScorer(lm, config.normalise)
+
+    search = scorer(config.model)
+    choose = search if config.reasoner is None else StageScorer(search, scorer(config.reasoner))
+    return LdrMethod(store, models, config, choose)
 
 
 _QUALITY = ("graph_hit", "relation_recall", "edit_distance")

