@@ -78,12 +78,18 @@ def test_contains_matching_is_rogs_evaluator():
 def test_kgqa_eval(tmp_path, capsys):
     path = tmp_path / "predictions.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in _records()) + "\n")
-    assert main(["eval", str(path), "--json"]) == 0
+    # --protocol engine: the metrics above without intervals (the default is every convention:
+    # tests/test_metrics_conventions.py)
+    assert main(["eval", str(path), "--protocol", "engine", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["overall"]["hits1"] == 0.5 and out["overall"]["hits1_any"] == 0.75 and out["no_gold"] == 1
-    assert main(["eval", str(path)]) == 0
+    assert main(["eval", str(path), "--protocol", "engine"]) == 0
     text = capsys.readouterr().out
     assert "Hits@1-any" in text and "2-hop" in text and "a_to_b" in text
+    assert main(["eval", str(path), "--json"]) == 0
+    overall = json.loads(capsys.readouterr().out)["sets"]["all"]["overall"]
+    assert overall["metrics"]["hits1"]["value"] == 0.5 and overall["metrics"]["hits1_any"]["value"] == 0.75
+    assert overall["no_gold"] == 1
     path.write_text('{"answers": ["a"]}\n')
     assert main(["eval", str(path)]) == 2
     assert "needs 'answers' and 'prediction'" in capsys.readouterr().err

@@ -15,7 +15,9 @@ a prediction that contains it. ``by`` forces one of the two (``"id"`` or ``"name
 
 :func:`evaluate_rog` is RoG's own evaluator (``evaluate_results.py``) for comparison with the
 paper: Hits over the predictions joined into one text, and F1 whose precision divides the
-gold answers found by the number of predictions.
+gold answers found by the number of predictions. Every scoring convention of the field (RoG's
+Hit, GNN-RAG's Hit1, ToG's lenient match, WebQSP's official F1) with bootstrap intervals, per
+set, hop count and question type, is :mod:`engine.methods.scoring` (``kgqa eval``).
 
 A predictions file is JSONL, one question per line: ``answers`` (gold, a list) and
 ``prediction`` (a list, best first; a string counts as one answer), optionally
@@ -24,10 +26,11 @@ without gold answers are counted, not scored.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +47,12 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 def normalize(text: str) -> str:
     """RoG's answer normalisation: lowercase, no punctuation, no articles, single spaces."""
-    text = str(text).lower().translate(_PUNCTUATION)
+    return _normalize(str(text))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalize(text: str) -> str:  # cached: scoring a file normalises each answer many times
+    text = text.lower().translate(_PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
@@ -104,8 +112,7 @@ def _distinct(answers: Iterable[str]) -> list[str]:
 
 def score_question(prediction: Sequence[str] | str, answers: Sequence[str], match: str = "exact") -> QuestionScore:
     """One question's Hits@1 (first answer and any answer), precision and recall, by names."""
-    if match not in MATCH_MODES:
-        raise InvalidInputError(f"invalid match mode {match!r}: use {' or '.join(MATCH_MODES)}")
+    check_modes(match, "auto")
     predicted = _distinct([prediction] if isinstance(prediction, str) else prediction)
     gold = _distinct(answers)
     if not gold:
@@ -160,26 +167,39 @@ def _by_ids(record: dict[str, Any], by: str) -> bool:
     return by == "id" or (by == "auto" and has_ids)
 
 
-def evaluate(records: Iterable[dict[str, Any]], match: str = "exact", by: str = "auto") -> Report:
-    """Metrics over prediction records, overall and per ``hops`` and ``qtype``."""
+def check_modes(match: str, by: str) -> None:
+    """Reject a match mode or comparison that does not exist, naming the choices."""
+    if match not in MATCH_MODES:
+        raise InvalidInputError(f"invalid match mode {match!r}: use {' or '.join(MATCH_MODES)}")
     if by not in BY_MODES:
         raise InvalidInputError(f"invalid comparison {by!r}: use {', '.join(BY_MODES)}")
+
+
+def score_record(record: dict[str, Any], match: str = "exact", by: str = "auto") -> QuestionScore | None:
+    """One prediction record's scores, by ids where ``by`` says so (see :func:`evaluate`), else
+    by names; None when the record has no gold answer to score against."""
+    answers = record.get("answers") or []
+    if not _distinct(answers) and not record.get("answer_ids"):
+        return None
+    if _by_ids(record, by):
+        return score_ids(record["prediction_ids"], record["answer_ids"])
+    if not _distinct(answers):
+        return None
+    return score_question(record.get("prediction") or [], answers, match)
+
+
+def evaluate(records: Iterable[dict[str, Any]], match: str = "exact", by: str = "auto") -> Report:
+    """Metrics over prediction records, overall and per ``hops`` and ``qtype``."""
+    check_modes(match, by)
     scored: list[QuestionScore] = []
     by_hops: dict[str, list[QuestionScore]] = defaultdict(list)
     by_qtype: dict[str, list[QuestionScore]] = defaultdict(list)
     no_gold = 0
     for record in records:
-        answers = record.get("answers") or []
-        if not _distinct(answers) and not record.get("answer_ids"):
+        s = score_record(record, match, by)
+        if s is None:
             no_gold += 1
             continue
-        if _by_ids(record, by):
-            s = score_ids(record["prediction_ids"], record["answer_ids"])
-        else:
-            if not _distinct(answers):
-                no_gold += 1
-                continue
-            s = score_question(record.get("prediction") or [], answers, match)
         scored.append(s)
         if record.get("hops") is not None:
             by_hops[str(record["hops"])].append(s)
@@ -207,24 +227,44 @@ class RogMetrics:
     f1: float
 
 
+def rog_lines(prediction: Sequence[Any] | str | None) -> list[str]:
+    """A prediction as RoG's evaluator reads it: a text is split into lines (blank ones kept);
+    a list keeps each distinct answer once, the most frequent first (ties in their order)."""
+    if isinstance(prediction, str):
+        return prediction.split("\n")
+    counts = Counter(str(p) for p in prediction or [])
+    return sorted(counts, key=lambda p: -counts[p])
+
+
+def rog_question(prediction: Sequence[Any] | str | None, answers: Sequence[Any]) -> RogMetrics:
+    """One question under RoG's ``evaluate_results.py`` (``questions`` is 1): a gold answer is
+    found when its normalised text is a substring of the normalised prediction lines joined by
+    spaces; ``hit`` is 1 when one is found, ``accuracy`` and ``recall`` the share found,
+    ``precision`` the number found over the number of lines (it can pass 1 when one line names
+    several answers), F1 their harmonic mean. Gold answers are taken as given, repeats
+    included; one that normalises to nothing is left out (RoG's code would find it in any
+    text)."""
+    gold = [str(a) for a in answers if normalize(a)]
+    if not gold:
+        raise InvalidInputError("a question without gold answers cannot be scored")
+    lines = rog_lines(prediction)
+    text = normalize(" ".join(lines))
+    found = sum(normalize(a) in text for a in gold)
+    recall = found / len(gold)
+    precision = found / len(lines) if lines else 0.0
+    return RogMetrics(1, float(found > 0), recall, precision, recall, _harmonic(precision, recall))
+
+
 def evaluate_rog(records: Iterable[dict[str, Any]]) -> RogMetrics:
-    """RoG's ``evaluate_results.py`` over prediction records: a gold answer is found when its
-    normalised text is a substring of the normalised predictions joined by spaces."""
-    rows: list[tuple[float, float, float, float, float]] = []
-    for record in records:
-        gold = [a for a in record.get("answers") or [] if normalize(a)]
-        if not gold:
-            continue
-        prediction = record.get("prediction") or []
-        predicted = [prediction] if isinstance(prediction, str) else [str(p) for p in prediction]
-        joined = normalize(" ".join(predicted))
-        found = sum(normalize(a) in joined for a in gold)
-        precision = found / len(predicted) if predicted else 0.0
-        recall = found / len(gold)
-        rows.append((float(found > 0), recall, precision, recall, _harmonic(precision, recall)))
+    """RoG's ``evaluate_results.py`` (with ``--cal_f1``) over prediction records: the mean of
+    :func:`rog_question` over the records that have a gold answer."""
+    rows = [rog_question(r.get("prediction"), r.get("answers") or []) for r in records if _distinct(r.get("answers") or [])]
     n = len(rows)
-    mean = [sum(col) / n if n else 0.0 for col in zip(*rows)] if rows else [0.0] * 5
-    return RogMetrics(n, *mean)
+
+    def mean(name: str) -> float:
+        return sum(getattr(row, name) for row in rows) / n if n else 0.0
+
+    return RogMetrics(n, mean("hit"), mean("accuracy"), mean("precision"), mean("recall"), mean("f1"))
 
 
 def validity_ratio(steps: Iterable[bool]) -> float | None:
@@ -303,7 +343,6 @@ def tree_edit_distance(a: Tree, b: Tree) -> int:
     Exact: the best top-down mapping of the two trees, found by recursion over each pair of
     mapped nodes with a search over the matchings of their children (trees of a few dozen
     edges; a node may have at most 16 children)."""
-    import functools
 
     def shape(tree: Tree) -> tuple[list[list[int]], list[str], list[int]]:
         kids: list[list[int]] = [[] for _ in range(len(tree) + 1)]
