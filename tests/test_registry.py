@@ -107,7 +107,7 @@ def test_a_new_method_is_one_spec_run_and_scored_like_any_other(echo_registered,
     assert [r["prediction"] for r in records] == [["James Cameron"], ["Inception"]]
     assert [r["calls"]["store"] for r in records] == [0.5, 0.5]  # one names call for the batch of two
     assert main(["eval", out, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["overall"]["hits1"] == 0.5 and report["overall"]["questions"] == 2
+    overall = json.loads(capsys.readouterr().out)["sets"]["all"]["overall"]
+    assert overall["metrics"]["hits1"]["value"] == 0.5 and overall["questions"] == 2
     with pytest.raises(InvalidInputError, match="registered already"):
         registry.register(MethodSpec("echo", "another", EchoConfig, ECHO.build))
