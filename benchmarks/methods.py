@@ -51,22 +51,6 @@ class MethodsConfig:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
 
-def parse_method_options(items: list[str]) -> dict[str, dict[str, str]]:
-    """``["rog.model=m", "rog.k=2"]`` -> ``{"rog": {"model": "m", "k": "2"}}`` (checked against the
-    method's config when it is built)."""
-    out: dict[str, dict[str, str]] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        method, dot, name = key.partition(".")
-        if not sep or not dot or method not in registry.names():
-            raise KGQAError(
-                f"--method-option {item!r}: write METHOD.OPTION=VALUE with METHOD one of {', '.join(registry.names())}, "
-                "e.g. rog.model=models/rog"
-            )
-        out.setdefault(method, {})[name] = value
-    return out
-
-
 def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> Any:
     """The method's config for one question set of the graph ``spec``, or why it cannot run."""
     from engine.methods.spec import make_config

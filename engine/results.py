@@ -124,12 +124,23 @@ class LoadReport:
         return self.read / self.seconds if self.seconds > 0 else 0.0
 
 
+def shown_when_set() -> Any:
+    """A dataclass field, None by default, that :func:`to_json` leaves out while it is None: a
+    key that a record holds only where it applies (a score that needs the gold structure)."""
+    return field(default=None, metadata={"omit_none": True})
+
+
 def to_json(value: Any) -> Any:
-    """Turn results (dataclasses, literals, tuples, dicts keyed by terms) into plain JSON."""
-    if isinstance(value, Literal):
-        return value.to_json()
+    """Turn results (dataclasses, literals, tuples, dicts keyed by terms) into plain JSON. A
+    value with a ``to_json`` method of its own (a literal, a search step) is turned by it; a
+    dataclass field declared with :func:`shown_when_set` is left out while it is None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and callable(getattr(value, "to_json", None)):
+        return to_json(value.to_json())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {
+            f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+            if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)
+        }
         if isinstance(value, LoadReport):
             out["triples_per_second"] = round(value.triples_per_second, 1)
         return out

@@ -12,6 +12,7 @@ from engine.methods.arg.candidates import Schema, path_forms, read_schema, with_
 from engine.methods.arg.ranker import BiEncoder, Example, Scorer, top, train_scorer
 from engine.methods.arg.retrieval import retrieve, retrieve_batch
 from engine.methods.batched import per_group
+from engine.methods.meter import Meter
 from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, XSD, Literal, Triple
@@ -70,10 +71,11 @@ def test_references_name_their_entities():
 @pytest.mark.model
 def test_retrieval_finds_the_gold_forms(bi):
     store = ReferenceStore(TRIPLES)
-    got = retrieve(store, "who directed [The Prowler]", ["The Prowler"], bi, Scorer(bi), k=3)
+    meter = Meter()
+    got = retrieve(meter.store(store), "who directed [The Prowler]", ["The Prowler"], bi, Scorer(bi), k=3, meter=meter)
     assert "(JOIN (R directed_by) [The Prowler])" in [r.sexpr for r in got.references]
     assert all(len(p.hops) in (1, 2) for p in got.paths) and any(len(p.hops) == 2 for p in got.paths)
-    assert got.store_calls >= 2 and got.model_seconds > 0
+    assert meter.calls["store"] >= 2 and meter.seconds["model"] > 0
     two_hop = retrieve(store, "which films share a director with [M]", ["M"], bi, Scorer(bi), k=20)
     assert "(JOIN directed_by (JOIN (R directed_by) [M]))" in [r.sexpr for r in two_hop.references]
     for ref in two_hop.references:  # every reference executes
@@ -340,7 +342,7 @@ def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
     method = ArgMethod(store, Models(), ArgConfig(n_demos=0, k=2, batch_size=3), lm, bi, Scorer(bi), [])
 
     def outputs(predictions: list) -> list:
-        return [(p.extras["outputs"], p.extras["generated"], p.answers) for p in predictions]
+        return [(p.trace.outputs, p.trace.generated, p.answers) for p in predictions]
 
     one_by_one = outputs([method.answer([q])[0] for q in questions])
     assert outputs(method.answer(questions)) == one_by_one
@@ -400,7 +402,7 @@ def test_run_command(tmp_path, capsys, monkeypatch):
         assert (set(r["prediction"]) == set(r["answers"])) == r["arg"]["em"]  # MetaQA's answers here are the gold forms' answers
         assert 1 <= len(r["arg"]["demos"]) <= 2 and not set(r["arg"]["demos"]) & tested
     assert summary["arg"]["em"] == pytest.approx(sum(r["arg"]["em"] for r in records) / 3, abs=1e-4)
-    assert main(["eval", str(out), "--json"]) == 0  # ARG's output is scored by `kgqa eval` like every method's
+    assert main(["eval", str(out), "--protocol", "engine", "--json"]) == 0  # ARG's output is scored by `kgqa eval` like every method's
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == summary["hits1"]
 
 

@@ -252,6 +252,10 @@ def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):
     assert row["store"] == "oxigraph" and row["counts_agree"] and row["triples"] > 500
     assert row["engine_over_native"] > 0 and results["goals"]
     assert "engine ÷ native" in (out / "load.md").read_text()
+    # what produced the results: the command, the commit and the machine
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["commands"] == [f"python -m benchmarks load --datasets gen:2k --stores oxigraph --workdir {tmp_path / 'work'} --out {out}"]
+    assert "cores" in meta["machine"] and "commit" in meta
 
 
 def test_tiny_overhead_run_writes_json_and_markdown(tmp_path, generated):
@@ -300,7 +304,8 @@ def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(
 
 
 def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_path):
-    from benchmarks.methods import MethodsConfig, method_config, parse_method_options
+    from benchmarks.methods import MethodsConfig, method_config
+    from engine.methods.registry import parse_method_options
 
     cfg = MethodsConfig(methods=["fidelis"], datasets=["metaqa"], stores=["oxigraph", "virtuoso"], questions=2, seed=0,
                         workdir=tmp_path)
@@ -315,19 +320,8 @@ def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_
         parse_method_options(["fidelis=--width 2"])
 
 
-def test_lm_floor_times_each_precision_and_cache(tmp_path):
-    from benchmarks import lm_floor
-    from tests.tiny_lm import make_tiny_lm
-
-    tiny = make_tiny_lm(tmp_path / "tiny")
-    out = tmp_path / "floor"
-    argv = ["--model", tiny, "--tokens", "12,40", "--new", "3", "--compare-own", "--out", str(out)]
-    assert lm_floor.main(argv) == 0
-    rows = json.loads((out / "lm-floor.json").read_text())["rows"]
-    # float32 decodes with transformers' own cache; bfloat16 with the engine's, and with the own one compared
-    assert [(r["dtype"], r["cache"], r["tokens"]) for r in rows] == [
-        ("float32", "transformers", 12), ("float32", "transformers", 40),
-        ("bfloat16", "engine", 12), ("bfloat16", "engine", 40), ("bfloat16", "transformers", 12), ("bfloat16", "transformers", 40),
-    ]
-    assert all(r["read_seconds"] > 0 for r in rows)
-    assert "| bfloat16 | engine | 40 |" in (out / "lm-floor.md").read_text()
+def test_limits_probes_the_longest_id_and_literal_a_store_keeps(capsys):
+    assert main(["limits", "--store", "memory:", "--max-id", "300", "--max-literal", "200"]) == 0
+    out = capsys.readouterr().out
+    # the embedded store keeps both whole up to the bounds tried, and writes no results folder
+    assert "id (as stored): >= 300 bytes" in out and "literal value: >= 200 bytes" in out

@@ -433,7 +433,7 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert top["id"] == first["etd"]["gnn_answer"] and first["prediction_ids"] == [top["id"]]
     assert first["prediction"] == [top["name"]]
     assert all(len(fact) == 3 for fact in top["evidence"])
-    assert main(["eval", str(out), "--json"]) == 0
+    assert main(["eval", str(out), "--protocol", "engine", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == result["hits1"]
     # --seed draws the sample of the held-out part; another split would hold training questions
     checkpoint = ["--checkpoint", str(tmp_path / "ckpt" / "best.pt"), "--gnn-only"]
@@ -468,6 +468,27 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert all(r["etd"]["label"] == "B" and r["prediction_ids"] == [r["etd"]["candidates"][1]["id"]] for r in records)
     # each prompt decodes until a whole line gives its label
     assert len(lm.stops) == 5 and lm.stops[0]("The correct answer is B.\nBecause") and not lm.stops[0]("The correct answer is B.")
+
+
+@pytest.mark.model
+def test_training_takes_the_question_flags_of_every_command(tmp_path, capsys):
+    """``kgqa etd train`` selects its questions as every command does (``--split --sample
+    --limit --seed --split-seed``) and refuses a split holding the validation questions."""
+    kb, qa = _toy_kb_and_questions(tmp_path)
+    store = str(tmp_path / "store")
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    common = ["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
+              "--epochs", "1", "--dim", "8"]
+    for split in ("val", "all"):
+        assert main([*common, "--checkpoint-dir", str(tmp_path / split), "--split", split]) == 2
+        assert f"--split {split} holds the validation questions" in capsys.readouterr().err
+    capsys.readouterr()
+    assert main([*common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--sample", "9", "--limit", "5", "--seed", "2",
+                 "--split-seed", "1"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["train_questions"], summary["val_questions"]) == (5, 5)  # 48 questions: 38 / 5 / 5
+    _, saved = load_checkpoint(tmp_path / "ckpt" / "best.pt")
+    assert (saved["train"]["max_train"], saved["train"]["seed"], saved["train"]["split_seed"]) == (5, 2, 1)
 
 
 @pytest.mark.model

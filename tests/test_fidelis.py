@@ -302,7 +302,7 @@ def test_paths_mode_answers_with_path_ends_and_unusable_replies_fall_back(make_s
     assert outcome.usage.prompts == {"plan": 1, "rank": 2, "verify": 4}  # no answer prompt in paths mode
     (search,) = outcome.searches
     assert not search.finished and len(search.beams) == 2
-    assert all(s["fallback"] for s in search.steps)
+    assert all(s.fallback for s in search.steps)
     # the fallback keeps Path-RAG's best candidates, and the answers are the beams' ends (with ids)
     assert outcome.answer_ids == list(dict.fromkeys(b.end for b in search.beams))
     assert outcome.answers == outcome.answer_ids
@@ -408,7 +408,7 @@ def test_fidelis_run_end_to_end_with_the_offline_model(tmp_path, capsys, one_thr
     for r in records:
         assert r["fidelis"]["llm"]["prompts"] >= 3 and r["fidelis"]["llm"]["prompt_tokens"] > 0
         assert r["calls"]["store"] > 0 and r["seconds"]["model"] > 0
-    assert main(["eval", out, "--json"]) == 0
+    assert main(["eval", out, "--protocol", "engine", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["questions"] == 2
     # more triples: the index is stale and refused, then rebuilt on request
     more = tmp_path / "more.txt"

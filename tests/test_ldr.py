@@ -26,6 +26,7 @@ from engine.methods.ldr.constraints import (
 from engine.methods.lockstep import Choice
 from engine.methods.ldr.pipeline import LdrConfig, LdrMethod, reason
 from engine.methods.spec import Models
+from engine.results import to_json
 from engine.methods.ldr.prompts import (
     NONE,
     answer_prompt,
@@ -626,10 +627,11 @@ def test_lock_step_batches_answer_as_one_by_one(make_store, store_kind, limits):
             got += method.answer(questions[start:start + batch])
         runs[batch] = got, meter.calls["store"]
     (alone, alone_calls), (together, together_calls) = runs[1], runs[5]
-    assert [(p.answers, p.answer_ids, p.extras) for p in together] == [(p.answers, p.answer_ids, p.extras) for p in alone]
+    assert [(p.answers, p.answer_ids, p.trace) for p in together] == [(p.answers, p.answer_ids, p.trace) for p in alone]
     if not limits:  # with cuts, a shared call that some question's limit cuts is asked again alone
         assert together_calls < alone_calls
-    assert any(len(p.extras.get("steps", ())) > 1 for p in alone) and together[-1].extras == {"error": "no topic entity to start from"}
+    assert any(len(getattr(p.trace, "steps", ())) > 1 for p in alone)
+    assert to_json(together[-1].trace) == {"error": "no topic entity to start from"}
 
 
 def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811
@@ -651,7 +653,7 @@ def test_export_train_run_eval_end_to_end(tmp_path, capsys, tiny):  # noqa: F811
                  "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["hits1"] == 1.0 and summary["ldr"]["scoring"] == "logprobs"
-    assert main(["eval", out, "--json"]) == 0
+    assert main(["eval", out, "--protocol", "engine", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["hits1"] == 1.0
 
 

@@ -17,12 +17,13 @@ from engine.graph import Triple
 from engine.models.lm import Generation, LanguageModel
 from engine.models.loading import load_lm
 from engine.methods.rog.grounding import ground, ground_batch
+from engine.methods.lockstep import run
 from engine.methods.rog.planning import (
     Frontiers,
     PlanConstraint,
-    fetch_step,
     generate_plans,
     generate_plans_batch,
+    prepare,
     relation_vocabulary,
 )
 from engine.methods.rog.prompts import (
@@ -109,20 +110,31 @@ class CharLM(LanguageModel):
         raise NotImplementedError
 
 
-def _random_plans(constraint: PlanConstraint, n: int, seed: int = 0) -> list[str]:
-    """Decode ``n`` sequences choosing uniformly among the allowed tokens at every step."""
+def _random_plans(constraint: PlanConstraint, n: int, seed: int = 0, store=None) -> list[str]:
+    """Decode ``n`` sequences choosing uniformly among the allowed tokens at every step (what
+    a grounded constraint reads fetched from ``store`` first)."""
     rng = random.Random(seed)
     texts = []
     for _ in range(n):
         tokens: list[int] = []
         for _ in range(constraint.max_new_tokens()):
-            token = rng.choice(constraint(tokens))
+            token = rng.choice(_allowed(constraint, tokens, store))
             tokens.append(token)
             if token == 0:
                 break
         assert tokens[-1] == 0, "a constrained plan finishes within max_new_tokens"
         texts.append("".join(chr(t) for t in tokens[:-1]))
     return texts
+
+
+def _allowed(constraint: PlanConstraint, tokens: list[int], store=None) -> list[int]:
+    """What ``constraint`` allows after ``tokens``, its frontiers fetched from ``store`` first."""
+    return run(prepare([lambda: constraint(tokens)]), store)[0]
+
+
+def _fetched(store, frontiers: Frontiers, kind: str, prefix: tuple[str, ...]):
+    """``frontiers.relations(prefix)`` or ``.nodes(prefix)``, fetched from ``store`` as needed."""
+    return run(prepare([lambda: getattr(frontiers, kind)(prefix)]), store)[0]
 
 
 def _walk_ends(triples: Sequence[Triple], seeds: Sequence[str], path: Sequence[str]) -> set[str]:
@@ -148,9 +160,9 @@ def test_grounded_constraint_plans_all_ground(make_store):
     store = make_store("oxigraph", TRIPLES)
     vocabulary = relation_vocabulary(store)
     meter = Meter()
-    frontiers = Frontiers(meter.store(store), ["Titanic"])
+    frontiers = Frontiers(["Titanic"])
     constraint = PlanConstraint(CharLM(), 2, vocabulary, frontiers)
-    plans = [parse_plan(t) for t in _random_plans(constraint, 150, seed=1)]
+    plans = [parse_plan(t) for t in _random_plans(constraint, 150, seed=1, store=meter.store(store))]
     assert all(p is not None and _walk_ends(TRIPLES, ["Titanic"], p) for p in plans)
     # every groundable one- and two-hop plan is reachable, and nothing else
     groundable = {(r,) for r in vocabulary if _walk_ends(TRIPLES, ["Titanic"], [r])}
@@ -168,27 +180,26 @@ def test_frontier_relations_match_plain_python(make_store, store_kind):
     store = make_store(store_kind, TRIPLES)
     vocabulary = sorted(relation_vocabulary(store))
     for topics in (["Titanic"], ["Inception", "Avatar"], ["James Cameron"]):
-        frontiers = Frontiers(store, topics)
+        frontiers = Frontiers(topics)
         prefixes = [()] + [(r,) for r in vocabulary] + [(r, s) for r in vocabulary for s in vocabulary]
         for prefix in prefixes + [(r, s, t) for r, s in [("directed_by", "directed_by")] for t in vocabulary]:
             ends = _walk_ends(TRIPLES, topics, prefix)
             want = {t.relation for t in TRIPLES if t.subject in ends or t.object in ends}
-            assert frontiers.relations(prefix) == want, (topics, prefix)
-            assert frontiers.nodes(prefix) == sorted(ends)
+            assert _fetched(store, frontiers, "relations", prefix) == want, (topics, prefix)
+            assert _fetched(store, frontiers, "nodes", prefix) == sorted(ends)
 
 
 def test_a_steps_frontier_calls_are_fetched_together_and_answer_as_alone(make_store, store_kind):
-    """Lock-step random decoding of several grounded plans: after ``fetch_step`` has seen a
-    step's rows, every rule answers from its frontiers' caches (no store call), and allows
+    """Lock-step random decoding of several grounded plans: once ``prepare`` has fetched what a
+    step's rows need, every rule answers from its frontiers (no store call), and allows
     exactly what the same rule over frontiers of its own allows."""
     store = make_store(store_kind, TRIPLES)
     vocabulary = relation_vocabulary(store)
     topics = [["Titanic"], ["Inception", "Avatar"], ["James Cameron"], ["Christopher Nolan"], ["Titanic", "Leonardo DiCaprio"]]
     meter = Meter()
     metered = meter.store(store)
-    shared = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(metered, t)) for t in topics]
-    alone = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(store, t)) for t in topics]
-    before_step = fetch_step(shared)
+    shared = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(t)) for t in topics]
+    alone = [PlanConstraint(CharLM(), 3, vocabulary, Frontiers(t)) for t in topics]
     rng = random.Random(5)
     for _ in range(20):
         generated: list[list[int]] = [[] for _ in topics]
@@ -196,11 +207,11 @@ def test_a_steps_frontier_calls_are_fetched_together_and_answer_as_alone(make_st
             rows = [(q, tokens) for q, tokens in enumerate(generated) if not tokens or tokens[-1] != 0]
             if not rows:
                 break
-            before_step(rows)
+            prepared = run(prepare([lambda q=q, tokens=tokens: shared[q](tokens) for q, tokens in rows]), metered)
             calls = meter.calls["store"]
-            for q, tokens in rows:
-                allowed = shared[q](tokens)
-                assert allowed == alone[q](tokens)
+            for (q, tokens), allowed in zip(rows, prepared, strict=True):
+                assert allowed == shared[q](tokens)
+                assert allowed == _allowed(alone[q], tokens, store)
                 tokens.append(rng.choice(allowed))
             assert meter.calls["store"] == calls, "a rule called the store after the step was fetched"
     # one call per kind and relation for the whole step, not per question
@@ -221,8 +232,8 @@ def test_smollm2_plans_in_constrained_modes(lm, make_store):
     question = "who directed [Titanic]"
     plans = generate_plans(lm, question, k=2, mode="vocabulary", vocabulary=vocabulary, max_hops=1)
     assert len(plans) == 2 and all(p.relations and set(p.relations) <= vocabulary for p in plans)
-    frontiers = Frontiers(store, ["Titanic"])
-    plans = generate_plans(lm, question, k=2, mode="grounded", vocabulary=vocabulary, frontiers=frontiers, max_hops=1)
+    frontiers = Frontiers(["Titanic"])
+    plans = generate_plans(lm, question, k=2, mode="grounded", vocabulary=vocabulary, frontiers=frontiers, store=store, max_hops=1)
     assert all(p.relations for p in plans)
     grounding = ground(store, ["Titanic"], [p.relations for p in plans])
     assert all(n > 0 for n in grounding.paths_per_plan)
@@ -237,11 +248,11 @@ def test_batched_plans_equal_one_by_one(lm, make_store):
     questions = [("who directed [Titanic]", ["Titanic"]), ("what movies did [Christopher Nolan] direct", ["Christopher Nolan"]),
                  ("which genre is [Inception]", ["Inception"]), ("who starred in the films of [James Cameron]", ["James Cameron"])]
     for mode, k in (("grounded", 2), ("vocabulary", 1), ("free", 2)):
-        frontiers = [Frontiers(store, topics) for _, topics in questions]
+        frontiers = [Frontiers(topics) for _, topics in questions]
         together = generate_plans_batch(lm, [q for q, _ in questions], k=k, mode=mode, vocabulary=vocabulary, frontiers=frontiers,
-                                        max_hops=2, max_new_tokens=30)
+                                        store=store, max_hops=2, max_new_tokens=30)
         for (question, topics), plans in zip(questions, together, strict=True):
-            alone = generate_plans(lm, question, k=k, mode=mode, vocabulary=vocabulary, frontiers=Frontiers(store, topics),
+            alone = generate_plans(lm, question, k=k, mode=mode, vocabulary=vocabulary, frontiers=Frontiers(topics), store=store,
                                    max_hops=2, max_new_tokens=30)
             assert [p.text for p in plans] == [p.text for p in alone], (mode, question)
             if k > 1:
@@ -266,10 +277,10 @@ def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
     method = RogMethod(store, Models(), RogConfig(batch_size=3, **config), lm)
     assert method.batch_size == 3
     batched = method.answer(questions)
-    assert [p.extras["plans"] for p in batched] == [p.extras["plans"] for p in one_by_one]
-    assert [p.extras["output"] for p in batched] == [p.extras["output"] for p in one_by_one]
+    assert [p.trace.plans for p in batched] == [p.trace.plans for p in one_by_one]
+    assert [p.trace.output for p in batched] == [p.trace.output for p in one_by_one]
     assert [p.answers for p in batched] == [p.answers for p in one_by_one]
-    assert all(p.extras["output"] is not None and p.extras["paths"] for p in batched)
+    assert all(p.trace.output is not None and p.trace.paths for p in batched)
     with pytest.raises(InvalidInputError, match="batch size"):
         RogConfig(batch_size=0)
 
@@ -306,7 +317,7 @@ def test_grounding_matches_plain_python(make_store, store_kind):
 
 
 def test_batched_grounding_equals_one_by_one(make_store, store_kind):
-    """ground_batch and Frontiers.share_first_step share a batch's store calls and give each
+    """ground_batch and the frontiers' first step fetched together share a batch's store calls and give each
     question what its own calls give: random plans (repeated, unparsable, ungroundable) from
     topic lists that overlap, a question without topics, and a path limit that cuts some."""
     store = make_store(store_kind, TRIPLES)
@@ -331,9 +342,9 @@ def test_batched_grounding_equals_one_by_one(make_store, store_kind):
         if limit is None:
             assert batch_calls < len(calls)
     assert any(g.paths for g in alone) and any(g.truncated for g in ground_batch(store, questions, limit=2))
-    frontiers = [Frontiers(store, topics) for topics, _ in questions]
-    Frontiers.share_first_step(frontiers)
-    assert [f.relations(()) for f in frontiers] == [Frontiers(store, topics).relations(()) for topics, _ in questions]
+    frontiers = [Frontiers(topics) for topics, _ in questions]
+    first = run(prepare([lambda f=f: f.relations(()) for f in frontiers]), store)
+    assert first == [_fetched(store, Frontiers(topics), "relations", ()) for topics, _ in questions]
 
 
 def test_path_ends_back_over_another_edge_count_as_facts(make_store):
@@ -438,7 +449,7 @@ def test_rog_run_and_eval_end_to_end(tmp_path, capsys):
         # the batch's calls shared: the topics' relations once, a call per distinct plan, names once; one
         # planning call for both questions
         assert r["calls"]["store"] >= 2 and r["calls"]["llm"] == 0.5
-    assert main(["eval", out, "--json"]) == 0
+    assert main(["eval", out, "--protocol", "engine", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["overall"]["questions"] == 2
     assert report["overall"]["recall"] == 1.0  # one-hop grounded plans reach every answer here

@@ -19,11 +19,12 @@ from engine.cli.common import (
 )
 from engine.methods.arg.pipeline import gold_items
 from engine.render import term_text
+from engine.results import to_json
 
 
 def add_commands(arg: argparse._SubParsersAction) -> None:
     p = arg.add_parser("retrieve", help="top-k logical-form references for a question with its entities")
-    p.add_argument("question")
+    p.add_argument("question", help="the question, in words")
     _anchor_arguments(p)
     _ranker_arguments(p)
     add_store_arguments(p)
@@ -33,14 +34,14 @@ def add_commands(arg: argparse._SubParsersAction) -> None:
     p = arg.add_parser("train-ranker", help="train the stage-2 cross-encoder from a dataset's gold paths")
     _dataset_arguments(p, "train")
     p.add_argument("--out", required=True, help="directory to save the scorer to")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training pairs (default 1)")
     p.add_argument("--base", default=None, help="transformer to start from (default: the offline all-MiniLM-L6-v2)")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_train)
 
     p = arg.add_parser("ask", help="answer one question: retrieval, few-shot generation, alignment, execution, vote")
-    p.add_argument("question")
+    p.add_argument("question", help="the question, in words")
     _anchor_arguments(p)
     p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
     p.add_argument("--model", default=None, help="causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
@@ -75,7 +76,8 @@ def _anchors(args: argparse.Namespace) -> list:
 
 def _generation_arguments(p: argparse.ArgumentParser, n_demos: int) -> None:
     p.add_argument("--n-demos", type=int, default=n_demos, help=f"demonstrations in the prompt (default {n_demos})")
-    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25")
+    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25",
+                   help="how demonstrations are picked: random, or the most similar questions by BM25 (default)")
     p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds each candidate form may run before it counts as empty (default 10)")
 
@@ -100,26 +102,31 @@ def _models(args: argparse.Namespace):
 
 def _retrieve(args: argparse.Namespace) -> None:
     from engine.methods.arg.retrieval import retrieve
+    from engine.methods.meter import Meter
 
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
+    meter = Meter()
     with open_from_args(args) as store:
-        result = retrieve(store, args.question, anchors, bi, scorer, args.k, schema)
+        result = retrieve(meter.store(store), args.question, anchors, bi, scorer, args.k, schema, meter=meter)
+    costs = {"store_seconds": round(meter.seconds["store"], 4), "model_seconds": round(meter.seconds["model"], 4),
+             "store_calls": meter.calls["store"]}
     if args.json:
-        emit(args, result)
+        emit(args, {**to_json(result), **costs})
     else:
-        print(render_retrieval(result))
+        print(render_retrieval(result, costs))
 
 
-def render_retrieval(result: Any) -> str:
-    """A :class:`engine.methods.arg.retrieval.Retrieval` as text: the kept paths, then the references."""
+def render_retrieval(result: Any, costs: dict[str, Any]) -> str:
+    """A :class:`engine.methods.arg.retrieval.Retrieval` as text: the kept paths, then the
+    references, then what it cost."""
     lines = [f"question\t{result.question}", "", "score\tanchor\tpath"]
     for p in result.paths:
         hops = " ".join(f"{'→' if d == 'out' else '←'} {r}" for r, d in p.hops)
         lines.append(f"{p.score:.3f}\t{term_text(p.anchor)}\t{hops}")
     lines += ["", "score\treference (names)\tS-expression"]
     lines += [f"{r.score:.3f}\t{r.text}\t{r.sexpr}" for r in result.references]
-    lines += ["", f"store {result.store_seconds:.2f} s in {result.store_calls:g} calls, model {result.model_seconds:.2f} s"]
+    lines += ["", f"store {costs['store_seconds']:.2f} s in {costs['store_calls']:g} calls, model {costs['model_seconds']:.2f} s"]
     return "\n".join(lines)
 
 

@@ -6,15 +6,21 @@ import json
 
 from engine.cli.common import (
     DATASET_HELP,
+    add_question_arguments,
     add_store_arguments,
     open_from_args,
+    question_set,
 )
 from engine.errors import InvalidInputError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """``kgqa etd train`` (``run`` comes from the method's spec)."""
-    p = sub.add_parser("train", help="train the exploration GNN (paper hyperparameters per dataset)")
+    p = sub.add_parser(
+        "train", help="train the exploration GNN (paper hyperparameters per dataset)",
+        description="Train the exploration GNN on the questions --split --sample --limit --seed --split-seed select "
+        "(--seed also seeds the initialisation and the batch order), picking the best epoch on the split's val part.",
+    )
     _add_data_arguments(p)
     p.add_argument("--checkpoint-dir", required=True, help="directory for best.pt, last.pt and summary.json")
     p.add_argument("--epochs", type=int, default=None, help="at most this many epochs (default 30)")
@@ -26,7 +32,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=None, dest="num_layers", help="L (default: the paper's for the dataset)")
     p.add_argument("--top-k", type=int, default=None, help="K (default: the paper's for the dataset)")
     p.add_argument("--encoder", default=None, help="sentence-transformers model, or causal:PATH (default all-MiniLM-L6-v2, offline)")
-    p.add_argument("--max-train", type=int, default=None, help="train on at most this many questions")
     p.add_argument("--time-budget", type=float, default=None,
                    help="start no new epoch after this many seconds of training (default: no limit)")
     p.add_argument("--init-from", default=None,
@@ -43,32 +48,36 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--paper-config", default=None,
                    help="metaqa-1hop|2hop|3hop or pathquestion-2h|3h: the paper's hyperparameters (L, K) to train with (default: --dataset when it names one)")
-    p.add_argument("--seed", type=int, default=None, help="training seed: initialisation and batch order (default 0)")
-    p.add_argument("--split-seed", type=int, default=None,
-                   help="seed of the train/val/test split (default 0); `kgqa etd run` must name the same")
+    add_question_arguments(p, "train")
     p.add_argument("--max-degree", type=int, default=None, help="per-node edge sample cap for hubs (default 1000)")
     p.add_argument("--encoding-cache", default=None,
                    help="directory keeping the frozen text encodings between runs (default: encode every run)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(p)
 
 
 def _run_train(args: argparse.Namespace) -> None:
+    """Train on the questions ``--split --sample --limit --seed --split-seed`` select (``--seed``
+    also seeds the initialisation and the batch order), validating on the split's ``val`` part."""
+    from dataclasses import replace
+
     from engine.methods.etd.training import PAPER_LAYERS_TOP_K, TrainConfig, train
-    from loaders.datasets import load_dataset, split_questions
 
     paper = args.paper_config or args.dataset
     if paper not in PAPER_LAYERS_TOP_K:
         raise InvalidInputError(f"no paper hyperparameters for {paper!r}: name them with --paper-config "
                                 f"({', '.join(PAPER_LAYERS_TOP_K)})")
+    if args.split in ("val", "all"):
+        raise InvalidInputError(f"--split {args.split} holds the validation questions that pick the best epoch: "
+                                "train on --split train (the default)")
     config = TrainConfig.for_dataset(
-        paper, **{k: getattr(args, k) for k in (
+        paper, max_train=args.limit, **{k: getattr(args, k) for k in (
             "epochs", "patience", "batch_size", "lr", "weight_decay", "dim", "num_layers", "top_k", "encoder",
-            "max_train", "seed", "split_seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
+            "seed", "split_seed", "max_degree", "max_frontier", "encoding_cache", "time_budget", "init_from",
             "mask_topic")}
     )
-    parts = split_questions(load_dataset(args.dataset), config.split_seed, config.val_fraction, config.test_fraction)
-    train_questions = parts["train"][: config.max_train]
+    chosen = question_set(args)
     with open_from_args(args) as store:
-        summary = train(store, train_questions, parts["val"], config, args.checkpoint_dir, progress=not args.no_progress)
+        summary = train(store, chosen.select(), replace(chosen, split="val", sample=None, limit=None).select(), config,
+                        args.checkpoint_dir, progress=not args.no_progress)
     print(json.dumps(summary.to_json(), indent=2))

@@ -17,7 +17,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("webqsp", help="a WebQSP JSON file (WebQSP.train.json.gz)")
     p.add_argument("--out", required=True, help="JSONL file of {prompt, target, task, id} samples, for `kgqa lm train --data`")
     add_question_arguments(p, "train")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_output_arguments(p)
     p.set_defaults(handler=_export_webqsp)
 

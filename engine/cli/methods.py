@@ -45,7 +45,7 @@ def _register_method(sub: argparse._SubParsersAction, spec: MethodSpec) -> None:
     add_device_arguments(p)
     p.add_argument("--out", default=f"{spec.name}-predictions.jsonl",
                    help=f"predictions JSONL (default {spec.name}-predictions.jsonl)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(p)
     add_output_arguments(p)
     add_config_arguments(p, spec.config)
@@ -56,7 +56,7 @@ def _register_method(sub: argparse._SubParsersAction, spec: MethodSpec) -> None:
         p.add_argument("--dataset", required=True, help=DATASET_HELP)
         add_question_arguments(p, "train")
         p.add_argument("--out", required=True, help="JSONL file of {prompt, target, task, id} samples, for `kgqa lm train --data`")
-        p.add_argument("--no-progress", action="store_true")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
         add_store_arguments(p)
         add_output_arguments(p)
         add_config_arguments(p, spec.config)

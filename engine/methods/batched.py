@@ -2,9 +2,9 @@
 
 A method that answers a batch of questions often makes the same kind of call for each of them
 (``relations`` of its anchors, ``two_hop_relations`` through one relation). On a server every
-call is a round trip plus the server compiling the query's text (on Virtuoso ≈ 1–2.5 ms of a
-small call, since the text changes with every id list), so one call over the union of the
-anchors costs little more than one of them. :func:`per_group` makes that call and gives each
+call is a round trip plus the server compiling the query's text (most of a small call on
+Virtuoso, since the text changes with every id list), so one call over the union of the
+anchors costs little more than one of them (docs/design/shared-store-calls.md). :func:`per_group` makes that call and gives each
 group exactly the rows its own call would have given (:func:`names_per_group` does the same
 for ``names``):
 

@@ -1,12 +1,13 @@
 """Seconds per stage and calls per kind while a method answers: :class:`Meter`, and the
 :class:`Metered` proxies that time a store's or a language model's calls without a stopwatch
-in the method (:mod:`engine.methods.run` reads them per batch). Stages nest exclusively: a
-store call made inside a ``model`` stage counts as store time only."""
+in the method (:mod:`engine.methods.run` reads them per batch); a call that runs step by step
+(a generator) is timed step by step. Stages nest exclusively: a store call made inside a
+``model`` stage counts as store time only."""
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,7 +18,9 @@ CALLS = ("store", "llm")
 #: store methods that do not call the database (compiling for display, closing)
 STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
 #: language-model methods that cost a model call (tokenizer helpers do not)
-LM_CALLS = frozenset({"generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "score_batch"})
+LM_CALLS = frozenset({
+    "generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "beam_search_steps", "score_batch",
+})
 
 
 class Meter:
@@ -79,10 +82,27 @@ class Metered:
         def timed(*args: Any, **kwargs: Any) -> Any:
             meter.count(kind, name)
             with meter.stage(stage):
-                return value(*args, **kwargs)
+                result = value(*args, **kwargs)
+            return _timed_steps(result, meter, stage) if isinstance(result, Generator) else result
 
         timed.__name__ = name
         return timed
 
     def __repr__(self) -> str:
         return f"Metered({self._target!r})"
+
+
+def _timed_steps(steps: Generator[Any, Any, Any], meter: Meter, stage: str) -> Generator[Any, Any, Any]:
+    """``steps`` (a call run step by step, :meth:`engine.models.lm.LanguageModel.beam_search_steps`)
+    with the work of each step timed under ``stage``; the caller's work between steps is its own."""
+    answer = None
+    try:
+        while True:
+            with meter.stage(stage):
+                try:
+                    asked = steps.send(answer)
+                except StopIteration as done:
+                    return done.value
+            answer = yield asked
+    finally:
+        steps.close()

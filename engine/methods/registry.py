@@ -55,3 +55,24 @@ def register(spec: MethodSpec) -> None:
 def unregister(name: str) -> None:
     """Remove a method added with :func:`register`."""
     _extra.pop(name, None)
+
+
+def parse_method_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["rog.model=m", "rog.k=2"]`` → ``{"rog": {"model": "m", "k": "2"}}`` (the command lines'
+    ``--method-option METHOD.OPTION=VALUE``), each checked against its method's config now, so a
+    typo fails before any work starts."""
+    from engine.methods.spec import make_config
+
+    found: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not sep or not dot or method not in names():
+            raise InvalidInputError(
+                f"--method-option {item!r}: write METHOD.OPTION=VALUE with METHOD one of {', '.join(names())}, "
+                "e.g. rog.model=models/rog"
+            )
+        found.setdefault(method, {})[name] = value
+    for method, values in found.items():
+        make_config(get(method).config, values)
+    return found

@@ -12,7 +12,7 @@ store call made inside a ``model`` stage counts as store time only.
 
 A record holds ``id, question, topic, answers`` (gold names), ``answer_ids`` (gold ids),
 ``prediction`` (best first), ``prediction_ids``, ``hops, qtype``, ``seconds{store, model,
-other, total}``, ``calls{store, llm}`` and the method's own extras under its name. Questions
+other, total}``, ``calls{store, llm}`` and the method's trace under its name. Questions
 answered in one batch share the batch's seconds and calls evenly. Before a batch is answered its
 topic entities are looked up in the store (one ``names`` call, neither timed nor counted): a
 question with a topic entity the store does not hold gets ``missing_topics`` and a ``warning``
@@ -33,6 +33,7 @@ from engine.errors import InvalidIdentifierError
 from engine.identifiers import validate_id
 from engine.methods.meter import CALLS, STAGES
 from engine.methods.spec import Method, Prediction
+from engine.results import to_json
 from loaders.questions import Question
 
 def topic_last(answers: Sequence[Any], topics: Collection[Any]) -> list[Any]:
@@ -91,8 +92,8 @@ def _record(
             f"topic entit{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} not in the store: "
             "is the store this dataset's graph?"
         )
-    if p.extras:
-        record[method.name] = p.extras
+    if p.trace is not None:
+        record[method.name] = to_json(p.trace)
     return record
 
 
@@ -148,7 +149,8 @@ def run_method(
     return summary
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (``q`` in 0..1) of ``values``; 0 for none."""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -171,8 +173,8 @@ def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = No
         "f1": round(report.overall.f1, 5),
         "by_hops": {k: round(m.hits1, 5) for k, m in report.by_hops.items()},
         "seconds_per_question": {s: round(sum(r["seconds"][s] for r in records) / n, 5) for s in (*STAGES, "other", "total")},
-        "p50_seconds": round(_percentile(totals, 0.5), 5),
-        "p95_seconds": round(_percentile(totals, 0.95), 5),
+        "p50_seconds": round(percentile(totals, 0.5), 5),
+        "p95_seconds": round(percentile(totals, 0.95), 5),
         "calls_per_question": {k: round(sum(r["calls"][k] for r in records) / n, 3) for k in CALLS},
     }
     if wall_seconds is not None:

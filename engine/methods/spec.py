@@ -40,11 +40,12 @@ if TYPE_CHECKING:
 @dataclass
 class Prediction:
     """One question's answer: names (or literal values) best first, their ids where the
-    method knows them, and whatever the method wants to keep in the record."""
+    method knows them, and the method's trace of how it got there: a dataclass of the method's
+    own, which the record holds under the method's name (:func:`engine.results.to_json`)."""
 
     answers: list[str]
     answer_ids: list[str] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None
 
 
 def option(default: Any, help: str, *, flag: str | None = None, short: str | None = None,

@@ -1,7 +1,7 @@
 """The language-model interface the methods program against: :class:`LanguageModel`
 (greedy and batched generation, beam search, constrained decoding, token log-probabilities and
 option scoring), the :class:`Generation` and :class:`TokenLogprob` it returns, and the callback
-types its decoding takes (``AllowedTokens``, ``BeforeStep``, ``StopWhen``, ``BatchStop``). A
+types its decoding takes (``AllowedTokens``, ``Decoding``, ``StopWhen``, ``BatchStop``). A
 prompt is the user's instruction as plain text; each model wraps it the way it expects. The
 models themselves are :class:`engine.models.transformers_lm.TransformersLM` (a local causal LM)
 and :class:`engine.models.openai_lm.OpenAIChatLM` (an OpenAI-compatible chat endpoint);
@@ -10,17 +10,18 @@ and :class:`engine.models.openai_lm.OpenAIChatLM` (an OpenAI-compatible chat end
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from engine.errors import UnsupportedOperationError
 
 #: constrained decoding: given the token ids generated so far (prompt excluded), the ids allowed next
 AllowedTokens = Callable[[Sequence[int]], Sequence[int]]
-#: told before each decoding step of a batched beam search, ahead of any ``AllowedTokens`` call,
-#: of every row of the step: (the prompt's index, the token ids it generated so far); a
-#: constraint that needs the store can fetch what the whole step needs in shared calls
-BeforeStep = Callable[[list[tuple[int, list[int]]]], None]
+#: a decoding step's rows: (the prompt's index, the token ids it generated so far), one per beam
+StepRows = list[tuple[int, list[int]]]
+#: a batched beam search run step by step (:meth:`LanguageModel.beam_search_steps`): it yields each
+#: step's rows, is sent the tokens each row allows next, and returns the generations
+Decoding = Generator[StepRows, list[Sequence[int]], list[list["Generation"]]]
 
 #: early stop: given the text generated so far, whether it is complete (e.g. holds a closed
 #: ``</PATH>`` or a balanced S-expression); a sequence for which it holds is ended there
@@ -106,16 +107,38 @@ class LanguageModel(ABC):
         max_new_tokens: int = 100,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
         stop: StopWhen | None = None,
-        before_step: BeforeStep | None = None,
     ) -> list[list[Generation]]:
         """:meth:`beam_search` for each prompt (with its own ``allowed_tokens[i]``), in order;
-        the default searches them one by one (local models batch them, and tell
-        ``before_step`` of each step's rows)."""
+        the default searches them one by one (local models batch them)."""
         constraints = list(allowed_tokens) if allowed_tokens is not None else [None] * len(prompts)
         return [
             self.beam_search(p, num_beams=num_beams, num_return=num_return, max_new_tokens=max_new_tokens, allowed_tokens=a, stop=stop)
             for p, a in zip(prompts, constraints, strict=True)
         ]
+
+    def beam_search_steps(
+        self,
+        prompts: Sequence[str],
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        stop: StopWhen | None = None,
+    ) -> Decoding:
+        """:meth:`beam_search_batch` with the caller deciding each step's allowed tokens: a
+        :data:`Decoding` that yields every step's rows before the step and is sent what each
+        row allows, so that a constraint's data (RoG's relations leaving a frontier) is
+        prepared by the caller between steps, for all the rows of a step at once. The default
+        asks row by row (local models ask a whole step at once)."""
+        from engine.models.steps import stepwise
+
+        def search(ask: Callable[[StepRows], list[Sequence[int]]]) -> list[list[Generation]]:
+            rules = [(lambda generated, i=i: ask([(i, list(generated))])[0]) for i in range(len(prompts))]
+            return self.beam_search_batch(
+                prompts, num_beams=num_beams, num_return=num_return, max_new_tokens=max_new_tokens, allowed_tokens=rules, stop=stop
+            )
+
+        return stepwise(search)
 
     def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
         """The log-probability of each token of ``continuation`` as the answer to ``prompt``."""

@@ -3,14 +3,14 @@
 loads a directory, a ``.gguf`` file or a hub id from the local cache (never downloading) in the
 precision asked for, on the device :func:`engine.models.device.pick_device` chose; wraps prompts in
 their template (:mod:`engine.models.templates`); decodes greedily, in length-sorted batches
-(:mod:`engine.models.greedy`) or by beam search, with per-prompt token constraints and text stop
-rules (the transformers logits processor :class:`_Allowed` and stopping criterion
-:class:`_TextStop`); and scores continuations in batched passes over a cached prompt.
+(:mod:`engine.models.greedy`) or by beam search, with per-prompt token constraints (rules, or the
+allowed tokens of each step handed in by the caller between steps) and text stop rules (the
+transformers logits processor :class:`_Allowed` and stopping criterion :class:`_TextStop`); and scores continuations in batched passes over a cached prompt.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ from engine.models.device import pick_device
 from engine.models.lm import (
     AllowedTokens,
     BatchStop,
-    BeforeStep,
+    Decoding,
     Generation,
     LanguageModel,
+    StepRows,
     StopWhen,
     TokenLogprob,
     per_prompt_stops,
@@ -65,7 +66,7 @@ class TransformersLM(LanguageModel):
         """``dtype``: the weights' precision, one of :data:`DTYPES`; None: float32 on a CPU (the
         precision the engine's models were chosen in) and the checkpoint's own elsewhere.
         ``bfloat16`` on a CPU with bf16 instructions cuts model time ≈ 2.5× and may change a
-        close decision (``python -m benchmarks.lm_dtype``: none changed on 270 questions)."""
+        close decision (docs/design/model-precision.md)."""
         if dtype is not None and dtype not in DTYPES:
             raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
         found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
@@ -107,11 +108,9 @@ class TransformersLM(LanguageModel):
         """``generate``'s cache argument for prompts of ``prompt_tokens`` (``padded`` to that
         width or not) and ``new_tokens`` more: the float32 cache where :attr:`float32_decoding`
         holds and the prompts need no padding, else none (transformers' own). It pays only
-        there: without padding bfloat16 attends through a kernel that is slow for one query (one
-        prompt of 4,000 tokens: 45 against 124 ms per token; eight of 166 tokens together: 2.7
-        s against 3.9 s); with padding both attend through masks at the same cost (two prompts of
-        1,381 and 1,741 tokens: 8.3 s either way), and ARG's short padded batches decoded up to
-        5 % slower with it."""
+        there: without padding bfloat16 attends through a kernel that is slow for one query; with
+        padding both attend through masks at the same cost, and short padded batches decoded a
+        little slower with it (docs/design/model-precision.md)."""
         if not self.float32_decoding or padded:
             return {}
         from engine.models import float32_cache
@@ -276,27 +275,61 @@ class TransformersLM(LanguageModel):
         max_new_tokens: int = 100,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
         stop: StopWhen | None = None,
-        before_step: BeforeStep | None = None,
     ) -> list[list[Generation]]:
         """Beam search over prompts left-padded into batches of similar length (:meth:`_chunks`),
         each prompt under its own ``allowed_tokens[i]``: on a CPU a decoding step reads the
         weights once for the whole batch (eight RoG planning prompts: 5.2 s one by one, 2.9 s
-        together, the same plans). ``before_step`` sees each step's rows first."""
+        together, the same plans)."""
+        rules = list(allowed_tokens) if allowed_tokens is not None else [None] * len(prompts)
+        if len(rules) != len(prompts):
+            raise ValueError(f"{len(rules)} allowed-token rules for {len(prompts)} prompts")
+        if all(r is None for r in rules):
+            return self._beam_search(prompts, num_beams, num_return, max_new_tokens, stop, None)
+
+        def allowed(rows: StepRows) -> list[Sequence[int] | None]:
+            return [None if rules[i] is None else rules[i](generated) for i, generated in rows]  # type: ignore[misc]
+
+        return self._beam_search(prompts, num_beams, num_return, max_new_tokens, stop, allowed)
+
+    def beam_search_steps(
+        self,
+        prompts: Sequence[str],
+        *,
+        num_beams: int = 3,
+        num_return: int | None = None,
+        max_new_tokens: int = 100,
+        stop: StopWhen | None = None,
+    ) -> Decoding:
+        """:meth:`beam_search_batch` decoded step by step (:func:`engine.models.steps.stepwise`):
+        each step's rows, of every prompt of a chunk, go to the caller at once."""
+        from engine.models.steps import stepwise
+
+        return stepwise(lambda ask: self._beam_search(prompts, num_beams, num_return, max_new_tokens, stop, ask))
+
+    def _beam_search(
+        self,
+        prompts: Sequence[str],
+        num_beams: int,
+        num_return: int | None,
+        max_new_tokens: int,
+        stop: StopWhen | None,
+        allowed: Callable[[StepRows], list[Sequence[int] | None]] | None,
+    ) -> list[list[Generation]]:
+        """The beam search of :meth:`beam_search_batch`, each step's rows masked to what
+        ``allowed`` gives them (None: no mask)."""
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         num_return = num_return or num_beams
         if num_return > num_beams:
             raise InvalidInputError(f"cannot return {num_return} sequences from {num_beams} beams")
-        constraints = list(allowed_tokens) if allowed_tokens is not None else [None] * len(prompts)
         encoded = [self.prompt_ids(p) for p in prompts]
         out: list[list[Generation]] = [[] for _ in prompts]
         for chunk in self._chunks([len(e) for e in encoded]):
             ids, mask, width = self._left_padded([encoded[i] for i in chunk])
-            rules = [constraints[i] for i in chunk]
             processors = None
-            if any(r is not None for r in rules) or before_step is not None:
-                processors = LogitsProcessorList([_Allowed(rules, list(chunk), width, num_beams, len(self.tokenizer), before_step)])
+            if allowed is not None:
+                processors = LogitsProcessorList([_Allowed(allowed, list(chunk), width, num_beams, len(self.tokenizer))])
             criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
             with torch.no_grad():
                 result = self.model.generate(
@@ -407,28 +440,23 @@ def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
 
 
 class _Allowed:
-    """A transformers logits processor: each row's scores masked to the tokens its prompt's
-    rule allows (None: every token of the tokenizer), as ``prefix_allowed_tokens_fn`` masks
-    them, after ``before_step`` has been told of every row of the step. ``prompts[b]`` is the
-    index, in the caller's list, of the chunk's b-th prompt; rows are ``num_beams`` per prompt."""
+    """A transformers logits processor: each row's scores masked to the tokens ``allowed``
+    gives it (None: every token of the tokenizer), as ``prefix_allowed_tokens_fn`` masks them;
+    ``allowed`` sees every row of the step at once. ``prompts[b]`` is the index, in the
+    caller's list, of the chunk's b-th prompt; rows are ``num_beams`` per prompt."""
 
     def __init__(
-        self, rules: list[AllowedTokens | None], prompts: list[int], width: int, num_beams: int, tokens: int,
-        before_step: BeforeStep | None,
+        self, allowed: Callable[[StepRows], list[Sequence[int] | None]], prompts: list[int], width: int, num_beams: int, tokens: int
     ) -> None:
-        self.rules, self.prompts, self.width, self.num_beams = rules, prompts, width, num_beams
-        self.tokens, self.before_step = tokens, before_step
+        self.allowed, self.prompts, self.width, self.num_beams, self.tokens = allowed, prompts, width, num_beams, tokens
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        rows = [(i // self.num_beams, row[self.width:].tolist()) for i, row in enumerate(input_ids)]
-        if self.before_step is not None:
-            self.before_step([(self.prompts[b], generated) for b, generated in rows])
+        rows = [(self.prompts[i // self.num_beams], row[self.width:].tolist()) for i, row in enumerate(input_ids)]
         mask = torch.full_like(scores, -math.inf)
-        for i, (b, generated) in enumerate(rows):
-            rule = self.rules[b]
-            mask[i, list(rule(generated)) if rule is not None else slice(0, self.tokens)] = 0
+        for i, tokens in enumerate(self.allowed(rows)):
+            mask[i, list(tokens) if tokens is not None else slice(0, self.tokens)] = 0
         return scores + mask
 
 

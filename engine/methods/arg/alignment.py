@@ -4,7 +4,7 @@ every combination executed until the first non-empty answer.
 - an entity written by name: exact name matches (``search``), the most popular first (degree,
   as the popularity proxy), at most ``n_entities``; none → BM25 over the names that share a
   word with it (``search`` contains), best first; :meth:`Aligner.prefetch` finds them for a
-  batch's forms with the degree calls shared;
+  batch's forms in lock step, the degree calls shared;
 - a relation not in the store: the ``n_relations`` best by BM25 over relation names, scored
   against the relation and the question;
 - the combinations run in that order; the first non-empty answer wins. Each runs with a
@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.methods.arg.generation import tokens
-from engine.methods.batched import per_group
+from engine.methods.lockstep import Program, RelationsOf, SearchOf, serve
 from engine.errors import KGQAError, QueryTimeoutError
 from engine.identifiers import UNBOUNDED, validate_timeout
 from engine.results import ExecuteResult, RelationCount
@@ -55,21 +55,24 @@ class Aligner:
     def entity_ids(self, name: str) -> list[str]:
         if name in self._ids:
             return self._ids[name]
-        hits = [h.id for h in self.store.search(name, "exact", UNBOUNDED).hits]
-        if not hits:
-            return self._similar(name)
-        return self._most_popular(hits, self.store.relations(hits, "both", UNBOUNDED).rows)
+        return serve([self._entity_ids(name)], self.store)[0]
 
     def prefetch(self, forms: Iterable[str]) -> None:
         """:meth:`entity_ids` of every name a batch's ``forms`` write, kept for :meth:`run` until
-        the next prefetch: the exact matches' degrees come from one ``relations`` call for the
-        whole batch (:func:`engine.methods.batched.per_group`, each name getting its own call's rows)."""
+        the next prefetch: the names' look-ups served in lock step (:mod:`engine.methods.lockstep`),
+        so the exact matches' degrees come from one ``relations`` call for the whole batch, each
+        name getting its own call's rows."""
         names = sorted({n.id for form in forms for n in _entities_of(form)})
-        exact = {name: [h.id for h in self.store.search(name, "exact", UNBOUNDED).hits] for name in names}
-        matched = [name for name in names if exact[name]]
-        rows = per_group(lambda ids, n: self.store.relations(ids, "both", n), [exact[name] for name in matched], UNBOUNDED)
-        self._ids = {name: self._most_popular(exact[name], found) for name, (found, _) in zip(matched, rows, strict=True)}
-        self._ids.update((name, self._similar(name)) for name in names if not exact[name])
+        self._ids = dict(zip(names, serve([self._entity_ids(name) for name in names], self.store), strict=True))
+
+    def _entity_ids(self, name: str) -> Program[list[str]]:
+        """:meth:`entity_ids` as a program: exact name matches, the most popular first; none →
+        the most similar names."""
+        hits = [h.id for h in (yield SearchOf(name, "exact", UNBOUNDED))]
+        if not hits:
+            return (yield from self._similar(name))
+        rows, _ = yield RelationsOf(tuple(hits), UNBOUNDED)
+        return self._most_popular(hits, rows)
 
     def _most_popular(self, hits: list[str], rows: Iterable[RelationCount]) -> list[str]:
         """Exact matches by degree (the popularity proxy), at most ``n_entities``."""
@@ -78,14 +81,14 @@ class Aligner:
             degree[row.id] = degree.get(row.id, 0) + row.count  # type: ignore[index]
         return sorted(set(hits), key=lambda i: (-degree.get(i, 0), i))[: self.n_entities]
 
-    def _similar(self, name: str) -> list[str]:
+    def _similar(self, name: str) -> Program[list[str]]:
         """No exact match: BM25 over the names that share ``name``'s longest word, best first."""
         words = sorted(tokens(name), key=len, reverse=True)
         if not words:
             return [name]
         from rank_bm25 import BM25Okapi
 
-        found = self.store.search(words[0], "contains", 200).hits
+        found = yield SearchOf(words[0], "contains", 200)
         if not found:
             return [name]
         bm25 = BM25Okapi([tokens(h.name) or ["_"] for h in found])

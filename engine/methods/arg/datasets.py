@@ -9,7 +9,6 @@ PathQuestion's from its annotated path (:func:`loaders.questions.gold_hops`).
 from __future__ import annotations
 
 import random
-import statistics
 from dataclasses import dataclass
 
 from engine.methods.arg.candidates import Hop, Schema, path_forms, with_names
@@ -17,6 +16,7 @@ from engine.methods.arg.prompts import build_prompt
 from engine.methods.arg.ranker import BiEncoder, Example, Scorer
 from engine.methods.arg.retrieval import K, retrieve
 from engine.errors import InvalidInputError
+from engine.methods.meter import Meter
 from engine.models.sft import Sample
 from engine.sexpr import parse
 from engine.sexpr.tree import entities, to_text
@@ -53,22 +53,23 @@ class RecallReport:
 def recall(
     store: Store, items: list[tuple[Question, str]], bi: BiEncoder, scorer: Scorer, k: int = K, schema: Schema | None = None
 ) -> RecallReport:
-    """The share of questions whose gold form is among the top-k references."""
+    """The share of questions whose gold form is among the top-k references, and the store and
+    ranking-model seconds per question (:class:`engine.methods.meter.Meter`)."""
     hits: dict[int, list[bool]] = {}
-    store_s, model_s = [], []
+    meter = Meter()
+    metered = meter.store(store)
     for q, gold in items:
-        got = retrieve(store, q.question, q.topic_entities, bi, scorer, k, schema)
+        got = retrieve(metered, q.question, q.topic_entities, bi, scorer, k, schema, meter=meter)
         hits.setdefault(q.hops or 0, []).append(gold in {r.sexpr for r in got.references})
-        store_s.append(got.store_seconds)
-        model_s.append(got.model_seconds)
     flat = [h for v in hits.values() for h in v]
+    n = max(len(items), 1)
     return RecallReport(
         len(flat),
         k,
         round(sum(flat) / len(flat), 4) if flat else 0.0,
         {h: round(sum(v) / len(v), 4) for h, v in sorted(hits.items())},
-        round(statistics.mean(store_s), 4) if store_s else 0.0,
-        round(statistics.mean(model_s), 4) if model_s else 0.0,
+        round(meter.seconds["store"] / n, 4),
+        round(meter.seconds["model"] / n, 4),
         "trained" if scorer.trained else "bi-encoder fallback",
     )
 

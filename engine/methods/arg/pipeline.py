@@ -8,7 +8,6 @@ when the form is right (MetaQA's 2-hop gold answers leave out the topic entity, 
 ``(JOIN written_by (JOIN (R written_by) [X]))`` returns)."""
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,8 @@ from engine.methods.arg.retrieval import K, retrieve_batch
 from engine.errors import KGQAError
 from engine.graph import Literal, Term, term_key
 from engine.identifiers import positive_int
+from engine.methods.lockstep import NamesOf, ask, serve
+from engine.methods.meter import Meter
 from engine.methods.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
 from engine.models.sft import Sample
@@ -44,11 +45,6 @@ class ArgAnswer:
     answers: list[Term] = field(default_factory=list)
     count: int | None = None
     timed_out: int = 0  # candidate executions stopped at the aligner's timeout
-    # seconds per stage: retrieval's store calls and ranker models, generation, alignment + execution
-    store_seconds: float = 0.0
-    model_seconds: float = 0.0
-    generation_seconds: float = 0.0
-    execution_seconds: float = 0.0
     outputs: list[str] = field(default_factory=list)  # the LM's raw texts, one per sample
     demos: list[str] = field(default_factory=list)  # the demonstrations' questions, as prompted
 
@@ -64,30 +60,23 @@ def answer_questions(
     k: int = K,
     samples: int = 1,
     schema: Schema | None = None,
+    meter: Meter | None = None,
 ) -> list[ArgAnswer]:
-    """Each (question, anchors) answered; the generation time of the batch is shared evenly."""
-    retrievals = retrieve_batch(store, questions, bi, scorer, k, schema)
+    """Each (question, anchors) answered: the batch's retrieval and alignment store calls
+    shared (:mod:`engine.methods.lockstep`), its generations decoded together; the ranking
+    models timed under ``meter``'s ``model`` stage."""
+    retrievals = retrieve_batch(store, questions, bi, scorer, k, schema, meter=meter)
     references = [[r.text for r in retrieval.references] for retrieval in retrievals]
-    started = time.perf_counter()
     demos = [picker.pick(question) for question, _ in questions]
     prompts = [build_prompt(question, refs, ds) for (question, _), refs, ds in zip(questions, references, demos, strict=True)]
     outputs = generate_outputs(lm, prompts, samples)
-    generation_seconds = (time.perf_counter() - started) / max(len(questions), 1)
     forms = [forms_of(outs) for outs in outputs]
-    prefetching = time.perf_counter()
     aligner.prefetch(f for fs in forms for f in fs)
-    prefetch_seconds = (time.perf_counter() - prefetching) / max(len(questions), 1)  # shared evenly, as generation's
     answers = []
-    for (question, anchors), retrieval, refs, ds, outs, generated in zip(
-        questions, retrievals, references, demos, outputs, forms, strict=True
-    ):
-        executing = time.perf_counter()
+    for (question, anchors), refs, ds, outs, generated in zip(questions, references, demos, outputs, forms, strict=True):
         runs = [aligner.run(form, question) for form in generated]
         out = ArgAnswer(
             question, refs, generated, [r.sexpr for r in runs], None, timed_out=sum(r.timed_out for r in runs),
-            store_seconds=round(retrieval.store_seconds, 4), model_seconds=round(retrieval.model_seconds, 4),
-            generation_seconds=round(generation_seconds, 4),
-            execution_seconds=round(prefetch_seconds + time.perf_counter() - executing, 4),
             outputs=outs, demos=[d.question for d in ds],
         )
         _vote(out, runs)
@@ -123,7 +112,7 @@ def exact_match(predicted: str | None, gold: str) -> bool:
 
 @dataclass(frozen=True)
 class ArgConfig:
-    """Every option of ``kgqa arg run``, with the defaults its README reports."""
+    """Every option of ``kgqa arg run``, with their defaults (listed on docs/methods/arg.md)."""
 
     model: str | None = option(None, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
@@ -141,6 +130,27 @@ class ArgConfig:
 
     def __post_init__(self) -> None:
         positive_int(self.batch_size, "batch size")
+
+
+@dataclass(frozen=True)
+class ArgTrace:
+    """How ARG answered a question, as its record shows it: the demonstrations' questions, the
+    references, the model's texts and the forms parsed from them, each form as it ran after
+    alignment (None: no combination answered), the voted form and its count, how many
+    executions hit the timeout; and the gold form, EM against it and the F1 of its own answers
+    (None where the question has no gold form)."""
+
+    demos: list[str]
+    references: list[str]
+    outputs: list[str]
+    generated: list[str]
+    executed: list[str | None]
+    sexpr: str | None
+    count: int | None
+    timed_out: int
+    gold_form: str | None
+    em: bool | None
+    gold_form_f1: float | None
 
 
 class ArgMethod(Method):
@@ -171,26 +181,18 @@ class ArgMethod(Method):
     def _answer(self, questions: list[Question]) -> list[Prediction]:
         got = answer_questions(
             self.store, [(q.question, q.topic_entities) for q in questions], self.lm, self.picker, self.bi, self.scorer,
-            self.aligner, self.k, self.samples, self.schema,
+            self.aligner, self.k, self.samples, self.schema, self.meter,
         )
-        ids = list(dict.fromkeys(a for g in got for a in g.answers if not isinstance(a, Literal)))
-        names = self.store.names(ids) if ids else {}  # one call for the batch's answers
-        return [self._prediction(q, g, names) for q, g in zip(questions, got, strict=True)]
+        # the answers' names: one call for the batch
+        names = serve([ask(NamesOf(tuple(dict.fromkeys(a for a in g.answers if not isinstance(a, Literal))))) for g in got],
+                      self.store)
+        return [self._prediction(q, g, n) for q, g, n in zip(questions, got, names, strict=True)]
 
     def _prediction(self, q: Question, got: ArgAnswer, names: dict[str, str | None]) -> Prediction:
         texts = [a.value if isinstance(a, Literal) else (names.get(a) or a) for a in got.answers]
-        extras: dict[str, Any] = {
-            "demos": got.demos,
-            "references": got.references,
-            "outputs": got.outputs,
-            "generated": got.generated,
-            "executed": got.executed,
-            "sexpr": got.sexpr,
-            "count": got.count,
-            "timed_out": got.timed_out,
-        }
-        extras.update(self._gold(q, got.sexpr))
-        return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], extras)
+        trace = ArgTrace(got.demos, got.references, got.outputs, got.generated, got.executed, got.sexpr, got.count,
+                         got.timed_out, **self._gold(q, got.sexpr))
+        return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], trace)
 
     def _gold(self, q: Question, sexpr: str | None) -> dict[str, Any]:
         """The gold form, EM against it and the F1 of its own answers (on the unmetered store:

@@ -13,10 +13,11 @@
    replaced by names. A literal anchor gives ``(JOIN r literal)`` and, for numbers and dates,
    the comparisons ``(lt r literal)`` … ``(ge r literal)`` as well.
 
-:func:`retrieve_batch` does this for a batch of questions with the store calls shared (one
+:func:`retrieval` is this for one question as a program (:mod:`engine.methods.lockstep`), and
+:func:`retrieve_batch` serves a batch of them in lock step, the store calls shared (one
 ``relations`` call, one ``two_hop_relations`` call per (r1, direction), one ``names`` call),
-each question getting exactly the rows its own calls would give (:mod:`engine.methods.batched`).
-Every store call and model call is timed apart (``store_seconds``, ``model_seconds``) by a :class:`~engine.methods.run.Meter`.
+each question getting exactly the rows its own calls would give. The ranking models run in the
+meter's ``model`` stage (:mod:`engine.methods.meter`); store calls are timed by a metered store.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from typing import Any
 
 from engine.methods.arg.candidates import Hop, Schema, path_forms, with_names
 from engine.methods.arg.ranker import BiEncoder, Scorer, top
-from engine.methods.batched import names_per_group, per_group
 from engine.graph import Literal, Term, term_key
+from engine.methods.lockstep import NamesOf, Program, RelationsOf, TwoHopRelationsOf, serve
 from engine.methods.meter import Meter
 from engine.sexpr.tree import Top, to_text
 from engine.sexpr.tree import entities as tree_entities
@@ -56,9 +57,6 @@ class Retrieval:
     question: str
     paths: list[KeptPath] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
-    store_seconds: float = 0.0
-    model_seconds: float = 0.0
-    store_calls: float = 0.0  # a batch's calls shared evenly
 
 
 def _two_stage(
@@ -80,10 +78,11 @@ def retrieve(
     k: int = K,
     schema: Schema | None = None,
     limit: int | None = 10_000,
+    meter: Meter | None = None,
 ) -> Retrieval:
     """The kept paths and the top-k references for a question with its gold entities and
     literals (``anchors``: ids and :class:`Literal` values)."""
-    return retrieve_batch(store, [(question, anchors)], bi, scorer, k, schema, limit)[0]
+    return retrieve_batch(store, [(question, anchors)], bi, scorer, k, schema, limit, meter)[0]
 
 
 def retrieve_batch(
@@ -94,52 +93,48 @@ def retrieve_batch(
     k: int = K,
     schema: Schema | None = None,
     limit: int | None = 10_000,
+    meter: Meter | None = None,
 ) -> list[Retrieval]:
     """:func:`retrieve` for each (question, anchors), the same results, with the store calls
-    of the batch shared (:func:`engine.methods.batched.per_group`): one ``relations`` call, one
-    ``two_hop_relations`` call per (r1, direction) any question kept, one ``names`` call. The
-    batch's store and model seconds are shared evenly."""
-    meter = Meter()
-    store = meter.store(store)
-    results = [Retrieval(question) for question, _ in questions]
-    seeds = [list(dict.fromkeys(anchors)) for _, anchors in questions]
-    hop1_rows = per_group(lambda a, n: store.relations(a, "both", n), seeds, limit)
-    by_r1s: list[dict[tuple[str, str], list[Term]]] = []
-    for result, (rows, _) in zip(results, hop1_rows):
-        hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
-        kept1 = _two_stage(meter, bi, scorer, result.question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
-        result.paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
-        by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
-        for path in result.paths:
-            (r1, d1), = path.hops
-            by_r1[(r1, d1)].append(path.anchor)
-        by_r1s.append(by_r1)
+    of the batch shared: :func:`retrieval` served in lock step (:mod:`engine.methods.lockstep`),
+    one ``relations`` call, one ``two_hop_relations`` call per (r1, direction) any question
+    kept, one ``names`` call. The ranking models are timed under ``meter``'s ``model`` stage."""
+    meter = meter or Meter()
+    return serve([retrieval(question, anchors, bi, scorer, meter, k, schema, limit) for question, anchors in questions], store)
 
-    hop2s: list[set[tuple[Term, str, str, str, str]]] = [set() for _ in questions]
-    for r1, d1 in sorted({key for by_r1 in by_r1s for key in by_r1}):
-        asking = [i for i, by_r1 in enumerate(by_r1s) if (r1, d1) in by_r1]
-        found = per_group(
-            lambda a, n, r1=r1, d1=d1: store.two_hop_relations(a, r1, d1, n), [by_r1s[i][(r1, d1)] for i in asking], limit
-        )
-        for i, (rows, _) in zip(asking, found):
-            hop2s[i].update((row.id, r1, d1, row.relation, row.direction) for row in rows)
-    forms: list[list[Top]] = []
-    for result, hop2 in zip(results, hop2s):
-        pairs = sorted(hop2, key=_hop_key)
-        texts = [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs]
-        kept2 = _two_stage(meter, bi, scorer, result.question, texts, texts, k)
-        result.paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
-        forms.append(list(dict.fromkeys(f for p in result.paths for f in path_forms(p.anchor, list(p.hops), schema))))
 
-    # each question's own names: another question's ids never rename this one's text
-    ids = [sorted({i for f in fs for i in tree_entities(f)}) for fs in forms]
-    for result, fs, names in zip(results, forms, names_per_group(store, ids), strict=True):
-        result.references = rank_forms(meter, scorer, result.question, fs, names, k)
-    n = max(len(questions), 1)
-    for result in results:
-        result.store_seconds, result.model_seconds = meter.seconds["store"] / n, meter.seconds["model"] / n
-        result.store_calls = meter.calls["store"] / n
-    return results
+def retrieval(
+    question: str,
+    anchors: Sequence[str | Literal],
+    bi: BiEncoder,
+    scorer: Scorer,
+    meter: Meter,
+    k: int = K,
+    schema: Schema | None = None,
+    limit: int | None = 10_000,
+) -> Program[Retrieval]:
+    """:func:`retrieve` for one question, as a program."""
+    result = Retrieval(question)
+    rows, _ = yield RelationsOf(tuple(dict.fromkeys(anchors)), limit)
+    hop1 = sorted({(r.id, r.relation, r.direction) for r in rows}, key=_hop_key)
+    kept1 = _two_stage(meter, bi, scorer, question, [r for _, r, _ in hop1], [f"Relation: {r}" for _, r, _ in hop1], k)
+    result.paths = [KeptPath(hop1[i][0], ((hop1[i][1], hop1[i][2]),), s) for i, s in kept1]
+    by_r1: dict[tuple[str, str], list[Term]] = defaultdict(list)
+    for path in result.paths:
+        (r1, d1), = path.hops
+        by_r1[(r1, d1)].append(path.anchor)
+    keys = sorted(by_r1)
+    found = yield [TwoHopRelationsOf(tuple(by_r1[key]), *key, limit) for key in keys]
+    hop2 = {(row.id, r1, d1, row.relation, row.direction) for (r1, d1), (rows, _) in zip(keys, found, strict=True) for row in rows}
+    pairs = sorted(hop2, key=_hop_key)
+    texts = [f"One-hop Relation: {r1}\nRelation: {r2}" for _, r1, _, r2, _ in pairs]
+    kept2 = _two_stage(meter, bi, scorer, question, texts, texts, k)
+    result.paths += [KeptPath(pairs[i][0], ((pairs[i][1], pairs[i][2]), (pairs[i][3], pairs[i][4])), s) for i, s in kept2]
+    forms = list(dict.fromkeys(f for p in result.paths for f in path_forms(p.anchor, list(p.hops), schema)))
+    # the question's own names: another question's ids never rename this one's text
+    names = yield NamesOf(tuple(sorted({i for f in forms for i in tree_entities(f)})))
+    result.references = rank_forms(meter, scorer, question, forms, names, k)
+    return result
 
 
 def _hop_key(row: tuple) -> tuple:

@@ -3,7 +3,7 @@ store, then a language model picks the answer from a multiple-choice prompt.
 
 Modules: ``exploration`` (batched expansion through ``Store.expand``), ``layers`` (Eq. 1–2),
 ``model`` (encodings, layers, scorer, loss), ``training``, ``evidence`` (Algorithm 2),
-``prompts``, ``determination``, ``pipeline`` and ``cli``. See ``engine/methods/etd/README.md``.
+``prompts``, ``determination``, ``pipeline`` and ``cli``. The method's page: docs/methods/etd.md.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from engine.methods.spec import option
 
 @dataclass(frozen=True)
 class EtdConfig:
-    """Every option of ``kgqa etd run``, with the defaults its README reports."""
+    """Every option of ``kgqa etd run``, with their defaults (listed on docs/methods/etd.md)."""
 
     checkpoint: str | None = option(None, "a best.pt written by `kgqa etd train` (required)")
     model: str | None = option(None, "language model for determination (default: the offline SmolLM2-135M-Instruct)")

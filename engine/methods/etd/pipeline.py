@@ -3,6 +3,7 @@ determination (the batch's prompts decoded together), a batch of questions at a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,6 +27,34 @@ from loaders.questions import Question
 
 def _text(term: Any, names: dict[str, str | None]) -> str:
     return term.value if isinstance(term, Literal) else (names.get(term) or term)
+
+
+@dataclass(frozen=True)
+class CandidateTrace:
+    """One of the top-N candidates: its id and name, the GNN's probability, and the evidence
+    facts backtracked for it (names shown)."""
+
+    id: str
+    name: str
+    probability: float
+    evidence: list[list[str]]
+
+
+@dataclass(frozen=True)
+class EtdTrace:
+    """How EtD answered a question with the GNN alone: its candidates and its top one."""
+
+    candidates: list[CandidateTrace]
+    gnn_answer: str | None
+
+
+@dataclass(frozen=True)
+class DeterminedTrace(EtdTrace):
+    """EtD with the language model's determination: the label it chose (None when its reply
+    named no option) and its reply."""
+
+    label: str | None
+    llm_output: str | None
 
 
 class EtdMethod(Method):
@@ -72,28 +101,23 @@ class EtdMethod(Method):
     def _prediction(self, cands: list, options: list[Option], names: dict[str, str | None], choice: Determination | None) -> Prediction:
         """The GNN's top candidate, or the option the LLM chose (``choice``), with the evidence."""
         terms = self.explorer.terms
-        extras: dict[str, Any] = {
-            "candidates": [
-                {
-                    "id": str(terms[node]),
-                    "name": o.text,
-                    "probability": round(p, 6),
-                    "evidence": [[_text(f.subject, names), f.relation, _text(f.object, names)] for f in o.facts],
-                }
-                for (_, node, p), o in zip(cands, options)
-            ],
-            "gnn_answer": str(terms[cands[0][1]]) if cands else None,
-        }
+        candidates = [
+            CandidateTrace(
+                str(terms[node]), o.text, round(p, 6), [[_text(f.subject, names), f.relation, _text(f.object, names)] for f in o.facts]
+            )
+            for (_, node, p), o in zip(cands, options)
+        ]
+        gnn_answer = str(terms[cands[0][1]]) if cands else None
         chosen: int | None = 0 if cands else None
         answer_text: str | None = None
+        trace: EtdTrace = EtdTrace(candidates, gnn_answer)
         if choice is not None:
             chosen, answer_text = choice.index, choice.answer
-            extras["label"] = None if choice.index is None else LABELS[choice.index]
-            extras["llm_output"] = choice.output
+            trace = DeterminedTrace(candidates, gnn_answer, None if choice.index is None else LABELS[choice.index], choice.output)
         if chosen is not None:
-            return Prediction([options[chosen].text], [str(terms[cands[chosen][1]])], extras)
+            return Prediction([options[chosen].text], [str(terms[cands[chosen][1]])], trace)
         # the LLM named an answer that is none of the options: its text, no id
-        return Prediction([answer_text] if answer_text else [], [], extras)
+        return Prediction([answer_text] if answer_text else [], [], trace)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Hits@1 of the GNN's top candidate alone, the device and the peak memory."""

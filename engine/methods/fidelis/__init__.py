@@ -1,6 +1,6 @@
 """FiDeLiS: Path-RAG over an embedding index of the store, and deductive-verification beam search.
 
-See ``engine/methods/fidelis/README.md``; :mod:`engine.methods.fidelis.pipeline` runs the method.
+The method's page: docs/methods/fidelis.md; :mod:`engine.methods.fidelis.pipeline` runs the method.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ ENCODER_HELP = "sentence encoder: local path or model id (default: the offline a
 
 @dataclass(frozen=True)
 class FidelisConfig:
-    """Every option of ``kgqa fidelis run``, with the defaults its README reports."""
+    """Every option of ``kgqa fidelis run``, with their defaults (listed on docs/methods/fidelis.md)."""
 
     model: str | None = option(None, "language model: HF id, local directory, .gguf, or openai:MODEL[@URL] (default: "
                                "the offline SmolLM2-135M-Instruct)")

@@ -9,8 +9,7 @@ changes while every count stays the same would go unnoticed; rebuild after such 
 
 Two searches serve FiDeLiS: cosine top-m over all relations or entities by a text's
 embedding (:meth:`EmbeddingIndex.search`, exact: one matrix product over the unit vectors,
-which measured faster than faiss's flat index and than building usearch's HNSW graph at
-these sizes, see ``benchmarks/fidelis_index.py``), and cosine similarity of one query to a given set of relations or entities
+docs/design/fidelis-index.md says why no ANN index), and cosine similarity of one query to a given set of relations or entities
 (:meth:`EmbeddingIndex.vectors` gathers their rows; ids missing from the index, such as
 literals, are embedded on the fly and cached).
 """

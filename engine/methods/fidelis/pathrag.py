@@ -22,7 +22,8 @@ import torch
 
 from engine.graph import Edge, Literal, Path, Term
 from engine.identifiers import UNBOUNDED
-from engine.methods.fidelis.config import ALPHA, TOP_N
+from engine.methods.fidelis.config import ALPHA
+from engine.methods.lockstep import ExpandOf, Program, run
 from engine.store import Store
 
 
@@ -79,14 +80,21 @@ class Neighbourhoods:
 
     @classmethod
     def fetch(cls, store: Store, nodes: Sequence[Term], limit: int | None) -> Neighbourhoods:
+        """:meth:`fetching` served on ``store``."""
+        return run(cls.fetching(nodes, limit), store)
+
+    @classmethod
+    def fetching(cls, nodes: Sequence[Term], limit: int | None) -> Program[Neighbourhoods]:
+        """The neighbourhoods of ``nodes``, as a program (:mod:`engine.methods.lockstep`): one
+        ``expand`` of every relation, both ways, for all of them."""
         ids = sorted({n for n in nodes if not isinstance(n, Literal)})  # literals are dead ends
         by_src: dict[Term, list[Edge]] = defaultdict(list)
         if not ids:
             return cls(by_src, False)
-        result = store.expand(ids, direction="both", limit=UNBOUNDED if limit is None else limit)
-        for edge in result.edges:
+        edges, truncated = yield ExpandOf(tuple(ids), None, "both", UNBOUNDED if limit is None else limit)  # type: ignore[arg-type]
+        for edge in edges:
             by_src[edge.src].append(edge)
-        return cls(by_src, result.truncated)
+        return cls(by_src, truncated)
 
 
 def _extend(path: Path, edge: Edge) -> Path:

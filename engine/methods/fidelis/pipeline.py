@@ -3,16 +3,85 @@ validity ratio, coverage ratio, LLM prompts and tokens per question."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.methods.fidelis.index import EmbeddingIndex
-from engine.methods.fidelis.search import Outcome, SearchConfig, Searcher, check_steps
+from engine.methods.fidelis.search import Outcome, SearchConfig, Searcher, SearchStep, check_steps
 from engine.methods.metrics import coverage_ratio, validity_ratio
 from engine.models.lm import LanguageModel
 from engine.methods.fidelis.config import FidelisConfig
 from engine.methods.spec import Method, Models, Prediction
 from engine.store import Store
 from loaders.questions import Question, gold_relation_path
+
+
+@dataclass(frozen=True)
+class PlanTrace:
+    """The question's plan (F.1): keywords, planning steps, the declarative statement; whether
+    the reply parsed, and whether only in part (JSON cut short)."""
+
+    keywords: list[str]
+    steps: list[str]
+    statement: str
+    parsed: bool
+    partial: bool
+
+
+@dataclass(frozen=True)
+class SearchTrace:
+    """One topic entity's beam search: its steps, the paths the verifier accepted and the
+    reasoning paths (the accepted ones, else the last beams)."""
+
+    topic: str
+    steps: list[SearchStep]
+    verified: list[str]
+    paths: list[str]
+
+
+@dataclass(frozen=True)
+class LlmUsage:
+    """The question's LLM prompts (all, and per stage), tokens read and written, and the
+    replies per stage that could not be used."""
+
+    prompts: int
+    by_stage: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    malformed: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Validity:
+    """How many steps the reasoning paths take, and how many are triples of the store."""
+
+    steps: int
+    valid: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The gold relation path, and the share of it among the retrieved and the kept relations."""
+
+    gold: list[str]
+    retrieved: float | None
+    kept: float | None
+
+
+@dataclass(frozen=True)
+class FidelisTrace:
+    """How FiDeLiS answered a question, as its record shows it (``coverage`` None where the
+    dataset gives no gold path; ``embedding_seconds``: the question's share of the batch's
+    encoder and Eq. 3 time)."""
+
+    plan: PlanTrace
+    searches: list[SearchTrace]
+    paths: list[str]
+    output: str | None
+    llm: LlmUsage
+    validity: Validity
+    coverage: Coverage | None
+    embedding_seconds: float
 
 
 class FidelisMethod(Method):
@@ -41,31 +110,23 @@ class FidelisMethod(Method):
         gold = gold_relation_path(q)
         retrieved = {r for s in o.searches for r in s.retrieved}
         kept = {p.relations for s in o.searches for p in s.reasoning_paths}
-        extras: dict[str, Any] = {
-            "plan": {"keywords": o.plan.keywords, "steps": o.plan.steps, "statement": o.plan.statement, "parsed": o.plan.parsed,
-                     "partial": o.plan.partial},
-            "searches": [
-                {"topic": s.topic, "steps": s.steps, "verified": [text(p) for p in s.finished], "paths": [text(p) for p in s.reasoning_paths]}
+        trace = FidelisTrace(
+            plan=PlanTrace(o.plan.keywords, o.plan.steps, o.plan.statement, o.plan.parsed, o.plan.partial),
+            searches=[
+                SearchTrace(s.topic, s.steps, [text(p) for p in s.finished], [text(p) for p in s.reasoning_paths])
                 for s in o.searches
             ],
-            "paths": [text(p) for s in o.searches for p in s.reasoning_paths],
-            "output": o.output,
-            "llm": {
-                "prompts": sum(o.usage.prompts.values()),
-                "by_stage": dict(o.usage.prompts),
-                "prompt_tokens": o.usage.prompt_tokens,
-                "completion_tokens": o.usage.completion_tokens,
-                "malformed": dict(o.usage.malformed),
-            },
-            "validity": {"steps": len(flags), "valid": sum(flags)},
-            "coverage": None if gold is None else {
-                "gold": gold,
-                "retrieved": coverage_ratio(retrieved, [gold]),
-                "kept": coverage_ratio(kept, [gold]),
-            },
-            "embedding_seconds": round(embedding_seconds, 5),
-        }
-        return Prediction(o.answers, o.answer_ids, extras)
+            paths=[text(p) for s in o.searches for p in s.reasoning_paths],
+            output=o.output,
+            llm=LlmUsage(
+                sum(o.usage.prompts.values()), dict(o.usage.prompts), o.usage.prompt_tokens, o.usage.completion_tokens,
+                dict(o.usage.malformed),
+            ),
+            validity=Validity(len(flags), sum(flags)),
+            coverage=None if gold is None else Coverage(gold, coverage_ratio(retrieved, [gold]), coverage_ratio(kept, [gold])),
+            embedding_seconds=round(embedding_seconds, 5),
+        )
+        return Prediction(o.answers, o.answer_ids, trace)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize(records, self.config, dict(self.searcher.truncated))

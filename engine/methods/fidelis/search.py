@@ -10,7 +10,9 @@ reasoning paths. The answer comes from the reasoning paths (F.5), or is their en
 All questions of a batch advance together, so every stage is one batched call: one plan
 generation for all questions, one keyword encoding, per step one store call for all beams'
 neighbourhoods and one for the lookahead, one generation batch for all verifications and one
-for all rankings, and one for all answers.
+for all rankings, and one for all answers. The search is one program for the batch
+(:mod:`engine.methods.lockstep`): its store calls are requests, served on the store it is run
+on. A neighbourhood call's limit bounds the batch's call as a whole (its cut is the batch's).
 """
 from __future__ import annotations
 
@@ -45,8 +47,10 @@ from engine.methods.fidelis.pathrag import (
 )
 from engine.graph import Edge, Literal, Path, Term
 from engine.identifiers import UNBOUNDED
+from engine.methods.lockstep import ExpandOf, NamesOf, Program, run
 from engine.models.lm import BatchStop, LanguageModel
 from engine.render import render_path, term_text
+from engine.results import shown_when_set
 from engine.store import Store
 from loaders.questions import Question
 
@@ -91,6 +95,22 @@ class Usage:
 
 
 @dataclass
+class SearchStep:
+    """One extension of a topic entity's beams, as the record shows it: how many candidates
+    Path-RAG offered, the five best (path, score), the ranks the model chose (1-based), whether
+    its reply was unusable and Path-RAG's order stood in, the new beams and their scores, and
+    the verifier's verdict on each beam (once the next step verified them)."""
+
+    candidates: int
+    top: list[tuple[str, float]]
+    chosen: list[int]
+    fallback: bool
+    beams: list[str]
+    scores: list[float]
+    verified: list[bool] | None = shown_when_set()
+
+
+@dataclass
 class TopicSearch:
     """One topic entity's search."""
 
@@ -99,7 +119,7 @@ class TopicSearch:
     beams: list[Path]
     finished: list[Path] = field(default_factory=list)
     retrieved: set[tuple[str, ...]] = field(default_factory=set)  # relation sequences of every candidate
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[SearchStep] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     done: bool = False
 
@@ -157,10 +177,10 @@ class Searcher:
             usage[q].completion_tokens += g.completion_tokens or 0
         return [g.text for g in outputs]
 
-    def _name(self, nodes: Sequence[Term]) -> None:
+    def _name(self, nodes: Sequence[Term]) -> Program[None]:
         wanted = sorted({n for n in nodes if isinstance(n, str) and n not in self.names})
         if wanted:
-            self.names.update(self.store.names(wanted))
+            self.names.update((yield NamesOf(tuple(wanted))))
 
     def text(self, path: Path) -> str:
         return render_path(path, self.names)
@@ -175,6 +195,12 @@ class Searcher:
 
     # ------------------------------------------------------------------ the search
     def run(self, questions: Sequence[Question]) -> list[Outcome]:
+        """:meth:`search` served on the searcher's store."""
+        return run(self.search(questions), self.store)
+
+    def search(self, questions: Sequence[Question]) -> Program[list[Outcome]]:
+        """The search of a batch of questions, as one program (:mod:`engine.methods.lockstep`)
+        whose every phase asks the store once for all the batch's beams."""
         c = self.config
         usage = [Usage() for _ in questions]
         replies = self._generate(
@@ -191,7 +217,7 @@ class Searcher:
             for i, q in enumerate(questions)
             for topic in dict.fromkeys(q.topic_entities)
         ]
-        self._name([s.topic for s in searches])
+        yield from self._name([s.topic for s in searches])
         for step in range(c.depth + 1):
             active = [s for s in searches if not s.done]
             if not active:
@@ -203,7 +229,7 @@ class Searcher:
                     s.done = s.done or not s.beams
             if step == c.depth or not active:
                 break
-            self._expand(active, keyword_vectors)
+            yield from self._expand(active, keyword_vectors)
             active = [s for s in active if s.candidates]
             for s in searches:
                 if not s.candidates:
@@ -232,16 +258,16 @@ class Searcher:
             if yes:
                 s.finished.append(beam)
         for s in searches:
-            s.steps[-1]["verified"] = verdicts[id(s)]
+            s.steps[-1].verified = verdicts[id(s)]
             s.beams = [b for b, ok in zip(s.beams, verdicts[id(s)]) if not ok]
 
-    def _expand(self, searches: Sequence[TopicSearch], keyword_vectors: np.ndarray) -> None:
+    def _expand(self, searches: Sequence[TopicSearch], keyword_vectors: np.ndarray) -> Program[None]:
         """Path-RAG for every beam of every search: two batched store calls, then Eq. 3."""
         c = self.config
-        hood = Neighbourhoods.fetch(self.store, [b.end for s in searches for b in s.beams], c.neighbour_limit)
+        hood = yield from Neighbourhoods.fetching([b.end for s in searches for b in s.beams], c.neighbour_limit)
         steps = {id(s): [next_steps(b, hood) for b in s.beams] for s in searches}
         ends = [p.end for s in searches for per_beam in steps[id(s)] for p in per_beam]
-        look = Neighbourhoods.fetch(self.store, ends, c.lookahead_limit)
+        look = yield from Neighbourhoods.fetching(ends, c.lookahead_limit)
         self.truncated["neighbourhood"] += hood.truncated
         self.truncated["lookahead"] += look.truncated
         with self._embedding():
@@ -259,7 +285,7 @@ class Searcher:
                     ranked = sorted(zip(extensions, scores), key=lambda x: -x[1][0])[: c.top_n]
                     s.candidates += [Candidate(b, p, *sc) for p, sc in ranked]
                 s.retrieved.update(p.relations for per_beam in steps[id(s)] for p in per_beam)
-        self._name([cand.path.end for s in searches for cand in s.candidates])
+        yield from self._name([cand.path.end for s in searches for cand in s.candidates])
 
     def _rank(self, searches: Sequence[TopicSearch], questions: Sequence[Question], plans: Sequence[Plan], usage: list[Usage]) -> None:
         k = self.config.width
@@ -276,14 +302,14 @@ class Searcher:
                 usage[s.question].malformed["rank"] += 1
                 chosen = sorted(range(len(s.candidates)), key=lambda i: -s.candidates[i].score)[:k]
             s.beams = [s.candidates[i].path for i in chosen]
-            s.steps.append({
-                "candidates": len(s.candidates),
-                "top": [[self.text(c.path), round(c.score, 4)] for c in sorted(s.candidates, key=lambda c: -c.score)[:5]],
-                "chosen": [i + 1 for i in chosen],
-                "fallback": fallback,
-                "beams": [self.text(b) for b in s.beams],
-                "scores": [round(s.candidates[i].score, 4) for i in chosen],
-            })
+            s.steps.append(SearchStep(
+                len(s.candidates),
+                [(self.text(c.path), round(c.score, 4)) for c in sorted(s.candidates, key=lambda c: -c.score)[:5]],
+                [i + 1 for i in chosen],
+                fallback,
+                [self.text(b) for b in s.beams],
+                [round(s.candidates[i].score, 4) for i in chosen],
+            ))
 
     def _answer(self, questions: Sequence[Question], plans: Sequence[Plan], searches: Sequence[TopicSearch], usage: list[Usage]) -> list[Outcome]:
         by_question: dict[int, list[TopicSearch]] = defaultdict(list)
@@ -313,11 +339,17 @@ class Searcher:
 
 
 def check_steps(store: Store, paths: Sequence[Path]) -> dict[Path, list[bool]]:
-    """Whether each step of each path is a triple of the store: one batched ``expand``."""
+    """Whether each step of each path is a triple of the store: :func:`checking` served alone."""
+    return run(checking(paths), store)
+
+
+def checking(paths: Sequence[Path]) -> Program[dict[Path, list[bool]]]:
+    """Whether each step of each path is a triple of the store, as a program: one batched ``expand``."""
     steps = [e for p in paths for e in p.edges()]
     srcs = sorted({e.src for e in steps if isinstance(e.src, str)})
     found: set[Edge] = set()
     if srcs:
         rels = sorted({e.relation for e in steps})
-        found = set(store.expand(srcs, relations=rels, direction="both", limit=UNBOUNDED).edges)
+        edges, _ = yield ExpandOf(tuple(srcs), tuple(rels), "both", UNBOUNDED)
+        found = set(edges)
     return {p: [e in found for e in p.edges()] for p in paths}

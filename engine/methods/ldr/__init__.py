@@ -1,7 +1,7 @@
 """LDR (Xu et al., LLM-based Discriminative Reasoning): the LM only ever chooses from option
 pools built in the store — subgraph search, constraint pruning, answer location.
 
-See ``engine/methods/ldr/README.md`` for the commands and measured results.
+The method's page, with its commands and current results: docs/methods/ldr.md.
 """
 from engine.methods.ldr.pipeline import LdrConfig, build
 from engine.methods.ldr.training_data import chain_samples

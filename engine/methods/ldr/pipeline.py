@@ -38,13 +38,14 @@ from engine.methods.ldr.structure import Subgraph, term_text
 from engine.methods.metrics import graph_hit, relation_recall, tree_edit_distance
 from engine.methods.run import topic_last
 from engine.methods.spec import Method, Models, Prediction, option
+from engine.results import shown_when_set
 from engine.store import Store
 from loaders.questions import Question, gold_hops
 
 
 @dataclass(frozen=True)
 class LdrConfig:
-    """Every option of LDR, with the defaults its README reports."""
+    """Every option of LDR, with their defaults (listed on docs/methods/ldr.md)."""
 
     model: str | None = option(None, "search model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     reasoner: str | None = option(None, "model for pruning and answer location if not the search model (the paper trains two)")
@@ -157,6 +158,39 @@ def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig | None 
     return serve([reasoning(q, config, opening)], store, one_by_one(choose))[0]
 
 
+@dataclass(frozen=True)
+class LdrTrace:
+    """How LDR answered a question, as its record shows it: the start entity; the search's
+    decisions and the limits it hit; S_k as abstract triples; the constraint entities, the
+    decisions locating them and the constraints kept; the answer node and its decision; G_k
+    (its first ``record_triples`` triples, and its size); the pruned members; the scoring
+    mode; and, where the dataset gives the gold structure, the retrieval quality."""
+
+    start: str | None
+    steps: list[Step]
+    truncated: list[str]
+    s_k: list[list[str]]
+    constraint_entities: list[str]
+    constraint_steps: list[Step]
+    constraints: list[str]
+    answer_node: str | None
+    answer_step: Step | None
+    g_k: list[list[str]]
+    g_k_size: int
+    pruned: int
+    scoring: str | None
+    graph_hit: float | None = shown_when_set()
+    relation_recall: float | None = shown_when_set()
+    edit_distance: int | None = shown_when_set()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A question LDR could not start on, and why."""
+
+    error: str
+
+
 def hop_label(relation: str, forward: bool) -> str:
     """A hop as an edge label: the relation, ``^relation`` against the stored direction."""
     return relation if forward else "^" + relation
@@ -195,29 +229,29 @@ class LdrMethod(Method):
 
     def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:
-            return Prediction([], [], {"error": "no topic entity to start from"})
+            return Prediction([], [], Skipped("no topic entity to start from"))
         r = yield from reasoning(q, self.config)
         ids = [a for a in r.answers if not isinstance(a, Literal)]
         names = (yield NamesOf(tuple(dict.fromkeys(ids)))) if ids else {}
         shown = [names.get(a) or a if not isinstance(a, Literal) else a.value for a in r.answers]
         triples = r.graph.triples(r.pruned)
-        extras = {
-            "start": r.graph.nodes[0].name,
-            "steps": [s.to_json() for s in r.search_steps],
-            "truncated": r.truncated,
-            "s_k": [list(t) for t in r.graph.abstract_triples()],
-            "constraint_entities": [t.text for t in r.targets],
-            "constraint_steps": [s.to_json() for s in r.constraint_steps],
-            "constraints": r.constraints,
-            "answer_node": None if r.answer_node is None else r.graph.nodes[r.answer_node].name,
-            "answer_step": None if r.answer_step is None else r.answer_step.to_json(),
-            "g_k": [[t.subject, t.relation, term_text(t.object)] for t in triples[: self.config.record_triples]],
-            "g_k_size": len(triples),
-            "pruned": len(r.pruned),
-            "scoring": getattr(self.choose, "mode", None),
+        trace = LdrTrace(
+            start=r.graph.nodes[0].name,
+            steps=r.search_steps,
+            truncated=r.truncated,
+            s_k=[list(t) for t in r.graph.abstract_triples()],
+            constraint_entities=[t.text for t in r.targets],
+            constraint_steps=r.constraint_steps,
+            constraints=r.constraints,
+            answer_node=None if r.answer_node is None else r.graph.nodes[r.answer_node].name,
+            answer_step=r.answer_step,
+            g_k=[[t.subject, t.relation, term_text(t.object)] for t in triples[: self.config.record_triples]],
+            g_k_size=len(triples),
+            pruned=len(r.pruned),
+            scoring=getattr(self.choose, "mode", None),
             **evaluation(q, r),
-        }
-        return Prediction([str(a) for a in shown], [term_text(a) for a in r.answers], extras)
+        )
+        return Prediction([str(a) for a in shown], [term_text(a) for a in r.answers], trace)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize_ldr(records)

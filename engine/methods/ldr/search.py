@@ -184,7 +184,7 @@ class Search:
                 break
             option = pool.pop(choice.index)
             edges, cut = yield ExpandOf(
-                tuple(graph.ids(option.node)), option.relation, "out" if option.forward else "in", self.limits.edges
+                tuple(graph.ids(option.node)), (option.relation,), "out" if option.forward else "in", self.limits.edges
             )
             if cut:
                 _flag(result.truncated, "expand")

@@ -1,6 +1,7 @@
 """Grounding: every complete path instance of every plan from every topic entity (RoG's
 Algorithm 1), one batched ``follow_paths`` call per distinct plan, names attached; for a batch
-of questions, one call per distinct plan of the batch (:func:`ground_batch`).
+of questions, one call per distinct plan of the batch (:func:`grounding`, a program served in
+lock step by :mod:`engine.methods.lockstep`).
 
 Like RoG's own BFS, a walk may use an edge twice (``distinct_edges=False``) and matches each
 relation in either direction by default; no cap on paths unless ``limit`` is given.
@@ -10,12 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 
-from engine.methods.batched import names_per_group, per_group
 from engine.errors import InvalidIdentifierError
 from engine.graph import Literal, Path
 from engine.identifiers import UNBOUNDED, validate_relation
+from engine.methods.lockstep import FollowPathsOf, NamesOf, Program, serve
 from engine.render import render_path, term_text
 from engine.methods.run import topic_last
 from engine.store import MAX_PATH_HOPS, Store
@@ -94,38 +94,38 @@ def ground_batch(
     limit: int | None = None,
 ) -> list[Grounding]:
     """:func:`ground` for each (topics, plans), the same groundings, with the store calls of
-    the batch shared (:func:`engine.methods.batched.per_group`): one ``follow_paths`` call per distinct
-    plan over the topics of every question that made it, one ``names`` call."""
-    keys = [[tuple(p) if p and _groundable(p) and topics else None for p in plans] for topics, plans in questions]
-    done: list[dict[tuple[str, ...], tuple[list[Path], bool]]] = [{} for _ in questions]
-    for key in dict.fromkeys(k for question in keys for k in question if k is not None):
-        asking = [i for i, question in enumerate(keys) if key in question]
-        found = per_group(
-            lambda seeds, n, key=key: store.follow_paths(seeds, list(key), direction, n, distinct_edges=False),
-            [questions[i][0] for i in asking],
-            UNBOUNDED if limit is None else limit,
-            rows=attrgetter("paths"),
-            anchor=attrgetter("start"),
-        )
-        for i, answer in zip(asking, found):
-            done[i][key] = answer
-    results = []
-    for question, answered in zip(keys, done):
-        result = Grounding()
-        seen: set[tuple[str, ...]] = set()
-        for i, key in enumerate(question):
-            if key is None:
-                result.paths_per_plan.append(0)
-                continue
-            paths, truncated = answered[key]
-            if key not in seen:  # a repeated plan's paths are kept once, under its first occurrence
-                seen.add(key)
-                result.truncated |= truncated
-                result.paths += paths
-                result.plan_of += [i] * len(paths)
-            result.paths_per_plan.append(len(paths))
-        results.append(result)
-    ids = [sorted({n for p in r.paths for n in p.nodes if not isinstance(n, Literal)}) for r in results]  # type: ignore[type-var]
-    for result, names in zip(results, names_per_group(store, ids), strict=True):
-        result.names = names
-    return results
+    the batch shared: :func:`grounding` served in lock step (:mod:`engine.methods.lockstep`),
+    one ``follow_paths`` call per distinct plan over the topics of every question that made
+    it, one ``names`` call."""
+    return serve([grounding(topics, plans, direction=direction, limit=limit) for topics, plans in questions], store)
+
+
+def grounding(
+    topics: Sequence[str],
+    plans: Sequence[Sequence[str] | None],
+    *,
+    direction: str = "both",
+    limit: int | None = None,
+) -> Program[Grounding]:
+    """:func:`ground` as a program: the paths of each distinct plan, then the names of their nodes."""
+    keys = [tuple(p) if p and _groundable(p) and topics else None for p in plans]
+    distinct = list(dict.fromkeys(k for k in keys if k is not None))
+    bound = UNBOUNDED if limit is None else limit
+    found = yield [FollowPathsOf(tuple(topics), key, direction, bound, distinct_edges=False) for key in distinct]
+    answered = dict(zip(distinct, found, strict=True))
+    result = Grounding()
+    seen: set[tuple[str, ...]] = set()
+    for i, key in enumerate(keys):
+        if key is None:
+            result.paths_per_plan.append(0)
+            continue
+        paths, truncated = answered[key]
+        if key not in seen:  # a repeated plan's paths are kept once, under its first occurrence
+            seen.add(key)
+            result.truncated |= truncated
+            result.paths += paths
+            result.plan_of += [i] * len(paths)
+        result.paths_per_plan.append(len(paths))
+    ids = sorted({n for p in result.paths for n in p.nodes if not isinstance(n, Literal)})  # type: ignore[type-var]
+    result.names = yield NamesOf(tuple(ids))
+    return result

@@ -8,12 +8,13 @@ from typing import Any
 from engine.errors import InvalidInputError
 from engine.identifiers import positive_int
 from engine.models.lm import LanguageModel
-from engine.methods.rog.grounding import Grounding, ground_batch
+from engine.methods.lockstep import run, serve
+from engine.methods.rog.grounding import Grounding, grounding
 from engine.methods.rog.planning import (
     PLAN_MODES,
     Frontiers,
     Plan,
-    generate_plans_batch,
+    planning,
     relation_vocabulary,
 )
 from engine.methods.rog.reasoning import REASONING_MODES, reason
@@ -24,7 +25,7 @@ from loaders.questions import Question
 
 @dataclass(frozen=True)
 class RogConfig:
-    """Every option of RoG, with the defaults its README reports."""
+    """Every option of RoG, with their defaults (listed on docs/methods/rog.md)."""
 
     model: str | None = option(None, "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
     reasoner: str | None = option(None, "reasoning model if not the planning model (plug-and-play)")
@@ -56,6 +57,32 @@ class RogConfig:
         positive_int(self.batch_size, "batch size")
 
 
+@dataclass(frozen=True)
+class PlanTrace:
+    """One generated plan: its text and relations (None when unparsable), its beam score,
+    whether its relations all exist and whether it grounds, and to how many paths."""
+
+    text: str
+    relations: list[str] | None
+    score: float | None
+    exists: bool
+    grounds: bool
+    paths: int
+
+
+@dataclass(frozen=True)
+class RogTrace:
+    """How RoG answered a question: its plans, the paths they ground to (rendered; cut by
+    ``path_limit`` when ``paths_truncated``), the path ends, and the reasoning model's output
+    (None when answering with path ends)."""
+
+    plans: list[PlanTrace]
+    paths: list[str]
+    paths_truncated: bool
+    path_ends: list[str]
+    output: str | None
+
+
 class RogMethod(Method):
     """RoG on the method-run protocol (:mod:`engine.methods.run`): one store, a planning model
     and (unless answering with path ends) a reasoning model."""
@@ -75,21 +102,20 @@ class RogMethod(Method):
 
     def _answer(self, questions: list[Question]) -> list[Prediction]:
         """The batch's plans decoded together (each question's beam search under its own
-        constraint), grounded in the store with the batch's calls shared where they do not
-        depend on the plans (the topic entities' relations, each distinct plan's paths,
-        names), then the reasoning prompts of the whole batch decoded together."""
+        constraint, the store calls of each decoding step shared), grounded in the store with
+        the batch's calls shared (each distinct plan's paths, names), then the reasoning
+        prompts of the whole batch decoded together: the store calls go through the lock step
+        (:mod:`engine.methods.lockstep`)."""
         c = self.config
-        frontiers = [Frontiers(self.store, q.topic_entities, c.direction) for q in questions]
-        if c.plan_mode == "grounded":
-            Frontiers.share_first_step(frontiers)
-        plans = generate_plans_batch(
+        frontiers = [Frontiers(q.topic_entities, c.direction) for q in questions]
+        plans = run(planning(
             self.planner, [q.question for q in questions], k=c.k, mode=c.plan_mode, vocabulary=self.vocabulary,
             frontiers=frontiers, max_hops=c.max_hops, max_new_tokens=c.plan_tokens,
-        )
-        groundings = ground_batch(
-            self.store, [(q.topic_entities, [p.relations for p in ps]) for q, ps in zip(questions, plans, strict=True)],
-            direction=c.direction, limit=c.path_limit,
-        )
+        ), self.store)
+        groundings = serve([
+            grounding(q.topic_entities, [p.relations for p in ps], direction=c.direction, limit=c.path_limit)
+            for q, ps in zip(questions, plans, strict=True)
+        ], self.store)
         planned = [(ps, g, g.rendered(), g.answers()) for ps, g in zip(plans, groundings, strict=True)]
         if c.answer_mode == "paths":
             reasoned: list[tuple[list[str], str | None]] = [(ends, None) for _, _, _, ends in planned]
@@ -106,24 +132,14 @@ class RogMethod(Method):
     def _prediction(
         self, plans: list[Plan], grounding: Grounding, rendered: list[str], path_ends: list[str], prediction: list[str], output: str | None
     ) -> Prediction:
-        extras = {
-            "plans": [
-                {
-                    "text": p.text,
-                    "relations": p.relations,
-                    "score": p.score,
-                    "exists": bool(p.relations) and set(p.relations) <= self.vocabulary,
-                    "grounds": n > 0,
-                    "paths": n,
-                }
+        trace = RogTrace(
+            [
+                PlanTrace(p.text, p.relations, p.score, bool(p.relations) and set(p.relations) <= self.vocabulary, n > 0, n)
                 for p, n in zip(plans, grounding.paths_per_plan)
             ],
-            "paths": rendered,
-            "paths_truncated": grounding.truncated,
-            "path_ends": path_ends,
-            "output": output,
-        }
-        return Prediction(list(prediction), extras=extras)
+            rendered, grounding.truncated, path_ends, output,
+        )
+        return Prediction(list(prediction), trace=trace)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Plan validity (parsed; relations exist; the plan grounds) and the mean number of paths."""
@@ -131,15 +147,25 @@ class RogMethod(Method):
 
 
 def build(config: RogConfig, store: Store, models: Models) -> RogMethod:
-    """RoG as its config names it: the planning model, and the reasoner where it is another."""
+    """RoG as its config names it: the planning model, and the reasoner where it is another.
+    A model server cannot plan in the constrained modes, which decode token by token."""
+    from engine.models.openai_lm import is_server_model
+
+    if config.plan_mode != "free" and is_server_model(config.model):
+        raise InvalidInputError(
+            f"RoG's {config.plan_mode} planning constrains the planner's decoding token by token, which the model "
+            f"server {config.model!r} cannot do: plan with a local model (--model: a directory, .gguf file or hub id) "
+            f"and reason over the server (--reasoner {config.model}), or plan unconstrained as the paper does "
+            "(--plan-mode free)"
+        )
     planner = models.lm(config.model, config.prompt_template)
     reasoner = models.lm(config.reasoner, config.prompt_template) if config.reasoner else None
     return RogMethod(store, models, config, planner, reasoner)
 
 
-def summarize_plans(extras: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:
-    """Plan validity over RoG's per-question extras."""
-    extras = list(extras)
+def summarize_plans(traces: Iterable[dict[str, Any]], config: RogConfig | None = None) -> dict[str, Any]:
+    """Plan validity over RoG's per-question traces, as the records hold them."""
+    extras = list(traces)
     plans = [p for e in extras for p in e["plans"]]
     n_plans = max(len(plans), 1)
     summary: dict[str, Any] = {

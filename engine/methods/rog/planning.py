@@ -7,19 +7,21 @@
 
 The constrained modes drive the model through ``<PATH> r (<SEP> r)* </PATH> eos`` token by
 token; markers are tokenised as plain text when the model lacks them (SmolLM2) and are single
-tokens when it has them (``rmanluo/RoG``).
+tokens when it has them (``rmanluo/RoG``). Grounded decoding runs step by step: what every row
+of a step needs of the store is fetched first, in shared calls (:mod:`engine.methods.lockstep`),
+and the allowed tokens go to the model as data; the model layer never calls the store.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from engine.methods.batched import Call, per_group
 from engine.graph import NAME_RELATION, Edge, Literal
 from engine.identifiers import UNBOUNDED
-from engine.models.lm import BeforeStep, LanguageModel
+from engine.methods.lockstep import ExpandOf, Program, RelationsOf, Request, TwoHopRelationsOf, run
+from engine.models.lm import Decoding, Generation, LanguageModel
 from engine.models.trie import TokenTrie
 from engine.results import RelationCount
 from engine.methods.rog.prompts import (
@@ -32,6 +34,7 @@ from engine.methods.rog.prompts import (
 from engine.store import Store
 
 PLAN_MODES = ("free", "vocabulary", "grounded")
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,32 +51,28 @@ def relation_vocabulary(store: Store) -> frozenset[str]:
     return frozenset(r for r in store.relation_names() if r != NAME_RELATION)
 
 
-class _Missing(Exception):
-    """What a frontier lacks while a step's needs are gathered (:func:`fetch_step`)."""
+class Missing(Exception):
+    """What a frontier lacks: the nodes or the relations of a prefix not fetched yet
+    (:func:`prepare` fetches it)."""
 
     def __init__(self, frontiers: Frontiers, kind: str, prefix: tuple[str, ...]) -> None:
         super().__init__(kind, prefix)
-        self.need = (frontiers, kind, prefix)
+        self.frontiers, self.kind, self.prefix = frontiers, kind, prefix
 
 
 class Frontiers:
     """The nodes reached from the topic entities by each relation prefix, and the relations
-    leaving them: batched store calls over a whole frontier, cached."""
+    leaving them, as far as they are fetched (:func:`prepare`); asking for what is not there
+    raises :class:`Missing`."""
 
-    def __init__(self, store: Store, topics: Sequence[str], direction: str = "both") -> None:
-        self.store = store
+    def __init__(self, topics: Sequence[str], direction: str = "both") -> None:
         self.direction = direction
         self._nodes: dict[tuple[str, ...], list[str]] = {(): sorted(set(topics))}
         self._relations: dict[tuple[str, ...], frozenset[str]] = {}
-        self._gathering = False  # raise _Missing instead of calling the store
 
     def nodes(self, prefix: tuple[str, ...]) -> list[str]:
         if prefix not in self._nodes:
-            if self._gathering:
-                raise _Missing(self, "nodes", prefix)
-            parent = self.nodes(prefix[:-1])
-            edges = self.store.expand(parent, [prefix[-1]], self.direction, UNBOUNDED).edges if parent else []
-            self._set_nodes(prefix, edges)
+            raise Missing(self, "nodes", prefix)
         return self._nodes[prefix]
 
     def _set_nodes(self, prefix: tuple[str, ...], edges: Iterable[Edge]) -> None:
@@ -91,110 +90,80 @@ class Frontiers:
         last relation (the relations of the nodes that relation reaches), so the frontier
         itself is expanded only when a longer prefix needs it."""
         if prefix not in self._relations:
-            if self._gathering:
-                raise _Missing(self, "relations", prefix)
-            if self._from_two_hop(prefix):
-                parent = self.nodes(prefix[:-1])
-                rows = self.store.two_hop_relations(parent, prefix[-1], "both", UNBOUNDED).rows if parent else []
-            else:
-                nodes = self.nodes(prefix)
-                rows = self.store.relations(nodes, self.direction, UNBOUNDED).rows if nodes else []
-            self._relations[prefix] = _walkable(rows)
+            raise Missing(self, "relations", prefix)
         return self._relations[prefix]
 
-    @staticmethod
-    def share_first_step(frontiers: Sequence[Frontiers]) -> None:
-        """Fill in the relations leaving each one's topic entities, which every grounded plan
-        asks first, with one ``relations`` call for all of them (frontiers of one store and
-        direction; the rows each would get alone, :func:`_fetch_together`). A batch's prompts
-        may be decoded in several chunks, each with its own steps: this call spans them."""
-        if any(f.store is not frontiers[0].store or f.direction != frontiers[0].direction for f in frontiers):
-            raise ValueError("frontiers share their first step only over one store and direction")
-        _fetch_together([(f, "relations", ()) for f in frontiers])
+
+def prepare(attempts: Sequence[Callable[[], T]]) -> Program[list[T]]:
+    """Every attempt's result, as a program (:mod:`engine.methods.lockstep`): the attempts run;
+    what their frontiers lack (one thing per attempt and round) is fetched in one round of
+    requests for all of them — one store call per kind of call and relation, each frontier
+    getting exactly its own call's rows — and they run again, until none lacks anything. An
+    attempt is a rule asked of a decoding step's row, or a frontier's relations."""
+    while True:
+        results: list[T] = []
+        missing: list[Missing] = []
+        for attempt in attempts:
+            try:
+                results.append(attempt())
+            except Missing as lacking:
+                missing.append(lacking)
+        if not missing:
+            return results
+        yield from _fetch(missing)
 
 
-def fetch_step(constraints: Sequence[PlanConstraint | None]) -> BeforeStep:
-    """A ``before_step`` for :meth:`LanguageModel.beam_search_batch` over grounded plans: the
-    relations every row of a step will ask of its frontiers, fetched first with one store call
-    per kind of call and relation for all the batch's questions (:func:`_fetch_together`), so
-    the rules then read them from the frontiers' caches. The rows see exactly what their own
-    calls would have returned: the same plans, fewer calls."""
-    grounded = [(q, c) for q, c in enumerate(constraints) if c is not None and c.frontiers is not None]
-    frontiers = list({id(c.frontiers): c.frontiers for _, c in grounded}.values())
-
-    def gather(rows: list[tuple[int, list[int]]]) -> list[tuple[Frontiers, str, tuple[str, ...]]]:
-        """Run every grounded row's rule with its frontiers refusing to call the store: what
-        they lack (one thing per row and round)."""
-        asked = {q for q, _ in grounded}
-        missing = []
-        for f in frontiers:
-            f._gathering = True
-        try:
-            for question, generated in rows:
-                if question in asked:
-                    try:
-                        constraints[question](generated)  # type: ignore[misc]
-                    except _Missing as e:
-                        missing.append(e.need)
-        finally:
-            for f in frontiers:
-                f._gathering = False
-        return missing
-
-    def before_step(rows: list[tuple[int, list[int]]]) -> None:
-        while missing := gather(rows):
-            _fetch_together(missing)
-
-    return before_step
-
-
-def _fetch_together(missing: Iterable[tuple[Frontiers, str, tuple[str, ...]]]) -> None:
-    """Fill in what the frontiers lack, one store call per kind of call, relation and
-    direction for all of them (:func:`engine.methods.batched.per_group`: each frontier gets exactly its
-    own call's rows). What waits on a frontier not expanded yet gets that frontier now and is
-    asked in the next round."""
-    # (kind, relation, direction, store) -> {(frontier, prefix): frontier}; the call fills in the
-    # prefix's frontier (expand) or its relations (two_hop, relations)
-    calls: dict[tuple[str, str | None, str, int], dict[tuple[int, tuple[str, ...]], Frontiers]] = {}
-    for f, kind, prefix in missing:
-        if kind == "nodes":
-            call, base = ("expand", prefix[-1], f.direction), prefix[:-1]
+def _fetch(missing: Iterable[Missing]) -> Program[None]:
+    """One round of requests filling in what the frontiers lack. What waits on a frontier not
+    expanded yet gets that frontier now and is asked in the next round; a frontier without
+    nodes has no edges and no relations, without a call."""
+    # (request, frontier, prefix), one per distinct call and frontier prefix; the request fills
+    # in the prefix's frontier (expand) or its relations (two_hop_relations, relations)
+    asked: dict[tuple[Any, int, tuple[str, ...]], tuple[Frontiers, tuple[str, ...]]] = {}
+    for need in missing:
+        f, prefix = need.frontiers, need.prefix
+        if need.kind == "nodes":
+            call, base = "expand", prefix[:-1]
         elif f._from_two_hop(prefix):
-            call, base = ("two_hop", prefix[-1], "both"), prefix[:-1]
+            call, base = "two_hop", prefix[:-1]
         else:
-            call, base = ("relations", None, f.direction), prefix
+            call, base = "relations", prefix
         if base not in f._nodes:  # first the nearest frontier on the way that is not there
             while base[:-1] not in f._nodes:
                 base = base[:-1]
-            call, prefix, base = ("expand", base[-1], f.direction), base, base[:-1]
-        calls.setdefault((*call, id(f.store)), {})[(id(f), prefix)] = f
-    for (kind, relation, direction, _), asked in calls.items():
-        items = [(prefix, f) for (_, prefix), f in asked.items()]
-        store = items[0][1].store
-        if kind == "expand":
-            groups = [f._nodes[prefix[:-1]] for prefix, f in items]
-            found = _per_nonempty_group(
-                lambda ids, n, s=store, r=relation, d=direction: s.expand(ids, [r], d, n),
-                groups, rows=attrgetter("edges"), anchor=attrgetter("src"),
-            )
-            for (prefix, f), edges in zip(items, found, strict=True):
-                f._set_nodes(prefix, edges)
-            continue
-        if kind == "two_hop":
-            groups = [f._nodes[prefix[:-1]] for prefix, f in items]
-            found = _per_nonempty_group(lambda ids, n, s=store, r=relation: s.two_hop_relations(ids, r, "both", n), groups)
+            call, prefix, base = "expand", base, base[:-1]
+        asked[(call, id(f), prefix)] = (f, prefix)
+    requests: list[Request] = []
+    fills: list[Callable[[Any], None]] = []
+    for (call, _, _), (f, prefix) in asked.items():
+        if call == "expand":
+            ids = f._nodes[prefix[:-1]]
+            request: Request = ExpandOf(tuple(ids), (prefix[-1],), f.direction, UNBOUNDED)
+            fill = partial(_fill_nodes, f, prefix)
+        elif call == "two_hop":
+            ids = f._nodes[prefix[:-1]]
+            request = TwoHopRelationsOf(tuple(ids), prefix[-1], "both", UNBOUNDED)
+            fill = partial(_fill_relations, f, prefix)
         else:
-            groups = [f._nodes[prefix] for prefix, f in items]
-            found = _per_nonempty_group(lambda ids, n, s=store, d=direction: s.relations(ids, d, n), groups)
-        for (prefix, f), rows in zip(items, found, strict=True):
-            f._relations[prefix] = _walkable(rows)
+            ids = f._nodes[prefix]
+            request = RelationsOf(tuple(ids), UNBOUNDED, f.direction)
+            fill = partial(_fill_relations, f, prefix)
+        if ids:
+            requests.append(request)
+            fills.append(fill)
+        else:
+            fill(([], False))
+    answers = yield requests
+    for fill, answer in zip(fills, answers, strict=True):
+        fill(answer)
 
 
-def _per_nonempty_group(call: Call, groups: list[list[str]], **how: Any) -> list[list[Any]]:
-    """:func:`per_group`'s rows for each group, unbounded; an empty group gets none and no call."""
-    asked = [g for g in groups if g]
-    found = iter(per_group(call, asked, UNBOUNDED, **how)) if asked else iter(())
-    return [next(found)[0] if g else [] for g in groups]
+def _fill_nodes(f: Frontiers, prefix: tuple[str, ...], answer: tuple[list[Edge], bool]) -> None:
+    f._set_nodes(prefix, answer[0])
+
+
+def _fill_relations(f: Frontiers, prefix: tuple[str, ...], answer: tuple[list[RelationCount], bool]) -> None:
+    f._relations[prefix] = _walkable(answer[0])
 
 
 def _walkable(rows: Iterable[RelationCount]) -> frozenset[str]:
@@ -203,9 +172,12 @@ def _walkable(rows: Iterable[RelationCount]) -> frozenset[str]:
 
 
 class PlanConstraint:
-    """``allowed_tokens`` for :meth:`LanguageModel.beam_search`: a state machine over
-    ``<PATH> r (<SEP> r)* </PATH> eos`` where each r comes from a token trie of the relations
-    allowed after the relations so far (``vocabulary``, or ``frontiers`` when grounded).
+    """The tokens a plan allows next: a state machine over ``<PATH> r (<SEP> r)* </PATH> eos``
+    where each r comes from a token trie of the relations allowed after the relations so far
+    (``vocabulary``, or ``frontiers`` when grounded). Over a vocabulary it is an
+    ``allowed_tokens`` rule of :meth:`LanguageModel.beam_search`; grounded, it reads only what
+    its frontiers hold and raises :class:`Missing` for the rest, so it is asked between the
+    steps of :meth:`LanguageModel.beam_search_steps`, after :func:`prepare`.
 
     Relation names cannot contain ``<``, so a marker's first token never continues a relation:
     after a complete relation the next token says unambiguously whether it goes on."""
@@ -323,13 +295,15 @@ def generate_plans(
     mode: str = "free",
     vocabulary: Iterable[str] = (),
     frontiers: Frontiers | None = None,
+    store: Store | None = None,
     max_hops: int = 3,
     max_new_tokens: int = 100,
 ) -> list[Plan]:
     """K plans for ``question`` by beam search, best first (``max_new_tokens`` bounds free mode;
-    the constrained modes take what their longest plan needs)."""
+    the constrained modes take what their longest plan needs); grounded plans fetch their
+    frontiers from ``store``."""
     return generate_plans_batch(
-        lm, [question], k=k, mode=mode, vocabulary=vocabulary, frontiers=[frontiers], max_hops=max_hops,
+        lm, [question], k=k, mode=mode, vocabulary=vocabulary, frontiers=[frontiers], store=store, max_hops=max_hops,
         max_new_tokens=max_new_tokens,
     )[0]
 
@@ -342,24 +316,67 @@ def generate_plans_batch(
     mode: str = "free",
     vocabulary: Iterable[str] = (),
     frontiers: Sequence[Frontiers | None] | None = None,
+    store: Store | None = None,
     max_hops: int = 3,
     max_new_tokens: int = 100,
 ) -> list[list[Plan]]:
     """:func:`generate_plans` for each question (grounded in ``frontiers[i]``), the beam
-    searches decoded together (:meth:`LanguageModel.beam_search_batch`)."""
+    searches decoded together: :func:`planning` served on ``store``."""
+    program = planning(lm, questions, k=k, mode=mode, vocabulary=vocabulary, frontiers=frontiers, max_hops=max_hops,
+                       max_new_tokens=max_new_tokens)
+    return run(program, store)  # type: ignore[arg-type]  # free and vocabulary plans ask the store nothing
+
+
+def planning(
+    lm: LanguageModel,
+    questions: Sequence[str],
+    *,
+    k: int = 3,
+    mode: str = "free",
+    vocabulary: Iterable[str] = (),
+    frontiers: Sequence[Frontiers | None] | None = None,
+    max_hops: int = 3,
+    max_new_tokens: int = 100,
+) -> Program[list[list[Plan]]]:
+    """The plans of every question, as one program for the batch (:mod:`engine.methods.lockstep`):
+    the beam searches decoded together (:meth:`LanguageModel.beam_search_batch`). Grounded, the
+    decoding runs step by step (:meth:`LanguageModel.beam_search_steps`): before each step the
+    relations every row's constraint reads are fetched for the whole step (:func:`prepare`), and
+    the step's allowed tokens go to the model as data. The relations leaving the topic
+    entities, which every grounded plan asks first, are fetched before the first step, for every
+    question at once (a batch's prompts may decode in several chunks, each with its own steps)."""
     if mode not in PLAN_MODES:
         raise ValueError(f"unknown planning mode {mode!r}: use one of {', '.join(PLAN_MODES)}")
     per_question = list(frontiers) if frontiers is not None else [None] * len(questions)
-    constraints: list[PlanConstraint] | None = None
-    if mode != "free":
+    prompts = [planning_prompt(q) for q in questions]
+    if mode == "free":
+        found = lm.beam_search_batch(prompts, num_beams=k, num_return=k, max_new_tokens=max_new_tokens, stop=_closed)
+    else:
         if mode == "grounded" and any(f is None for f in per_question):
             raise ValueError("grounded planning needs the frontiers of the question's topic entities")
         vocabulary = frozenset(vocabulary)
         constraints = [PlanConstraint(lm, max_hops, vocabulary, f if mode == "grounded" else None) for f in per_question]
         max_new_tokens = max((c.max_new_tokens() for c in constraints), default=max_new_tokens)
-    found = lm.beam_search_batch(
-        [planning_prompt(q) for q in questions], num_beams=k, num_return=k, max_new_tokens=max_new_tokens,
-        allowed_tokens=constraints, stop=_closed,
-        before_step=fetch_step(constraints) if constraints is not None and mode == "grounded" else None,
-    )
+        if mode == "vocabulary":
+            found = lm.beam_search_batch(
+                prompts, num_beams=k, num_return=k, max_new_tokens=max_new_tokens, allowed_tokens=constraints, stop=_closed
+            )
+        else:
+            yield from prepare([partial(f.relations, ()) for f in per_question if f is not None])
+            decoding = lm.beam_search_steps(prompts, num_beams=k, num_return=k, max_new_tokens=max_new_tokens, stop=_closed)
+            found = yield from _constrained(decoding, constraints)
     return [[Plan(b.text, parse_plan(b.text), b.score) for b in beams] for beams in found]
+
+
+def _constrained(decoding: Decoding, constraints: Sequence[PlanConstraint]) -> Program[list[list[Generation]]]:
+    """Drive ``decoding``: each step's rows get what their constraints allow, once the frontiers
+    hold what the constraints read (:func:`prepare`)."""
+    try:
+        rows = next(decoding)
+        while True:
+            allowed = yield from prepare([partial(constraints[q], generated) for q, generated in rows])
+            rows = decoding.send(allowed)
+    except StopIteration as done:
+        return done.value
+    finally:
+        decoding.close()
