@@ -1,0 +1,359 @@
+"""Reading and checking a recipe file.
+
+A recipe file holds one method's recipes (``[recipes.<name>]``), and may add stores of its own
+(``[stores.<name>]``: ``files`` relative to the file, ``format``) beside the engine's
+(:mod:`engine.recipes.stores`). A recipe:
+
+- ``description``; ``config``: the method's options (its ``Config`` fields) for every export
+  and run;
+- ``[[samples]]``: training samples of a dataset's **train** split, exported through the
+  method's ``training_samples``: ``dataset``, ``store``, ``sample`` (questions, default all),
+  ``seed``, ``name`` (default the dataset), ``config`` (options of this export only);
+- ``[[stages]]``, in order: ``kind = "lm"`` fine-tunes a causal LM (``kgqa lm train``) on a
+  ``mix`` of sample sets (``{samples, tasks, questions, seed}``: the samples of at most
+  ``questions`` of the set's questions, drawn with ``seed``), from ``base``; ``kind = "etd"``
+  trains EtD's GNN on a dataset's train split (``kgqa etd train``);
+- ``[validate]`` and ``[evaluate]``: ``config`` (options of the runs) and ``sets``
+  (``{dataset, store, sample, seed, name, config}``), answered on the validation and the test
+  split. Choices are made on validation results; test results are reported only.
+
+A value ``"@stage"`` (or ``"@stage/file"``) names what an earlier stage wrote. Every key is
+checked: an unknown key, a missing one or a value of the wrong type is an error naming the file
+and the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+#: where the engine's recipe files live: ``<method>.toml``
+RECIPES_DIR = Path(__file__).resolve().parent
+#: the recipe ``kgqa reproduce`` runs unless told otherwise, and the one ``--quick`` names
+DEFAULT_RECIPE, QUICK_RECIPE = "full", "quick"
+#: the split training samples come from, and the splits that runs answer
+TRAIN_SPLIT, VALIDATE_SPLIT, TEST_SPLIT = "train", "val", "test"
+STAGE_KINDS = ("lm", "etd")
+
+# key -> its type (float accepts int); required keys
+_SAMPLES_KEYS = {"dataset": str, "store": str, "sample": int, "seed": int, "name": str, "config": dict}
+_SAMPLES_REQUIRED = ("dataset", "store")
+_MIX_KEYS = {"samples": str, "tasks": list, "questions": int, "seed": int}
+_SET_KEYS = {"dataset": str, "store": str, "sample": int, "seed": int, "name": str, "config": dict}
+_RUNS_KEYS = {"config": dict, "sets": list}
+#: ``kgqa lm train``'s settings (engine.models.sft.SftConfig, ``prompt_template`` its ``template``)
+LM_KEYS = {
+    "name": str, "kind": str, "mix": list, "base": str, "epochs": int, "lr": float, "schedule": str, "warmup": float,
+    "batch_size": int, "grad_accum": int, "max_length": int, "seed": int, "val_fraction": float, "patience": int,
+    "weight_decay": float, "lora": bool, "lora_r": int, "lora_alpha": int, "prompt_template": str,
+}
+LM_REQUIRED = ("name", "kind", "mix", "epochs", "lr", "batch_size", "seed")
+#: ``kgqa etd train``'s settings (engine.methods.etd.training.TrainConfig)
+ETD_KEYS = {
+    "name": str, "kind": str, "dataset": str, "store": str, "paper_config": str, "epochs": int, "patience": int,
+    "batch_size": int, "lr": float, "weight_decay": float, "dim": int, "num_layers": int, "top_k": int,
+    "encoder": str, "max_train": int, "seed": int, "max_degree": int, "max_frontier": int, "time_budget": float,
+    "init_from": str, "mask_topic": bool,
+}
+ETD_REQUIRED = ("name", "kind", "dataset", "store", "epochs", "lr", "seed")
+_RECIPE_KEYS = {"description": str, "config": dict, "samples": list, "stages": list, "validate": dict, "evaluate": dict}
+_RECIPE_REQUIRED = ("description", "evaluate")
+_STORE_KEYS = {"files": list, "format": str}
+
+
+@dataclass(frozen=True)
+class StoreSource:
+    """What a store holds: ``files`` loaded in ``format``; or, for ``kind="webqsp-slice"``, the
+    FB15k-237 directory ``kb`` with the WebQSP file whose slice the load builds (``builds``)."""
+
+    name: str
+    files: tuple[Path, ...] = ()
+    format: str | None = None
+    kind: str = "files"
+    kb: Path | None = None
+    webqsp: Path | None = None
+    ontology: Path | None = None
+    builds: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The definition, for hashes: file names, not where the data directory is."""
+        names = [p.name for p in (*self.files, *(p for p in (self.kb, self.webqsp, self.ontology) if p))]
+        return {"name": self.name, "kind": self.kind, "format": self.format, "files": names, "builds": self.builds}
+
+
+#: the engine's stores: files under the datasets directory (``loaders.datasets.data_dir``)
+BUILT_IN: dict[str, StoreSource] = {
+    "metaqa": StoreSource("metaqa", (Path("metaqa/kb.txt.gz"),), "metaqa"),
+    "pathquestion-2h": StoreSource("pathquestion-2h", (Path("pathquestion/2H-kb.txt"),), "tsv"),
+    "pathquestion-3h": StoreSource("pathquestion-3h", (Path("pathquestion/3H-kb.txt"),), "tsv"),
+    # FB15k-237 with the WebQSP slice over it (``kgqa webqsp build``): the slice is built as the KB loads
+    "fb15k237": StoreSource("fb15k237", kind="webqsp-slice", kb=Path("fb15k237"), webqsp=Path("webqsp/WebQSP.train.json.gz"),
+                            ontology=Path("freebase-ontology"), builds="webqsp-fb15k237"),
+}
+
+
+@dataclass(frozen=True)
+class SampleSet:
+    name: str
+    dataset: str
+    store: str
+    sample: int | None
+    seed: int
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MixPart:
+    samples: str
+    tasks: tuple[str, ...] | None
+    questions: int | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A training stage: its ``kind``, its ``settings`` (the kind's keys less name, kind, mix,
+    dataset, store) and, for ``lm``, its ``mix``; for ``etd``, its dataset and store."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    mix: tuple[MixPart, ...] = ()
+    dataset: str | None = None
+    store: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str
+    dataset: str
+    store: str
+    sample: int | None
+    seed: int
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    method: str
+    name: str
+    file: Path
+    description: str
+    config: dict[str, Any]
+    samples: tuple[SampleSet, ...]
+    stages: tuple[Stage, ...]
+    validate: tuple[EvalSet, ...]
+    evaluate: tuple[EvalSet, ...]
+    stores: dict[str, StoreSource] = field(default_factory=dict)
+    #: sha256 of the recipe as written and of the stores it names
+    hash: str = ""
+
+
+class _Where:
+    """Where in a recipe file a value sits, for error messages."""
+
+    def __init__(self, file: Path, path: str = "") -> None:
+        self.file, self.path = file, path
+
+    def __truediv__(self, key: str | int) -> _Where:
+        if isinstance(key, int):
+            return _Where(self.file, f"{self.path}[{key}]")
+        return _Where(self.file, f"{self.path}.{key}" if self.path else key)
+
+    def error(self, message: str) -> InvalidInputError:
+        return InvalidInputError(f"recipe file {self.file}: {self.path or 'top level'}: {message}")
+
+
+def _check_table(table: Any, keys: Mapping[str, type], required: tuple[str, ...], where: _Where) -> dict[str, Any]:
+    """``table`` as a dict whose keys are all known, with every required key, each value of its type."""
+    if not isinstance(table, dict):
+        raise where.error(f"expected a table, not {type(table).__name__}")
+    unknown = sorted(set(table) - set(keys))
+    if unknown:
+        raise where.error(f"unknown key {', '.join(map(repr, unknown))}: use {', '.join(keys)}")
+    for key in required:
+        if key not in table:
+            raise where.error(f"missing key {key!r} (required: {', '.join(required)})")
+    for key, value in table.items():
+        kind = keys[key]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else (
+            isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+        if not ok:
+            raise (where / key).error(f"expected {kind.__name__}, not {type(value).__name__} ({value!r})")
+    return dict(table)
+
+
+def _tables(items: Any, where: _Where) -> list[Any]:
+    if not isinstance(items, list):
+        raise where.error("expected a list of tables")
+    return items
+
+
+def recipe_file(method: str, directory: Path | None = None) -> Path:
+    """The recipe file of ``method`` (``<directory or the engine's>/<method>.toml``)."""
+    path = (directory or RECIPES_DIR) / f"{method}.toml"
+    if not path.is_file():
+        raise InvalidInputError(f"no recipe file for method {method!r} ({path} does not exist)")
+    return path
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidInputError(f"recipe file {path}: not valid TOML: {e}") from e
+    except OSError as e:
+        raise InvalidInputError(f"cannot read recipe file {path}: {e.strerror}") from e
+
+
+def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
+    """Recipe ``name`` of ``method``'s recipe file (``path``, default the engine's), checked."""
+    from engine.methods.registry import get
+
+    spec = get(method)
+    path = path or recipe_file(method)
+    raw = read_file(path)
+    top = _Where(path)
+    _check_table(raw, {"method": str, "stores": dict, "recipes": dict}, ("method", "recipes"), top)
+    if raw["method"] != method:
+        raise (top / "method").error(f"the file is {raw['method']!r}'s, not {method!r}'s")
+    recipes = raw["recipes"]
+    if name not in recipes:
+        raise (top / "recipes").error(f"no recipe {name!r}: use one of {', '.join(recipes) or '(none)'}")
+    stores = dict(BUILT_IN)
+    for store_name, table in raw.get("stores", {}).items():
+        where = top / "stores" / store_name
+        t = _check_table(table, _STORE_KEYS, ("files",), where)
+        files = tuple((path.parent / str(f)).resolve() for f in t["files"])
+        for f in files:
+            if not f.is_file():
+                raise (where / "files").error(f"{f} is not a file")
+        stores[store_name] = StoreSource(store_name, files, t.get("format"))
+
+    where = top / "recipes" / name
+    table = _check_table(recipes[name], _RECIPE_KEYS, _RECIPE_REQUIRED, where)
+    config = table.get("config", {})
+    _check_config(spec.config, config, where / "config", set())
+
+    def dataset_of(value: str, store: str, w: _Where) -> str:
+        from loaders.datasets import BUILT_DATASETS, DATASETS
+
+        if store not in stores:
+            raise (w / "store").error(f"unknown store {store!r}: use one of {', '.join(stores)}")
+        if value in BUILT_DATASETS:
+            if stores[store].builds != value:
+                builders = [s.name for s in stores.values() if s.builds == value]
+                raise (w / "store").error(f"dataset {value!r} is built with the store {', '.join(builders)}, not {store!r}")
+            return value
+        if value in DATASETS:
+            return value
+        file = (path.parent / value).resolve()
+        if not file.is_file():
+            raise (w / "dataset").error(f"unknown dataset {value!r}: use one of {', '.join([*DATASETS, *BUILT_DATASETS])} "
+                                        "or a question file relative to the recipe file")
+        return str(file)
+
+    samples: list[SampleSet] = []
+    for i, item in enumerate(_tables(table.get("samples", []), where / "samples")):
+        w = where / "samples" / i
+        t = _check_table(item, _SAMPLES_KEYS, _SAMPLES_REQUIRED, w)
+        if spec.training_samples is None:
+            raise w.error(f"the method {method!r} exports no training samples")
+        s = SampleSet(t.get("name", t["dataset"]), dataset_of(t["dataset"], t["store"], w), t["store"], t.get("sample"),
+                      t.get("seed", 0), t.get("config", {}))
+        _check_config(spec.config, {**config, **s.config}, w / "config", set())
+        if s.name in {x.name for x in samples}:
+            raise (w / "name").error(f"two sample sets are named {s.name!r}: give one a name")
+        samples.append(s)
+    sample_names = {s.name for s in samples}
+
+    stages: list[Stage] = []
+    for i, item in enumerate(_tables(table.get("stages", []), where / "stages")):
+        w = where / "stages" / i
+        if not isinstance(item, dict) or item.get("kind") not in STAGE_KINDS:
+            kind = item.get("kind") if isinstance(item, dict) else None
+            raise (w / "kind").error(f"{'missing key' if kind is None else f'unknown kind {kind!r}'}: use one of {', '.join(STAGE_KINDS)}")
+        earlier = {s.name for s in stages}
+        if item["kind"] == "lm":
+            t = _check_table(item, LM_KEYS, LM_REQUIRED, w)
+            mix = []
+            for j, part in enumerate(_tables(t["mix"], w / "mix")):
+                p = _check_table(part, _MIX_KEYS, ("samples",), w / "mix" / j)
+                if p["samples"] not in sample_names:
+                    raise (w / "mix" / j / "samples").error(f"no sample set {p['samples']!r}: use one of {', '.join(sorted(sample_names)) or '(none)'}")
+                mix.append(MixPart(p["samples"], tuple(p["tasks"]) if "tasks" in p else None, p.get("questions"), p.get("seed", 0)))
+            if not mix:
+                raise (w / "mix").error("an lm stage trains on at least one sample set")
+            _check_ref(t.get("base"), earlier, w / "base")
+            stage = Stage(t["name"], "lm", {k: v for k, v in t.items() if k not in ("name", "kind", "mix")}, tuple(mix))
+        else:
+            t = _check_table(item, ETD_KEYS, ETD_REQUIRED, w)
+            _check_ref(t.get("init_from"), earlier, w / "init_from")
+            stage = Stage(t["name"], "etd", {k: v for k, v in t.items() if k not in ("name", "kind", "dataset", "store")},
+                          dataset=dataset_of(t["dataset"], t["store"], w), store=t["store"])
+        if stage.name in earlier:
+            raise (w / "name").error(f"two stages are named {stage.name!r}")
+        stages.append(stage)
+    stage_names = {s.name for s in stages}
+
+    def runs(key: str, required: bool) -> tuple[EvalSet, ...]:
+        if key not in table:
+            return ()
+        w = where / key
+        t = _check_table(table[key], _RUNS_KEYS, ("sets",) if required else (), w)
+        shared = {**config, **t.get("config", {})}
+        _check_config(spec.config, shared, w / "config", stage_names)
+        found: list[EvalSet] = []
+        for i, item in enumerate(_tables(t.get("sets", []), w / "sets")):
+            ws = w / "sets" / i
+            s = _check_table(item, _SET_KEYS, ("dataset", "store"), ws)
+            e = EvalSet(s.get("name", s["dataset"]), dataset_of(s["dataset"], s["store"], ws), s["store"], s.get("sample"),
+                        s.get("seed", 0), {**shared, **s.get("config", {})})
+            _check_config(spec.config, e.config, ws / "config", stage_names)
+            if e.name in {x.name for x in found}:
+                raise (ws / "name").error(f"two sets are named {e.name!r}: give one a name")
+            found.append(e)
+        if required and not found:
+            raise (w / "sets").error("name at least one set")
+        return tuple(found)
+
+    validate, evaluate = runs("validate", False), runs("evaluate", True)
+    used = {s.store for s in (*samples, *validate, *evaluate)} | {s.store for s in stages if s.store}
+    digest = hashlib.sha256(json.dumps(
+        {"method": method, "recipe": recipes[name], "stores": [stores[s].describe() for s in sorted(used)]},
+        sort_keys=True, ensure_ascii=False,
+    ).encode()).hexdigest()
+    return Recipe(method, name, path, table["description"], config, tuple(samples), tuple(stages), validate, evaluate,
+                  {s: stores[s] for s in sorted(used)}, digest)
+
+
+def _check_ref(value: Any, stages: set[str], where: _Where) -> None:
+    """A ``"@stage[/file]"`` value must name a stage that runs before it."""
+    if isinstance(value, str) and value.startswith("@"):
+        stage = value[1:].split("/", 1)[0]
+        if stage not in stages:
+            raise where.error(f"{value!r} names no earlier stage: use one of {', '.join('@' + s for s in sorted(stages)) or '(none)'}")
+
+
+def _check_config(config_type: type, values: dict[str, Any], where: _Where, stages: set[str]) -> None:
+    """``values`` must be options of the method's config, with ``@stage`` references to ``stages`` only."""
+    from engine.methods.spec import make_config
+
+    for key, value in values.items():
+        _check_ref(value, stages, where / key)
+    try:
+        make_config(config_type, values)
+    except InvalidInputError as e:
+        raise where.error(str(e)) from None

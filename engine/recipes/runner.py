@@ -1,0 +1,152 @@
+"""``kgqa reproduce``: a recipe from a clean state (or from where an earlier run stopped) to its
+results file.
+
+Order: the stores (loaded or reused), the sample sets, the training stages, the validation
+sets, the test sets. The results file (``<results>/<method>/<recipe>.json``, a copy beside the
+run's models in ``<workdir>/runs/<method>/<recipe>/results.json``) holds every step with its
+hash, wall time, device and whether it was resumed; the scores of every validation and test set
+in every convention (:mod:`engine.methods.scoring`), per hop count and question type; the
+commit, the recipe's hash, the machine and the device.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
+from engine.recipes.steps import Context, answer_set, export_samples, train_stage
+from engine.recipes.stores import ensure_store
+
+#: the checkout this code runs from (where the commit is read)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def commit() -> dict[str, Any] | None:
+    """The checkout's commit and whether tracked files differ from it; None outside a git checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        return {"id": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine(device: str) -> dict[str, Any]:
+    """The CPU (model, cores this process may use), memory, the GPU when the device is one, versions."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    memory = None
+    try:
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+        kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        memory = round(kib / 1024 ** 2, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    found = {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_gib": memory,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        found["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return found
+
+
+@contextmanager
+def _environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Environment variables set while the recipe runs (those that are not None), then restored:
+    ``$KGQA_DEVICE`` for trainers that pick their own device, ``$KGQA_DATA`` for every dataset reader."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: v for k, v in values.items() if v is not None})
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the checkout where it is inside it (results files name no home folders)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def reproduce(
+    method: str,
+    recipe: str,
+    *,
+    recipe_path: Path | None = None,
+    workdir: Path = Path("kgqa-data"),
+    results_dir: Path = Path("results"),
+    device: str | None = None,
+    data_directory: Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run ``method``'s recipe ``recipe`` and write its results file; the results."""
+    from engine.methods.registry import get
+    from engine.models.device import pick_device
+
+    started = time.perf_counter()
+    r = load_recipe(method, recipe, recipe_path)
+    device = pick_device(device)
+    workdir = Path(workdir)
+    ctx = Context(r, get(method), workdir, {}, device, "bfloat16" if device.startswith("cuda") else None, progress,
+                  data_directory)
+    steps: list[dict[str, Any]] = []
+    from loaders.datasets import DATA_ENV
+
+    with _environment({"KGQA_DEVICE": device, DATA_ENV: str(data_directory) if data_directory else None}):
+        for name, source in r.stores.items():
+            print(f"kgqa reproduce: store:{name} …", file=sys.stderr)
+            ready = ensure_store(source, workdir, data_directory=data_directory, progress=progress)
+            ctx.stores[name] = ready
+            steps.append({"step": f"store:{name}", "kind": "store", "hash": ready.content, "seconds": ready.seconds,
+                          "device": "cpu", "resumed": ready.reused, "triples": ready.triples})
+        steps += [export_samples(ctx, s) for s in r.samples]
+        steps += [train_stage(ctx, stage) for stage in r.stages]
+        validation = {e.name: answer_set(ctx, e, VALIDATE_SPLIT) for e in r.validate}
+        evaluation = {e.name: answer_set(ctx, e, TEST_SPLIT) for e in r.evaluate}
+    results = {
+        "method": method,
+        "recipe": recipe,
+        "description": r.description,
+        "recipe_file": _shown(r.file),
+        "recipe_hash": r.hash,
+        "commit": commit(),
+        "machine": machine(device),
+        "device": device,
+        "dtype": ctx.dtype or "float32",
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        # every step's own time, resumed ones as they took when they ran: the recipe's cost from a clean state
+        "steps_seconds": round(sum(s["seconds"] for s in [*steps, *validation.values(), *evaluation.values()]), 1),
+        "steps": steps,
+        "validation": validation,
+        "evaluation": evaluation,
+    }
+    text = json.dumps(results, indent=2, ensure_ascii=False) + "\n"
+    out = Path(results_dir) / method / f"{recipe}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.run_dir / "results.json").write_text(text, encoding="utf-8")
+    results["results_file"] = str(out)
+    return results

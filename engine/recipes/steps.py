@@ -1,0 +1,291 @@
+"""The steps of a recipe: export a sample set, train a stage, answer a validation or test set.
+
+Each step has a hash of everything its output depends on (its definition, the content
+fingerprint of its store, the bytes of its question file, the hashes of the steps it reads) and
+writes ``<output>.done.json`` beside its output when it finishes, with that hash, its wall time
+and what it reports. A step whose marker holds its hash is not run again: its report is read
+back (``resumed``). A training stage that stopped part way goes on from its last finished epoch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError
+from engine.methods.spec import MethodSpec, make_config
+from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, EvalSet, Recipe, SampleSet, Stage
+from engine.recipes.stores import ReadyStore, built_dataset_dir, marker
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class Context:
+    """What every step of one ``kgqa reproduce`` run shares."""
+
+    recipe: Recipe
+    spec: MethodSpec
+    workdir: Path
+    stores: dict[str, ReadyStore]
+    device: str
+    dtype: str | None
+    progress: bool = True
+    data_directory: Path | None = None
+    #: step name -> its hash, as the steps finish
+    hashes: dict[str, str] = field(default_factory=dict)
+    _digests: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir / "runs" / self.recipe.method / self.recipe.name
+
+    def stage_dir(self, name: str) -> Path:
+        return self.run_dir / "stages" / name
+
+    def samples_file(self, name: str) -> Path:
+        return self.run_dir / "samples" / f"{name}.jsonl"
+
+    def dataset(self, dataset: str) -> str:
+        """What the dataset readers take for ``dataset``: a built dataset's file under the work directory, else itself."""
+        from loaders.datasets import BUILT_DATASETS
+
+        if dataset in BUILT_DATASETS:
+            return str(built_dataset_dir(self.workdir) / BUILT_DATASETS[dataset][0])
+        return dataset
+
+    def dataset_digest(self, dataset: str) -> str:
+        """A hash of the question file behind ``dataset``."""
+        from loaders.datasets import DATASETS, data_dir
+
+        if dataset not in self._digests:
+            path = data_dir(self.data_directory) / DATASETS[dataset] if dataset in DATASETS else Path(self.dataset(dataset))
+            self._digests[dataset] = file_digest(path)
+        return self._digests[dataset]
+
+    def resolve(self, value: Any) -> tuple[Any, Any]:
+        """A value as a step uses it and as its hash sees it: ``"@stage/file"`` is that stage's
+        output path, and for the hash that stage's hash (the work directory may move)."""
+        if not (isinstance(value, str) and value.startswith("@")):
+            return value, value
+        stage, _, rest = value[1:].partition("/")
+        path = self.stage_dir(stage) / rest if rest else self.stage_dir(stage)
+        return str(path), {"stage": self.hashes[f"stage:{stage}"], "file": rest}
+
+    def config(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The method's config from recipe values, and the values as its hash sees them."""
+        resolved = {k: self.resolve(v) for k, v in values.items()}
+        return make_config(self.spec.config, {k: v[0] for k, v in resolved.items()}), {k: v[1] for k, v in resolved.items()}
+
+
+def _finished(output: Path, wanted: str) -> dict[str, Any] | None:
+    done = marker(output)
+    if not done.is_file():
+        return None
+    record = json.loads(done.read_text())
+    return record if record.get("hash") == wanted and record.get("state") == "done" else None
+
+
+def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``work`` unless ``output`` is marked done with hash ``wanted``; the step's report."""
+    ctx.hashes[name] = wanted
+    record = _finished(output, wanted)
+    if record is not None:
+        print(f"kgqa reproduce: {name}: done before, resumed ({record['seconds']:.0f} s then)", file=sys.stderr)
+        return {"step": name, "kind": kind, "hash": wanted, "seconds": record["seconds"], "device": record["device"],
+                "resumed": True, **record["report"]}
+    print(f"kgqa reproduce: {name} …", file=sys.stderr)
+    started = time.perf_counter()
+    report = work()
+    seconds = round(time.perf_counter() - started, 1)
+    marker(output).write_text(json.dumps({"hash": wanted, "state": "done", "seconds": seconds, "device": ctx.device,
+                                          "report": report}, indent=2, ensure_ascii=False) + "\n")
+    print(f"kgqa reproduce: {name}: {seconds:.0f} s", file=sys.stderr)
+    return {"step": name, "kind": kind, "hash": wanted, "seconds": seconds, "device": ctx.device, "resumed": False, **report}
+
+
+# ----------------------------------------------------------------------------- samples
+def export_samples(ctx: Context, s: SampleSet) -> dict[str, Any]:
+    """The method's training samples of ``s``'s questions (train split) as JSONL."""
+    from loaders.datasets import select_questions
+
+    assert ctx.spec.training_samples is not None
+    config, seen_config = ctx.config({**ctx.recipe.config, **s.config})
+    out = ctx.samples_file(s.name)
+    wanted = digest({"step": "samples", "method": ctx.recipe.method, "dataset": ctx.dataset_digest(s.dataset),
+                     "store": ctx.stores[s.store].content, "sample": s.sample, "seed": s.seed, "config": seen_config})
+
+    def work() -> dict[str, Any]:
+        from tqdm import tqdm
+
+        from engine.models.sft import write_samples
+
+        questions = select_questions(ctx.dataset(s.dataset), TRAIN_SPLIT, sample=s.sample, seed=s.seed,
+                                     data_directory=ctx.data_directory)
+        if not questions:
+            raise InvalidInputError(f"sample set {s.name!r}: no questions in the train split of {s.dataset!r}")
+        seen: set[str | None] = set()
+
+        def noted(samples):
+            for sample in samples:
+                seen.add(sample.id)
+                yield sample
+
+        partial = out.with_name(out.name + ".part")
+        with ctx.stores[s.store].open() as store:
+            shown = tqdm(questions, desc=f"{s.name} samples", unit="q", file=sys.stderr, disable=not ctx.progress)
+            counts = write_samples(noted(ctx.spec.training_samples(store, shown, config)), partial)
+        partial.replace(out)
+        return {"questions": len(questions), "without_samples": sum(q.id not in seen for q in questions), "samples": counts}
+
+    return _run_step(ctx, f"samples:{s.name}", "samples", out, wanted, work)
+
+
+# ----------------------------------------------------------------------------- stages
+def train_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
+    return (_lm_stage if stage.kind == "lm" else _etd_stage)(ctx, stage)
+
+
+def mix_samples(ctx: Context, stage: Stage) -> list[Any]:
+    """The samples of a stage's mix: per part, the set's samples of ``tasks``, of at most
+    ``questions`` of its questions (drawn with ``seed``)."""
+    from engine.models.sft import read_samples
+
+    found = []
+    for part in stage.mix:
+        rows = read_samples(ctx.samples_file(part.samples), part.tasks)
+        if part.questions is not None:
+            ids = sorted({str(r.id) for r in rows})
+            chosen = set(random.Random(part.seed).sample(ids, min(part.questions, len(ids))))
+            rows = [r for r in rows if str(r.id) in chosen]
+        if not rows:
+            raise InvalidInputError(f"stage {stage.name!r}: the sample set {part.samples!r} has no samples"
+                                    + (f" of the tasks {', '.join(part.tasks)}" if part.tasks else ""))
+        found += rows
+    return found
+
+
+def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
+    from engine.models.sft import SftConfig
+
+    settings = dict(stage.settings)
+    base, seen_base = ctx.resolve(settings.pop("base", None))
+    template = settings.pop("prompt_template", None)
+    out = ctx.stage_dir(stage.name)
+    wanted = digest({"step": "lm", "settings": settings, "template": template, "base": seen_base,
+                     "mix": [{**vars(p), "hash": ctx.hashes[f"samples:{p.samples}"]} for p in stage.mix]})
+
+    def work() -> dict[str, Any]:
+        from dataclasses import asdict
+
+        from engine.models.sft import CHECKPOINT_DIR, train
+
+        samples = mix_samples(ctx, stage)
+        config = SftConfig(**settings, template=template, device=ctx.device)
+        started = out.with_name(out.name + ".started.json")
+        resume = None
+        if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and (out / CHECKPOINT_DIR / "state.json").is_file():
+            resume = out  # the same stage stopped part way: go on from its last finished epoch
+        elif out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        started.write_text(json.dumps({"hash": wanted}) + "\n")
+        summary = asdict(train(samples, base, out, config, resume=resume, progress=ctx.progress))
+        shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)  # the saved model is the stage's output
+        started.unlink()
+        return {"samples": len(samples), "continued_from_checkpoint": resume is not None,
+                "training": {k: summary[k] for k in ("examples", "val_examples", "skipped", "tokens", "target_tokens", "epochs",
+                                                     "best_epoch", "train_loss", "val_loss", "epoch_seconds", "device")}}
+
+    return _run_step(ctx, f"stage:{stage.name}", "lm", out, wanted, work)
+
+
+def _etd_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
+    from engine.methods.etd.training import PAPER_LAYERS_TOP_K
+
+    assert stage.dataset is not None and stage.store is not None
+    settings = dict(stage.settings)
+    init_from, seen_init = ctx.resolve(settings.pop("init_from", None))
+    paper = settings.pop("paper_config", None) or stage.dataset
+    if paper not in PAPER_LAYERS_TOP_K:
+        raise InvalidInputError(f"stage {stage.name!r}: no paper settings for {paper!r}: name them with paper_config "
+                                f"({', '.join(PAPER_LAYERS_TOP_K)})")
+    out = ctx.stage_dir(stage.name)
+    wanted = digest({"step": "etd", "settings": settings, "paper": paper, "init_from": seen_init,
+                     "dataset": ctx.dataset_digest(stage.dataset), "store": ctx.stores[stage.store].content})
+
+    def work() -> dict[str, Any]:
+        from engine.methods.etd.training import TrainConfig, train
+        from loaders.datasets import load_dataset, split_questions
+
+        config = TrainConfig.for_dataset(paper, **settings, init_from=init_from,
+                                         encoding_cache=str(ctx.workdir / "cache" / "etd-encodings"))
+        parts = split_questions(load_dataset(ctx.dataset(stage.dataset), ctx.data_directory), config.split_seed,
+                                config.val_fraction, config.test_fraction)
+        if out.exists():
+            shutil.rmtree(out)
+        with ctx.stores[stage.store].open() as store:
+            summary = train(store, parts[TRAIN_SPLIT][: config.max_train], parts["val"], config, out, progress=ctx.progress)
+        found = summary.to_json()
+        return {"training": {k: found[k] for k in ("train_questions", "val_questions", "epochs", "best_epoch", "best_val_hits1",
+                                                   "val_hits1", "epoch_seconds", "stopped_by", "device")}}
+
+    return _run_step(ctx, f"stage:{stage.name}", "etd", out, wanted, work)
+
+
+# ----------------------------------------------------------------------------- runs
+def answer_set(ctx: Context, e: EvalSet, split: str) -> dict[str, Any]:
+    """``e``'s questions of ``split`` answered through the run protocol, and their scores."""
+    config, seen_config = ctx.config(e.config)
+    out = ctx.run_dir / ("evaluate" if split == TEST_SPLIT else "validate") / f"{e.name}.jsonl"
+    wanted = digest({"step": "run", "method": ctx.recipe.method, "split": split, "dataset": ctx.dataset_digest(e.dataset),
+                     "store": ctx.stores[e.store].content, "sample": e.sample, "seed": e.seed, "config": seen_config})
+
+    def work() -> dict[str, Any]:
+        from engine.methods.metrics import read_predictions
+        from engine.methods.scoring import score
+        from engine.methods.run import run_method
+        from engine.methods.spec import Models
+        from loaders.datasets import QuestionSet
+
+        selection = QuestionSet(ctx.dataset(e.dataset), split, e.sample, None, e.seed)
+        questions = selection.select()
+        if not questions:
+            raise InvalidInputError(f"set {e.name!r}: no questions in the {split} split of {e.dataset!r}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        models = Models(device=ctx.device, dtype=ctx.dtype, questions=selection, progress=ctx.progress)
+        with ctx.stores[e.store].open() as store:
+            method = ctx.spec.build(config, store, models)
+            summary = run_method(method, questions, out, progress=ctx.progress)
+        extra = summary.get(ctx.recipe.method) or {}
+        tokens = {k: extra[k] for k in ("prompt_tokens", "completion_tokens") if k in extra}
+        scores = score(read_predictions(out), default_set=e.name).to_json()
+        return {
+            "dataset": e.name, "split": split, "questions": len(questions), "sample": e.sample, "seed": e.seed,
+            "scores": scores["sets"][e.name], "scoring": {k: scores[k] for k in ("match", "by", "bootstrap")},
+            "seconds_per_question": summary["seconds_per_question"],
+            "p50_seconds": summary["p50_seconds"], "p95_seconds": summary["p95_seconds"],
+            "calls_per_question": summary["calls_per_question"],
+            **({"tokens_per_question": tokens} if tokens else {}),
+            **({"missing_topics": summary["missing_topics"]} if summary.get("missing_topics") else {}),
+            "method": extra,
+        }
+
+    return _run_step(ctx, f"{'evaluate' if split == TEST_SPLIT else 'validate'}:{e.name}", "run", out, wanted, work)

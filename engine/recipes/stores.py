@@ -1,0 +1,140 @@
+"""The stores recipes load: the engine's named ones, loaded once under the work directory and
+reused while they hold exactly the recipe's data.
+
+A store is loaded into ``<workdir>/stores/<name>`` (embedded Oxigraph). Beside it,
+``<name>.done.json`` records the hash of what it was loaded from (the files' bytes and how they
+are read) and its content fingerprint after the load (a hash of its statistics,
+:func:`engine.methods.fidelis.index.fingerprint`). A later recipe reuses the store when both
+still match; a store this module loaded from other data, or whose load was cut short, is loaded
+again; a folder it did not load is never touched.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidInputError
+from engine.recipes.recipe import StoreSource
+
+
+def resolve(source: StoreSource, data_directory: Path | None = None) -> StoreSource:
+    """``source`` with its relative paths under the datasets directory."""
+    relative = [p for p in (*source.files, source.kb, source.webqsp, source.ontology) if p is not None and not p.is_absolute()]
+    if not relative:
+        return source
+    from loaders.datasets import data_dir
+
+    root = data_dir(data_directory)
+
+    def under(p: Path | None) -> Path | None:
+        return None if p is None else p if p.is_absolute() else root / p
+
+    return replace(source, files=tuple(under(p) for p in source.files), kb=under(source.kb), webqsp=under(source.webqsp),
+                   ontology=under(source.ontology))
+
+
+def _inputs(source: StoreSource) -> list[Path]:
+    """Every file the store is loaded (or its slice built) from."""
+    from loaders.fb15k237 import kb_files
+
+    if source.kind == "webqsp-slice":
+        assert source.kb and source.webqsp
+        ontology = sorted(p for p in source.ontology.iterdir() if p.is_file()) if source.ontology and source.ontology.is_dir() else []
+        return [*kb_files(source.kb), source.webqsp, *ontology]
+    return list(source.files)
+
+
+def source_hash(source: StoreSource) -> str:
+    """A hash of the store's definition and of every input file's bytes."""
+    digest = hashlib.sha256(json.dumps(source.describe(), sort_keys=True).encode())
+    for path in _inputs(source):
+        if not path.is_file():
+            raise InvalidInputError(f"store {source.name!r}: its input {path} is missing (set $KGQA_DATA to the datasets directory)")
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ReadyStore:
+    """A loaded store: where it is, its content fingerprint and how it came to be."""
+
+    name: str
+    path: Path
+    content: str
+    seconds: float
+    reused: bool
+    triples: int
+
+    def open(self) -> Any:
+        from engine.open import open_store
+
+        return open_store(str(self.path), create=False, read_only=True)
+
+
+def marker(path: Path) -> Path:
+    return path.with_name(path.name + ".done.json")
+
+
+def _content(path: Path) -> tuple[str, int]:
+    from engine.methods.fidelis.index import fingerprint
+    from engine.open import open_store
+
+    with open_store(str(path), create=False, read_only=True) as store:
+        return fingerprint(store), store.count_triples()
+
+
+def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | None = None, progress: bool = True) -> ReadyStore:
+    """The store ``source`` defines, under ``workdir/stores``: reused when it holds exactly that
+    data, else loaded (a store loaded here before from other data is loaded again)."""
+    source = resolve(source, data_directory)
+    path = workdir / "stores" / source.name
+    done = marker(path)
+    wanted = source_hash(source)
+    record = json.loads(done.read_text()) if done.is_file() else None
+    if record is None and path.exists():
+        raise InvalidInputError(f"{path} exists but was not loaded by `kgqa reproduce` (no {done.name} beside it): "
+                                "remove it, or give another --workdir")
+    if record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists():
+        content, triples = _content(path)
+        if content == record["content"]:
+            return ReadyStore(source.name, path, content, record["seconds"], True, triples)
+    if path.exists():  # loaded here before, from other data, or cut short: load it again
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps({"hash": wanted, "state": "loading"}) + "\n")
+    started = time.perf_counter()
+    _load(source, path, workdir, progress)
+    seconds = round(time.perf_counter() - started, 1)
+    content, triples = _content(path)
+    done.write_text(json.dumps({"hash": wanted, "state": "done", "content": content, "seconds": seconds,
+                                "triples": triples}, indent=2) + "\n")
+    return ReadyStore(source.name, path, content, seconds, False, triples)
+
+
+def built_dataset_dir(workdir: Path) -> Path:
+    """Where the datasets a store's load builds are written (``kgqa webqsp build``'s ``--out``)."""
+    return workdir / "datasets"
+
+
+def _load(source: StoreSource, path: Path, workdir: Path, progress: bool) -> None:
+    from engine.open import open_store
+
+    with open_store(str(path), create=True) as store:
+        if source.kind == "webqsp-slice":
+            from loaders.datasets import BUILT_DATASETS
+            from loaders.webqsp_slice import build_from_files
+
+            assert source.builds and source.webqsp and source.kb and source.ontology
+            out = built_dataset_dir(workdir) / Path(BUILT_DATASETS[source.builds][0]).parent
+            build_from_files(source.webqsp, source.kb, store, out, ontology=source.ontology, progress=progress)
+        else:
+            from loaders.load import load_files
+
+            load_files(store, list(source.files), source.format, progress=progress, summary=False)

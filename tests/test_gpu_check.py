@@ -1,0 +1,34 @@
+"""``make gpu-check`` (benchmarks/gpu_check.py): a clear stop where there is no GPU, and the
+whole check run with the CPU standing in for the GPU, on the tiny local model."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import gpu_check
+
+
+def test_without_a_gpu_the_check_stops_and_says_so(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main([]) == gpu_check.NO_GPU
+    assert "no CUDA GPU here" in capsys.readouterr().err
+
+
+@pytest.mark.shared_data
+def test_the_check_runs_with_the_cpu_in_place_of_the_gpu(shared_data, tmp_path, capsys):
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = make_tiny_lm(tmp_path / "tiny")
+    out = tmp_path / "gpu-check.json"
+    assert gpu_check.main(["--gpu", "cpu", "--base", tiny, "--questions", "2", "--train-questions", "4",
+                           "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["training"]["gpu"]["samples"] == results["training"]["cpu"]["samples"] > 0
+    for method in ("rog", "ldr"):
+        r = results["inference"][method]
+        assert r["gpu"]["questions"] == r["cpu"]["questions"] == 4
+        assert r["predictions_match"] == 1.0 and r["gpu"]["peak_memory_mib"] > 0  # the same device, the same answers
+    assert "predictions the same for 100%" in capsys.readouterr().out

@@ -1,0 +1,207 @@
+"""Recipes (``engine/recipes``): a recipe file is checked key by key, ``kgqa reproduce`` runs a
+toy recipe end to end with the tiny local model and resumes what it finished, and ``kgqa
+report`` regenerates the docs' results tables byte for byte from the committed results."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli.main import main
+from engine.errors import InvalidInputError
+from engine.methods.registry import names
+from engine.recipes.recipe import QUICK_RECIPE, load_recipe, recipe_file
+from engine.recipes.report import render, write_report
+from engine.recipes.runner import reproduce
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KB = [
+    ("Titanic", "directed_by", "James Cameron"),
+    ("Avatar", "directed_by", "James Cameron"),
+    ("Titanic", "starred_actors", "Leonardo DiCaprio"),
+    ("Inception", "starred_actors", "Leonardo DiCaprio"),
+    ("Inception", "directed_by", "Christopher Nolan"),
+    ("Avatar", "starred_actors", "Sam Worthington"),
+    ("Heat", "directed_by", "Michael Mann"),
+    ("Collateral", "directed_by", "Michael Mann"),
+]
+#: a MetaQA-format file of 20 questions: the run protocol's split gives 16 train, 2 val, 2 test
+QUESTIONS = [f"who directed [{film}]\t{director}" for film, rel, director in KB if rel == "directed_by"] * 4
+
+
+def _toy(tmp_path: Path, tiny: str, *, stage: str = "", evaluate: str = "") -> Path:
+    """A recipe file for RoG over a toy KB, training the tiny model; ``stage`` and ``evaluate`` add lines."""
+    (tmp_path / "kb.txt").write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in KB))
+    (tmp_path / "qa_dev.txt").write_text("\n".join(QUESTIONS) + "\n")
+    path = tmp_path / "rog.toml"
+    path.write_text(f"""
+method = "rog"
+
+[stores.toy]
+files = ["kb.txt"]
+format = "metaqa"
+
+[recipes.toy]
+description = "the tiny model on a toy KB"
+config = {{ model = "{tiny}", prompt_tokens = 64 }}
+
+[[recipes.toy.samples]]
+dataset = "qa_dev.txt"
+store = "toy"
+name = "toy"
+
+[[recipes.toy.stages]]
+name = "planner"
+kind = "lm"
+mix = [{{ samples = "toy", tasks = ["planning"] }}]
+base = "{tiny}"
+epochs = 1
+lr = 1e-3
+batch_size = 4
+seed = 0
+{stage}
+
+[recipes.toy.validate]
+config = {{ model = "@planner", k = 2, answer_mode = "paths", max_hops = 1 }}
+sets = [{{ dataset = "qa_dev.txt", store = "toy", name = "toy" }}]
+
+[recipes.toy.evaluate]
+config = {{ model = "@planner", k = 2, answer_mode = "paths", max_hops = 1 }}
+sets = [{{ dataset = "qa_dev.txt", store = "toy", name = "toy" }}]
+{evaluate}
+""")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.tiny_lm import make_tiny_lm
+
+    return make_tiny_lm(tmp_path_factory.mktemp("tiny-llama"))
+
+
+# ----------------------------------------------------------------------------- checking a recipe file
+def _error(path: Path) -> str:
+    with pytest.raises(InvalidInputError) as e:
+        load_recipe("rog", "toy", path)
+    return str(e.value)
+
+
+def test_an_unknown_stage_key_is_named_with_the_file(tmp_path, tiny):
+    path = _toy(tmp_path, tiny, stage="epoch = 3")
+    message = _error(path)
+    assert str(path) in message and "recipes.toy.stages[0]" in message and "unknown key 'epoch'" in message
+
+
+def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text().replace("lr = 1e-3\n", ""))
+    message = _error(path)
+    assert str(path) in message and "recipes.toy.stages[0]" in message and "missing key 'lr'" in message
+
+
+@pytest.mark.parametrize("change, where, what", [
+    (("kind = \"lm\"", "kind = \"gnn\""), "recipes.toy.stages[0].kind", "unknown kind 'gnn'"),
+    (("epochs = 1", "epochs = \"one\""), "recipes.toy.stages[0].epochs", "expected int"),
+    (("samples = \"toy\"", "samples = \"other\""), "recipes.toy.stages[0].mix[0].samples", "no sample set 'other'"),
+    (("\"@planner\"", "\"@nothing\""), "recipes.toy.validate.config.model", "names no earlier stage"),
+    (("max_hops = 1 }", "beams = 1 }"), "recipes.toy.validate.config", "no option 'beams'"),
+    (("store = \"toy\"\nname = \"toy\"", "store = \"elsewhere\"\nname = \"toy\""), "recipes.toy.samples[0].store", "unknown store 'elsewhere'"),
+])
+def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):
+    path = _toy(tmp_path, tiny)
+    text = path.read_text()
+    assert change[0] in text
+    path.write_text(text.replace(change[0], change[1], 1))
+    message = _error(path)
+    assert str(path) in message and where in message and what in message
+
+
+def test_every_method_has_a_full_and_a_quick_recipe_that_check():
+    for method in names():
+        for name in ("full", QUICK_RECIPE):
+            recipe = load_recipe(method, name, recipe_file(method))
+            assert recipe.evaluate and recipe.hash
+
+
+# ----------------------------------------------------------------------------- running and resuming
+def _steps(results: dict) -> dict[str, bool]:
+    return {s["step"]: s["resumed"] for s in [*results["steps"], *results["validation"].values(), *results["evaluation"].values()]}
+
+
+def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    work, results_dir = tmp_path / "work", tmp_path / "results"
+    first = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    assert not any(_steps(first).values())
+    assert set(_steps(first)) == {"store:toy", "samples:toy", "stage:planner", "validate:toy", "evaluate:toy"}
+    written = json.loads((results_dir / "rog" / "toy.json").read_text())
+    assert written["recipe_hash"] == load_recipe("rog", "toy", path).hash and written["device"] == "cpu"
+    assert written["machine"]["cores"] >= 1 and written["steps_seconds"] > 0
+    test = written["evaluation"]["toy"]
+    assert test["split"] == "test" and test["questions"] == 2 and written["validation"]["toy"]["split"] == "val"
+    assert set(test["scores"]["overall"]["metrics"]) >= {"hits1", "hits1_any", "rog_hit", "macro_f1"}
+    # two grounded one-hop plans: every relation of the topic film, so its director is among the path ends
+    assert test["scores"]["overall"]["metrics"]["hits1_any"]["value"] == 1.0
+    assert (work / "runs" / "rog" / "toy" / "stages" / "planner" / "config.json").is_file()
+
+    again = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    assert all(_steps(again).values())
+    assert again["evaluation"] == {**first["evaluation"], "toy": {**first["evaluation"]["toy"], "resumed": True}}
+
+    # another setting of the stage: the stage and what reads its model run again, the samples do not
+    changed = _toy(tmp_path, tiny, stage="warmup = 0.0")
+    third = reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    assert _steps(third) == {"store:toy": True, "samples:toy": True, "stage:planner": False, "validate:toy": False,
+                             "evaluate:toy": False}
+
+
+def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
+    from engine.recipes.stores import ensure_store
+
+    recipe = load_recipe("rog", "toy", _toy(tmp_path, tiny))
+    first = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    assert not first.reused and first.triples == len(KB)
+    assert ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False).reused
+    (tmp_path / "kb.txt").write_text("Heat|directed_by|Michael Mann\n")
+    again = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    assert not again.reused and again.triples == 1 and again.content != first.content
+
+
+def test_a_folder_reproduce_did_not_load_is_left_alone(tmp_path, tiny):
+    from engine.recipes.stores import ensure_store
+
+    recipe = load_recipe("rog", "toy", _toy(tmp_path, tiny))
+    (tmp_path / "work" / "stores" / "toy").mkdir(parents=True)
+    with pytest.raises(InvalidInputError, match="was not loaded by `kgqa reproduce`"):
+        ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    assert (tmp_path / "work" / "stores" / "toy").is_dir()
+
+
+# ----------------------------------------------------------------------------- report
+def test_report_tables_are_the_committed_results_byte_for_byte(tmp_path):
+    """The docs' results tables are generated from results/ and committed: regenerate and compare."""
+    pages = render(ROOT / "results")
+    for name, text in pages.items():
+        committed = ROOT / "docs" / "generated" / name
+        assert committed.is_file(), f"{committed} is missing: run `kgqa report` and commit it"
+        assert committed.read_text(encoding="utf-8") == text, f"{committed} differs from results/: run `kgqa report`"
+    assert main(["report", "--check", "--results", str(ROOT / "results"), "--out", str(ROOT / "docs" / "generated")]) == 0
+
+
+def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    reproduce("rog", "toy", recipe_path=path, workdir=tmp_path / "work", results_dir=tmp_path / "results", device="cpu",
+              progress=False)
+    out = tmp_path / "generated"
+    assert main(["report", "--results", str(tmp_path / "results"), "--out", str(out)]) == 0
+    page = (out / "results-rog.md").read_text()
+    assert "### Recipe `toy`" in page and "#### Test split" in page and "#### Validation split" in page
+    assert "| set | n | Hits@1 | Hits@1-any | RoG Hit |" in page and "| toy | 2 |" in page
+    assert "| stage:planner | lm |" in page
+    assert "| toy | rog | toy | 2 |" in (out / "results-all.md").read_text()
+    assert write_report(tmp_path / "results", out, check=True) == []
+    (out / "results-rog.md").write_text(page + "typed by hand\n")
+    assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]
