@@ -1,4 +1,4 @@
-"""The ``kgqa`` command line: load, stats, query <operation>, demo, bench, server."""
+"""The ``kgqa`` command line: load, stats, query <operation>, demo, bench, server, serve, mcp."""
 from __future__ import annotations
 
 import argparse
@@ -26,7 +26,8 @@ from engine.store import SCHEMA_RELATIONS
 #: module-level imports light (torch and models are imported inside the handlers)
 COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli.sexpr", "engine.cli.methods", "engine.cli.eval", "engine.cli.server", "engine.cli.webqsp", "engine.cli.lm",
-    "engine.cli.neo4j_import",
+    "engine.cli.neo4j_import", "engine.cli.serve", "engine.cli.reproduce",
+    "engine.cli.mcp",
 )
 
 
@@ -62,7 +63,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
         return p
 
     def direction(p: argparse.ArgumentParser, default: str = "both") -> None:
-        p.add_argument("--direction", choices=["out", "in", "both"], default=default)
+        p.add_argument("--direction", choices=["out", "in", "both"], default=default,
+                       help=f"out: the stored direction, in: against it, both (default {default})")
 
     def limit(p: argparse.ArgumentParser, default: int | None = None) -> None:
         shown = f"default {default}" if default else f"default {DEFAULT_LIMIT:,}"
@@ -78,31 +80,31 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
         )
 
     p = op("relations", "distinct relations adjacent to each id or literal, with direction and count")
-    p.add_argument("ids", nargs="*")
+    p.add_argument("ids", nargs="*", help="entity ids (MIDs, or a graph's own ids)")
     literal_anchors(p)
     direction(p)
     limit(p)
     p = op("expand", "one hop from each id")
-    p.add_argument("ids", nargs="+")
+    p.add_argument("ids", nargs="+", help="entity ids to expand")
     p.add_argument("--relation", action="append", dest="relations", help="keep only this relation (repeatable)")
     direction(p)
     limit(p)
     p = op("follow_paths", "every path instance of a relation path from the seeds")
-    p.add_argument("seeds", nargs="+")
+    p.add_argument("seeds", nargs="+", help="entity ids the paths start from")
     p.add_argument("--path", required=True, help="relations separated by commas, e.g. starred_actors,directed_by")
     p.add_argument("--reuse-edges", action="store_true", help="let a walk use one stored edge more than once")
     direction(p)
     limit(p)
     p = op("subgraph", "edges met by a breadth-first expansion")
-    p.add_argument("seeds", nargs="+")
-    p.add_argument("--hops", type=int, default=1)
-    p.add_argument("--relation", action="append", dest="relations")
+    p.add_argument("seeds", nargs="+", help="entity ids the expansion starts from")
+    p.add_argument("--hops", type=int, default=1, help="layers to expand (default 1)")
+    p.add_argument("--relation", action="append", dest="relations", help="follow only this relation (repeatable; default: all)")
     direction(p)
     limit(p)
     p = op("shortest_paths", "all shortest undirected paths between sources and targets")
-    p.add_argument("--sources", nargs="+", required=True)
-    p.add_argument("--targets", nargs="+", required=True)
-    p.add_argument("--max-hops", type=int, default=3)
+    p.add_argument("--sources", nargs="+", required=True, help="entity ids the paths start from")
+    p.add_argument("--targets", nargs="+", required=True, help="entity ids the paths end at")
+    p.add_argument("--max-hops", type=int, default=3, help="longest path looked for (default 3)")
     p.add_argument(
         "--exclude", action="append", default=[], metavar="RELATION",
         help="a relation no path may use, repeatable (type.object.type and type.object.name are left out too)",
@@ -110,21 +112,22 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--include-schema", action="store_true", help="let paths use type.object.type and type.object.name")
     limit(p)
     p = op("two_hop_relations", "relations around the nodes reached through r1")
-    p.add_argument("ids", nargs="*")
+    p.add_argument("ids", nargs="*", help="entity ids (MIDs, or a graph's own ids)")
     literal_anchors(p)
-    p.add_argument("--r1", required=True)
+    p.add_argument("--r1", required=True, help="the first hop's relation")
     direction(p)
     limit(p)
     p = op("names", "display names of ids")
-    p.add_argument("ids", nargs="+")
+    p.add_argument("ids", nargs="+", help="entity ids to name (one without a name is named by its id)")
     p = op("types", "classes of ids")
-    p.add_argument("ids", nargs="+")
+    p.add_argument("ids", nargs="+", help="entity ids")
     p = op("search", "entities by name")
-    p.add_argument("text")
-    p.add_argument("--mode", choices=["exact", "prefix", "contains"], default="exact")
+    p.add_argument("text", help="the name, or part of it, to look for")
+    p.add_argument("--mode", choices=["exact", "prefix", "contains"], default="exact",
+                   help="exact: the whole name (default), prefix: names starting with it, contains: names holding it")
     limit(p, 10)
     p = op("query", "raw read-only SPARQL or Cypher")
-    p.add_argument("text")
+    p.add_argument("text", help="the query; $NAME marks a parameter (--param)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="bind $NAME (an id); repeatable")
     p.add_argument(
         "--allow-service", action="store_true", help="let a SPARQL query send SERVICE requests to other servers"
@@ -258,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("load", help="bulk-load dump or dataset files into a store")
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="+", help="files to load (gzip or plain), all in one format")
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
     p.add_argument(
         "--rejects", default=None,
@@ -271,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(a wrong --format); default 0.5, 1 never stops",
     )
     p.add_argument("--batch-size", type=int, default=None, help="triples per store call (default: the store's own)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_run_load)
@@ -292,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
 
-    sub.add_parser("bench", help="benchmarks: `kgqa bench load|retrieval|scale …` (see benchmarks/README.md)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: `kgqa bench retrieval|load|overhead|scale|methods|generate|limits` (see benchmarks/README.md)", add_help=False)
     return parser
 
 

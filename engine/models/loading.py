@@ -8,7 +8,7 @@ local load reads for a name.
 | ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
 | a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id is read from the local hub cache only |
 | a path that is not there (``kgqa-data/models/ldr``) | an InvalidInputError at once, saying how to get the model (:mod:`engine.models.sources`) |
-| ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | a chat endpoint (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``) |
+| ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | an OpenAI-compatible model server (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``); the template picks its route (:mod:`engine.models.openai_lm`) |
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.models.lm import LanguageModel
-from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM
+from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM, split_server_name
 from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,9 +44,9 @@ def load_lm(
     """A language model, cached per (name, device, template, dtype) so a process loads each
     once; ``dtype`` as :meth:`TransformersLM.load` takes it (a chat endpoint has none)."""
     if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
-        model, _, url = name_or_path[len(OPENAI_PREFIX):].partition("@")
+        model, url = split_server_name(name_or_path)
         base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
-        return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"))
+        return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"), template=template)
     return TransformersLM.load(local_source(name_or_path), device, template, dtype)
 
 

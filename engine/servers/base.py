@@ -66,6 +66,8 @@ def check_port(port: int, host: str = LOOPBACK, highest: int = 65535) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= highest:
         raise ServerUnavailable(f"invalid port {port!r}: use a number from 1 to {highest}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # as a server binds: the connections a stopped server left in TIME_WAIT do not hold the port
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:

@@ -1,0 +1,182 @@
+"""Questions answered by a registered method (:mod:`engine.methods.registry`), as ``/v1/answer``
+serves them; no web framework here.
+
+A method is built once per (method, config) and kept (the least recently used dropped past
+``--method-cache``); its models load with it. A request's ``config`` may set the options whose
+values are numbers, flags or one of their choices; the options that name models, files or
+templates are the operator's (``kgqa serve --method-option rog.model=…``), so that no request
+makes the server load a file or call a model server it was not started with. A built method
+answers one request at a time (its meter times one batch); the answer is the run protocol's
+record per question (:mod:`engine.methods.run`) with the method's trace under ``trace``.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from engine.errors import InvalidInputError
+from engine.methods import registry
+from engine.methods.run import run_method
+from engine.methods.spec import Method, Models, Option, make_config, options
+from engine.serve.errors import RequestBodyError
+from engine.serve.ops import describe
+from engine.serve.settings import ServeSettings
+from engine.store import Store
+from loaders.questions import Question
+
+
+class QuestionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    question: str = Field(description="the question's text")
+    topics: list[str] = Field(default_factory=list, description="its topic entities (node ids)")
+    answers: list[str] = Field(default_factory=list, description="gold answers, where known (for the summary's scores)")
+    answer_ids: list[str] = Field(default_factory=list, description="gold answer ids, where known")
+    id: str | None = Field(None, description="the question's id (default: its position)")
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    method: str = Field(description="a registered method: rog, ldr, etd, fidelis, arg")
+    question: str | None = Field(None, description="one question (or give questions)")
+    topics: list[str] = Field(default_factory=list, description="the topic entities of question")
+    questions: list[QuestionIn] | None = Field(None, description="a batch of questions (or give question)")
+    config: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="options of the method's config that a request may set (GET /v1/methods lists them)"
+    )
+    timeout: float | None = Field(None, gt=0, description="seconds the request may take (default and most: the server's)")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AnswerRequest:
+        if (self.question is None) == (self.questions is None):
+            raise ValueError("give either question (with topics) or questions, not both or neither")
+        if self.questions is not None and self.topics:
+            raise ValueError("topics go with question; each of questions has its own")
+        return self
+
+    def batch(self) -> list[Question]:
+        if self.question is not None:
+            return [Question("q0", self.question, [], list(self.topics), [])]
+        return [
+            Question(q.id if q.id is not None else f"q{i}", q.question, list(q.answers), list(q.topics), list(q.answer_ids))
+            for i, q in enumerate(self.questions or [])
+        ]
+
+
+def settable(o: Option) -> bool:
+    """Whether a request may set the option: a number, a flag or one of its choices (an option
+    that names a model, a file or a template is the operator's)."""
+    return o.kind is not str or o.choices is not None
+
+
+def describe_methods() -> list[dict[str, Any]]:
+    """Every registered method with its options, and which of them a request may set."""
+    return [
+        {
+            "name": spec.name,
+            "help": spec.help,
+            "paper": spec.paper,
+            "options": [
+                {"name": o.name, "type": o.kind.__name__, "optional": o.optional, "default": o.default, "help": o.help,
+                 "choices": list(o.choices) if o.choices else None, "settable": settable(o)}
+                for o in options(spec.config)
+            ],
+        }
+        for spec in registry.specs().values()
+    ]
+
+
+def _checked(o: Option, value: Any) -> Any:
+    """A request's value for option ``o``, if its JSON type is the option's."""
+    if value is None:
+        if o.optional:
+            return value
+    elif o.kind is bool and isinstance(value, bool):
+        return value
+    elif o.kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    elif o.kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif o.kind is str and isinstance(value, str):
+        return value  # one of its choices: make_config checks
+    raise InvalidInputError(f"option {o.name}={value!r}: give a {o.kind.__name__}" + (" or null" if o.optional else ""))
+
+
+@dataclass
+class _Built:
+    method: Method
+    config: Any
+    lock: threading.Lock
+
+
+class Answerer:
+    """Builds methods on one store, keeps them, and answers with them."""
+
+    def __init__(self, store: Store, settings: ServeSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._built: OrderedDict[tuple[str, str], _Built] = OrderedDict()
+        self._lock = threading.Lock()  # builds one method at a time
+
+    @staticmethod
+    def parse(body: Any) -> AnswerRequest:
+        if isinstance(body, AnswerRequest):
+            return body
+        try:
+            return AnswerRequest.model_validate(body)
+        except ValidationError as e:
+            raise RequestBodyError(f"answer: {describe(e.errors())}") from None
+
+    def config(self, name: str, values: dict[str, Any]) -> Any:
+        """The config of method ``name``: the operator's options, then the request's ``values``."""
+        spec = registry.get(name)
+        known = {o.name: o for o in options(spec.config)}
+        asked: dict[str, Any] = {}
+        for key, value in values.items():
+            o = known.get(key)
+            if o is None:
+                raise InvalidInputError(f"{name} has no option {key!r}: use {', '.join(k for k, o in known.items() if settable(o))}")
+            if not settable(o):
+                raise InvalidInputError(
+                    f"option {key} of {name} names a model, a file or a template, which only the server's operator sets: "
+                    f"start kgqa serve with --method-option {name}.{key}=VALUE"
+                )
+            asked[key] = _checked(o, value)
+        return make_config(spec.config, {**self.settings.method_options.get(name, {}), **asked})
+
+    def method(self, name: str, config: Any) -> _Built:
+        """The method ``name`` built with ``config``, built now if it is not kept."""
+        key = (name, repr(config))
+        with self._lock:
+            built = self._built.get(key)
+            if built is None:
+                models = Models(device=self.settings.device, dtype=self.settings.dtype, progress=False)
+                built = _Built(registry.get(name).build(config, self.store, models), config, threading.Lock())
+                self._built[key] = built
+                while len(self._built) > self.settings.method_cache:
+                    self._built.popitem(last=False)
+            self._built.move_to_end(key)
+            return built
+
+    def answer(self, request: AnswerRequest) -> dict[str, Any]:
+        """Answer the request's questions: one record per question, the run's summary, and the
+        store and model seconds of the whole batch."""
+        questions = request.batch()
+        if len(questions) > self.settings.max_questions:
+            raise InvalidInputError(
+                f"{len(questions)} questions in one request; this server answers at most {self.settings.max_questions} "
+                "(--max-questions): send them in smaller batches"
+            )
+        config = self.config(request.method, request.config)
+        built = self.method(request.method, config)
+        records: list[dict[str, Any]] = []
+        with built.lock:
+            summary = run_method(built.method, questions, progress=False, on_record=records.append)
+        name = built.method.name
+        for record in records:
+            record["trace"] = record.pop(name, {})
+        seconds = {k: round(sum(r["seconds"][k] for r in records), 5) for k in ("store", "model", "other", "total")}
+        return {"method": name, "config": asdict(config), "predictions": records, "seconds": seconds, "summary": summary}

@@ -1,0 +1,130 @@
+"""The HTTP API over one store: :func:`create_app`.
+
+| endpoint | what |
+|---|---|
+| ``POST /v1/ops/<operation>`` | one operation of the vocabulary (:mod:`engine.serve.ops`) |
+| ``POST /v1/answer`` | questions answered by a registered method (:mod:`engine.serve.answering`) |
+| ``GET /v1/methods`` | the methods and the options a request may set |
+| ``GET /v1/health`` | whether the store answers (200, else 503); needs no token |
+| ``GET /v1/stats`` | requests, errors and latencies per endpoint |
+| ``GET /docs`` | the OpenAPI docs |
+
+Every error is JSON, ``{"error": kind, "detail": message}``, with the status of
+:func:`engine.serve.errors.error_status`. The store is used read-only: the operations only
+read, and a raw query goes through the store's own guard, which refuses writes.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from engine.errors import KGQAError
+from engine.serve.access_log import AccessLog, Stats
+from engine.serve.answer_routes import answer_router
+from engine.serve.answering import Answerer
+from engine.serve.auth import bearer
+from engine.serve.errors import error_body, error_status
+from engine.serve.explorer import mount_explorer
+from engine.serve.limits import BodyLimit, Workers
+from engine.serve.ops import describe
+from engine.serve.ops_routes import ops_router
+from engine.serve.settings import ServeSettings
+from engine.store import Store
+
+#: the seconds ``/v1/health`` gives the store to answer (at most the server's --timeout)
+HEALTH_TIMEOUT = 5.0
+#: the id ``/v1/health`` asks the store to name: any answer, even "not there", shows it answers
+_PROBE_ID = "kgqa-health-probe"
+
+log = logging.getLogger("kgqa.serve")
+
+
+def _error_response(error: BaseException) -> JSONResponse:
+    return JSONResponse(error_body(error), error_status(error), headers=getattr(error, "headers", None) or None)
+
+
+async def _engine_error(request: Request, error: Exception) -> JSONResponse:
+    return _error_response(error)
+
+
+async def _invalid_body(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    return JSONResponse({"error": "RequestBodyError", "detail": describe(error.errors())}, 422)
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    return JSONResponse({"error": "HTTPError", "detail": str(error.detail)}, error.status_code, headers=error.headers)
+
+
+async def _bug(request: Request, error: Exception) -> JSONResponse:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    return _error_response(error)
+
+
+def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
+    """The API over ``store`` within ``settings``. The caller keeps the store: it is not closed
+    with the app."""
+    settings = settings or ServeSettings()
+    workers = Workers(settings.workers, settings.max_concurrency)
+    stats = Stats()
+    answerer = Answerer(store, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        workers.close()
+
+    app = FastAPI(
+        title="kgqa-engine",
+        description="The operations of a knowledge-graph store, and the KGQA methods over it, read-only.",
+        lifespan=lifespan,
+    )
+    app.state.store, app.state.settings, app.state.workers, app.state.stats = store, settings, workers, stats
+    auth = [Depends(bearer(settings.token))]
+    app.include_router(ops_router(store, settings.bounds, workers), dependencies=auth)
+    app.include_router(answer_router(answerer, workers), dependencies=auth)
+    mount_explorer(app, store, settings, workers, auth)
+
+    @app.get("/v1/health", tags=["server"], summary="whether the store answers: 200, else 503")
+    async def health() -> JSONResponse:
+        timeout = min(HEALTH_TIMEOUT, settings.timeout)
+        try:
+            await workers.run(lambda: store.names([_PROBE_ID], timeout=timeout), timeout, admit=False)
+        except KGQAError as e:
+            # health needs no token: with one set, why (it names the store's address) is for /v1/stats's readers
+            detail = str(e) if settings.token is None else f"{type(e).__name__}: the store does not answer"
+            log.warning("health: %s", e)
+            return JSONResponse({"status": "unavailable", "dialect": store.dialect, "detail": detail}, 503)
+        return JSONResponse({"status": "ok", "dialect": store.dialect})
+
+    @app.get("/v1/stats", tags=["server"], summary="requests, errors and latencies per endpoint", dependencies=auth)
+    async def server_stats() -> JSONResponse:
+        limits: dict[str, Any] = {
+            k: getattr(settings, k)
+            for k in ("timeout", "max_rows", "max_body", "max_concurrency", "workers", "answer_timeout", "max_questions")
+        }
+        return JSONResponse({"store": store.uri, "dialect": store.dialect, "in_flight": workers.busy, "limits": limits,
+                             **stats.report()})
+
+    app.add_exception_handler(KGQAError, _engine_error)
+    app.add_exception_handler(RequestValidationError, _invalid_body)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _bug)
+    # the last added runs first: the log sees every answer, CORS headers go on a 413 too
+    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    if settings.cors:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(AccessLog, stats=stats)
+    return app

@@ -1,0 +1,142 @@
+"""The operation vocabulary as Model Context Protocol tools (the official ``mcp`` SDK), so that an
+LLM agent can walk the graph: ``kgqa mcp --store URI`` serves them over stdio or streamable HTTP.
+
+Every tool is one operation of :data:`engine.serve.ops.OPERATIONS`: the same arguments (the
+Python method's parameter names), checked by the same models, run by the same
+:func:`engine.serve.ops.run_operation` within the same bounds, answering the same JSON (as the
+tool result's structured content, and as its text). The store is only read: the operations read,
+and a raw query goes through the store's own guard, which refuses writes. A bad call is a tool
+error whose text names the argument at fault, so that the model can correct it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from engine.errors import KGQAError
+from engine.serve.errors import error_body
+from engine.serve.limits import Workers
+from engine.serve.ops import OPERATIONS, Operation, operation, run_operation
+from engine.serve.settings import ServeSettings, bounded_timeout
+from engine.store import Store
+
+log = logging.getLogger("kgqa.mcp")
+
+#: what each tool answers and when to use it, beyond the operation's one-line summary
+RETURNS: dict[str, str] = {
+    "relations": "Returns {rows: [{id, relation, direction (out|in), count}]}. Start here to see which relations "
+    "leave or enter an entity before you follow one.",
+    "expand": "Returns {edges: [{src, relation, dst, forward}]}, where src is one of ids and forward is false when the "
+    "stored edge points from dst to src. Name relations to keep a hub's answer small.",
+    "follow_paths": "Returns {paths: [{nodes, relations, forward}]}: every walk from a seed along the relations in order "
+    "(nodes has one more item than relations; forward says per hop whether it went the stored way).",
+    "subgraph": "Returns {edges: [{subject, relation, object}], depth: [[node, layer]]} in the stored orientation. Fast "
+    "growth: keep hops at 1 or 2 and name relations.",
+    "shortest_paths": "Returns {paths: [{nodes, relations, forward}]}: how two entities are connected, ignoring direction.",
+    "two_hop_relations": "Returns {rows: [{id, r1, relation, direction, count}]}: what can come after r1, to plan a "
+    "second hop.",
+    "names": "Returns {names: {id: name or null}}; an entity without a name (a compound value) answers its id.",
+    "types": "Returns {types: {id: [class, ...]}}.",
+    "search": "Returns {hits: [{id, name}]}: use it to find the id of an entity the question names.",
+    "execute": "Returns {answers: [id or literal], count}: count is set (and answers empty) for a COUNT form.",
+    "query": "Returns {columns, rows}; ids come back as plain strings, literals as {value, datatype} or {value, lang}. "
+    "Prefer the other tools: this one is for what they cannot ask.",
+}
+
+_COMMON = (
+    "Node ids are strings such as m.0abc (Freebase) or the dataset's own ids; a literal is written "
+    '{"value": "1990", "datatype": "http://www.w3.org/2001/XMLSchema#gYear"} or {"value": "Paris", "lang": "en"}. '
+    "Read-only."
+)
+
+
+def describe_tool(op: Operation, settings: ServeSettings) -> str:
+    """The tool's description: what it does and returns, its bounds on this server."""
+    bounded = "limit" in op.request.model_fields
+    rows = f" At most {settings.max_rows:,} rows (fewer with limit); a cut answer says truncated: true." if bounded else ""
+    return (f"{op.summary[0].upper()}{op.summary[1:]}. {RETURNS[op.name]}{rows} Deadline {settings.timeout:g} s "
+            f"(lower it with timeout). {_COMMON}")
+
+
+def tools(settings: ServeSettings) -> list[types.Tool]:
+    """One tool per operation, its input schema the operation's request model."""
+    return [
+        types.Tool(
+            name=op.name,
+            title=op.name.replace("_", " "),
+            description=describe_tool(op, settings),
+            input_schema=op.request.model_json_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False, idempotent_hint=True),
+        )
+        for op in OPERATIONS.values()
+    ]
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def create_server(store: Store, settings: ServeSettings | None = None) -> Server[Any]:
+    """The MCP server over ``store``: one tool per operation. The caller keeps the store."""
+    settings = settings or ServeSettings()
+    bounds = settings.bounds
+    listed = tools(settings)
+
+    @asynccontextmanager
+    async def lifespan(server: Server[Any]) -> AsyncIterator[Workers]:
+        workers = Workers(settings.workers, settings.max_concurrency)
+        try:
+            yield workers
+        finally:
+            workers.close()
+
+    async def list_tools(ctx: ServerRequestContext[Workers], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: ServerRequestContext[Workers], params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            op = operation(params.name)
+            request = op.parse(params.arguments or {})
+            deadline = bounded_timeout(request.timeout, bounds.timeout)
+            result = await ctx.lifespan_context.run(lambda: run_operation(store, op.name, request, bounds), deadline)
+        except KGQAError as e:
+            body = error_body(e)
+            return _error(f"{body['error']}: {body['detail']}")
+        except Exception:
+            log.exception("tool %s failed", params.name)
+            return _error("InternalError: the server failed on this call; its log says why")
+        text = json.dumps(result, ensure_ascii=False)
+        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
+
+    return Server(
+        "kgqa-engine",
+        title="kgqa-engine knowledge graph",
+        instructions=(
+            f"Read-only tools over a knowledge graph ({store.dialect} store). Find an entity's id with search, see its "
+            "relations with relations, walk with expand or follow_paths, and name ids with names. Every tool takes "
+            "batches: give several ids at once."
+        ),
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` on this process's stdin and stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def http_app(server: Server[Any], settings: ServeSettings, host: str) -> Any:
+    """``server`` as an ASGI app answering streamable HTTP at ``/mcp`` (bodies past
+    ``settings.max_body`` refused; on loopback, only loopback Host and Origin headers accepted)."""
+    return server.streamable_http_app(host=host, max_request_body_size=settings.max_body)

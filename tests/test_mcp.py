@@ -1,0 +1,206 @@
+"""``kgqa mcp``: the operations as MCP tools, called by the official SDK's own client.
+
+Over streamable HTTP on every store kind, and over stdio through the ``kgqa mcp`` command, every
+tool answers what the Python API answers on the same store; its listing names and describes
+every operation; a bad call is a tool error that names what is wrong, never a crash or a write."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from engine.open import open_store
+from engine.results import to_json
+from engine.serve.mcp import create_server, http_app
+from engine.serve.ops import OPERATIONS
+from engine.serve.server import Background
+from engine.serve.settings import ServeSettings
+from engine.servers.base import free_port
+from engine.store import Store
+from tests.cli_process import ROOT, child_env
+from tests.test_serve import CASES, GRAPH, YEAR, Gated, _writes, raw_query
+
+
+def session(target: Any, check: Callable[[Client], Awaitable[None]]) -> None:
+    """Run ``check`` with an SDK client connected to ``target`` (a URL or stdio parameters)."""
+
+    async def main() -> None:
+        async with Client(target, read_timeout_seconds=60) as client:
+            await check(client)
+
+    anyio.run(main)
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> Any:
+    """A tool's structured answer; a tool error fails with its text."""
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, (name, arguments, result.content)
+    return result.structured_content
+
+
+async def error(client: Client, name: str, arguments: Any) -> str:
+    """The text of the tool error that calling ``name`` gives."""
+    result = await client.call_tool(name, arguments)
+    assert result.is_error and result.structured_content is None, (name, arguments, result)
+    (content,) = result.content
+    return content.text
+
+
+async def every_tool_answers_as_the_python_api(client: Client, store: Store) -> None:
+    listed = (await client.list_tools()).tools
+    assert [t.name for t in listed] == list(OPERATIONS)
+    for tool in listed:
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
+        assert len(tool.description or "") > 200 and "Returns {" in (tool.description or "")
+        assert all(p.get("description") for p in tool.input_schema["properties"].values()), tool.name
+    for name, body, python in CASES:
+        assert await call(client, name, body) == to_json(python(store)), (name, body)
+    text, params = raw_query(store)
+    result = store.query(text, params)
+    assert await call(client, "query", {"text": text, "params": params}) == {
+        "columns": result.columns, "rows": to_json(result.rows), "truncated": False,
+    }
+    cut = await call(client, "expand", {"ids": ["m.0kq01"], "direction": "out", "limit": 3})
+    assert cut["truncated"] and len(cut["edges"]) == 3
+
+
+#: calls every store refuses, and a part of the tool error's text
+BAD: list[tuple[str, Any, str]] = [
+    ("expand", {"ids": [42]}, "RequestBodyError: expand: ids[0]: Input should be a valid string"),
+    ("expand", {"ids": "m.0kq01"}, "ids: Input should be a valid list"),
+    ("expand", {}, "ids: Field required"),
+    ("expand", {"ids": [""]}, "invalid node id '' at ids[0]"),
+    ("expand", {"ids": ["m.0kq01"], "relations": ["film film"]}, "invalid relation name 'film film'"),
+    ("expand", {"ids": ["m.0kq01"], "direction": "sideways"}, "direction: Input should be 'out', 'in' or 'both'"),
+    ("expand", {"ids": ["m.0kq01"], "hops": 2}, "hops: Extra inputs are not permitted"),
+    ("expand", {"ids": ["m.0kq01"], "limit": 101}, "limit 101 is above this server's maximum of 100 rows"),
+    ("expand", {"ids": ["m.0kq01"], "timeout": 11}, "timeout 11 s is above this server's maximum of 10 s"),
+    ("relations", {"ids": [{"value": "x", "datatype": "not an iri"}]}, "invalid datatype IRI"),
+    ("follow_paths", {"seeds": ["m.0kq01"], "path": []}, "must have 1 to 8 relations"),
+    ("subgraph", {"seeds": ["m.0kq01"], "hops": 99}, "invalid hops 99"),
+    ("search", {"text": " "}, "search text must be a non-empty string"),
+    ("execute", {"sexpr": "(JOIN film.film.directed_by"}, "unbalanced parentheses"),
+    ("no_such_tool", {"ids": ["m.0kq01"]}, "unknown operation 'no_such_tool': use one of relations, expand"),
+]
+
+
+async def bad_calls_are_tool_errors(client: Client, store: Store) -> None:
+    for name, arguments, message in BAD:
+        assert message in await error(client, name, arguments), (name, arguments)
+    for text in _writes(store):
+        assert "query" in (await error(client, "query", {"text": text})).lower(), text
+    # the server still answers after every refusal
+    assert await call(client, "names", {"ids": ["m.0kq01"]}) == {"names": {"m.0kq01": "Blade Runner"}, "truncated": False}
+
+
+def test_every_tool_over_streamable_http_answers_as_the_python_api_and_bad_calls_are_tool_errors(store):
+    opened = store(GRAPH)
+    before, names = opened.count_triples(), opened.names(["m.0kq01", "m.x", "m.y"])
+    settings = ServeSettings(timeout=10, max_rows=100)
+    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1")) as server:
+
+        async def check(client: Client) -> None:
+            await every_tool_answers_as_the_python_api(client, opened)
+            await bad_calls_are_tool_errors(client, opened)
+
+        session(f"{server.url}/mcp", check)
+    assert opened.count_triples() == before
+    assert opened.names(["m.0kq01", "m.x", "m.y"]) == names
+
+
+def test_the_tools_describe_the_servers_own_bounds():
+    from engine.stores.oxigraph import OxigraphStore
+
+    with OxigraphStore(None) as opened:
+
+        async def check(client: Client) -> None:
+            (expand,) = [t for t in (await client.list_tools()).tools if t.name == "expand"]
+            assert "At most 7 rows" in (expand.description or "") and "Deadline 2.5 s" in (expand.description or "")
+
+        session(create_server(opened, ServeSettings(timeout=2.5, max_rows=7)), check)
+
+
+def test_a_stuck_call_is_a_tool_error_at_its_deadline_and_one_past_the_concurrency_limit_is_refused():
+    from engine.stores.oxigraph import OxigraphStore
+
+    with OxigraphStore(None) as opened:
+        opened.add_triples(GRAPH)
+        gated = Gated(opened)
+        server = create_server(gated, ServeSettings(max_concurrency=1, workers=2))
+
+        async def check(client: Client) -> None:
+            started = time.monotonic()
+            message = await error(client, "expand", {"ids": ["m.0kq01"], "timeout": 0.5})
+            assert "DeadlineError" in message and "deadline of 0.5 s" in message and time.monotonic() - started < 5
+            assert "--max-concurrency" in await error(client, "names", {"ids": ["m.0kq01"]})  # the stuck call holds its place
+            gated.gate.set()
+            deadline = time.monotonic() + 30
+            while (await client.call_tool("names", {"ids": ["m.0kq01"]})).is_error:
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.05)
+            assert await call(client, "expand", {"ids": ["m.0kq01"], "relations": ["film.film.genre"]}) == to_json(
+                opened.expand(["m.0kq01"], ["film.film.genre"]))
+
+        session(server, check)
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory) -> Path:
+    """An embedded store on disk holding the test graph (``kgqa mcp`` opens it read-only)."""
+    path = tmp_path_factory.mktemp("mcp") / "store"
+    with open_store(str(path)) as opened:
+        opened.add_triples(GRAPH)
+    return path
+
+
+def test_kgqa_mcp_over_stdio_answers_every_tool_as_the_python_api(store_dir):
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "engine.cli.main", "mcp", "--store", str(store_dir), "--max-rows", "100",
+                                                    "--timeout", "10"],
+        env=child_env(), cwd=str(ROOT),
+    )
+    with open_store(str(store_dir), read_only=True) as opened:
+
+        async def check(client: Client) -> None:
+            await every_tool_answers_as_the_python_api(client, opened)
+            await bad_calls_are_tool_errors(client, opened)
+            # a literal argument, written as the API writes literals
+            assert await call(client, "relations", {"ids": [YEAR.to_json()], "direction": "in"}) == to_json(
+                opened.relations([YEAR], "in"))
+
+        session(parameters, check)
+
+
+def test_kgqa_mcp_over_http_serves_on_loopback(store_dir):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.main", "mcp", "--store", str(store_dir), "--transport", "http", "--port", str(port)],
+        stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
+    )
+    try:
+        assert f"MCP tools at http://127.0.0.1:{port}/mcp" in process.stderr.readline()
+
+        async def check(client: Client) -> None:
+            assert await call(client, "search", {"text": "Alien"}) == {"hits": [{"id": "m.0kq02", "name": "Alien"}], "truncated": False}
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                session(f"http://127.0.0.1:{port}/mcp", check)
+                break
+            except Exception:  # not listening yet
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err

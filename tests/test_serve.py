@@ -1,0 +1,484 @@
+"""``kgqa serve``: the HTTP API over real stores, started with uvicorn on a free loopback port.
+
+Every operation answers over HTTP exactly what the Python API answers on the same store;
+bad requests get a 4xx naming what is wrong, never a 500 and never a write; the server's bounds
+(token, body size, row bound, deadline, concurrency) hold; ``/v1/answer`` answers with a
+registered method; a Virtuoso killed under the server gives 503 within the deadline, and the
+server answers again once it is back."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from engine.cli.demo import sample_path
+from engine.graph import XSD, Literal, Triple
+from engine.methods import registry
+from engine.methods.run import run_method
+from engine.methods.spec import Method, MethodSpec, Models, Prediction, option
+from engine.results import to_json
+from engine.serve.app import create_app
+from engine.serve.client import ServeClient
+from engine.serve.ops import OPERATIONS, run_operation
+from engine.serve.server import Background
+from engine.serve.settings import ServeSettings
+from engine.servers.base import free_port
+from engine.store import Store
+from loaders.formats import read_triples
+from loaders.questions import Question
+from tests.conftest import missing
+
+GRAPH = [t for t in read_triples(sample_path(), "ntriples") if isinstance(t, Triple)]
+NS = "http://rdf.freebase.com/ns/"
+YEAR = Literal("1979", XSD + "gYear")
+
+
+@contextmanager
+def served(store: Any, settings: ServeSettings | None = None) -> Iterator[ServeClient]:
+    """The API over ``store`` on a free loopback port, and a client of it."""
+    with Background(create_app(store, settings)) as server, ServeClient(server.url, settings and settings.token) as client:
+        yield client
+
+
+def raw_query(store: Store) -> tuple[str, dict[str, Any]]:
+    """A raw query in the store's language: the films ``$d`` directed, with their names."""
+    if store.dialect == "sparql":
+        return (f"SELECT ?f ?n WHERE {{ ?f <{NS}film.film.directed_by> $d . ?f <{NS}type.object.name> ?n }} ORDER BY ?f",
+                {"d": "m.0kq10"})
+    return ("MATCH (f:Entity)-[:`film.film.directed_by`]->(d:Entity {id: $d}) RETURN f.id AS f, f.name AS n ORDER BY f",
+            {"d": "m.0kq10"})
+
+
+#: (operation, JSON body, the same call in Python, its result as the API answers it)
+CASES: list[tuple[str, dict[str, Any], Callable[[Store], Any]]] = [
+    ("relations", {"ids": ["m.0kq01", YEAR.to_json()]}, lambda s: s.relations(["m.0kq01", YEAR])),
+    ("relations", {"ids": ["m.0kq10"], "direction": "in", "limit": 1}, lambda s: s.relations(["m.0kq10"], "in", 1)),
+    ("expand", {"ids": ["m.0kq01", "m.0kq10"], "relations": ["film.film.directed_by"]},
+     lambda s: s.expand(["m.0kq01", "m.0kq10"], ["film.film.directed_by"])),
+    ("expand", {"ids": ["m.0kq01"], "direction": "out", "limit": 3}, lambda s: s.expand(["m.0kq01"], None, "out", 3)),
+    ("follow_paths", {"seeds": ["m.0kq10"], "path": ["film.film.directed_by", "film.film.genre"]},
+     lambda s: s.follow_paths(["m.0kq10"], ["film.film.directed_by", "film.film.genre"])),
+    ("follow_paths", {"seeds": ["m.0kq01"], "path": ["film.film.directed_by", "film.film.directed_by"], "distinct_edges": False},
+     lambda s: s.follow_paths(["m.0kq01"], ["film.film.directed_by"] * 2, distinct_edges=False)),
+    ("subgraph", {"seeds": ["m.0kq01"], "hops": 2}, lambda s: s.subgraph(["m.0kq01"], 2)),
+    ("subgraph", {"seeds": ["m.0kq10"], "hops": 1, "direction": "out", "relations": ["people.person.date_of_birth"]},
+     lambda s: s.subgraph(["m.0kq10"], 1, "out", ["people.person.date_of_birth"])),
+    ("shortest_paths", {"sources": ["m.0kq01"], "targets": ["m.0kq03", "m.0kq61"]},
+     lambda s: s.shortest_paths(["m.0kq01"], ["m.0kq03", "m.0kq61"])),
+    ("shortest_paths", {"sources": ["m.0kq30"], "targets": ["m.0kq31"], "max_hops": 2, "exclude": []},
+     lambda s: s.shortest_paths(["m.0kq30"], ["m.0kq31"], 2, exclude=())),
+    ("two_hop_relations", {"ids": ["m.0kq10", YEAR.to_json()], "r1": "film.film.directed_by"},
+     lambda s: s.two_hop_relations(["m.0kq10", YEAR], "film.film.directed_by")),
+    ("names", {"ids": ["m.0kq01", "m.0kq03", "m.0kq90", "m.nope"]},
+     lambda s: {"names": s.names(["m.0kq01", "m.0kq03", "m.0kq90", "m.nope"]), "truncated": False}),
+    ("types", {"ids": ["m.0kq10", "m.nope"]}, lambda s: {"types": s.types(["m.0kq10", "m.nope"]), "truncated": False}),
+    ("search", {"text": "blade", "mode": "prefix"}, lambda s: s.search("blade", "prefix")),
+    ("search", {"text": "o", "mode": "contains", "limit": 2}, lambda s: s.search("o", "contains", 2)),
+    ("execute", {"sexpr": "(JOIN (R film.film.directed_by) m.0kq01)"},
+     lambda s: {**to_json(s.execute("(JOIN (R film.film.directed_by) m.0kq01)")), "truncated": False}),
+    ("execute", {"sexpr": "(COUNT (JOIN film.film.directed_by m.0kq10))"},
+     lambda s: {**to_json(s.execute("(COUNT (JOIN film.film.directed_by m.0kq10))")), "truncated": False}),
+]
+
+
+def test_every_operation_answers_over_http_as_the_python_api(store):
+    opened = store(GRAPH)
+    text, params = raw_query(opened)
+    with served(opened) as client:
+        assert {name for name, _, _ in CASES} | {"query"} == set(OPERATIONS)
+        for name, body, call in CASES:
+            expected = to_json(call(opened))
+            assert client.op(name, **body) == expected, (name, body)
+            assert "truncated" in expected
+        truncated = client.op("expand", ids=["m.0kq01"], direction="out", limit=3)
+        assert truncated["truncated"] and len(truncated["edges"]) == 3
+        result = opened.query(text, params)
+        answer = client.op("query", text=text, params=params)
+        assert answer == {"columns": result.columns, "rows": to_json(result.rows), "truncated": False}
+        assert [row[0] for row in answer["rows"]] == ["m.0kq01", "m.0kq02"]
+        cut = client.op("query", text=text, params=params, limit=1)
+        assert cut == {"columns": result.columns, "rows": to_json(result.rows[:1]), "truncated": True}
+        # a literal parameter, written as the API writes literals
+        if opened.dialect == "sparql":
+            by_year = f"SELECT ?f WHERE {{ ?f <{NS}film.film.initial_release_date> $y }}"
+            assert client.op("query", text=by_year, params={"y": YEAR.to_json()})["rows"] == [["m.0kq02"]]
+        assert client.get("/v1/health") == {"status": "ok", "dialect": opened.dialect}
+        stats = client.get("/v1/stats")
+        assert stats["endpoints"]["expand"]["requests"] == 3 and stats["endpoints"]["expand"]["errors"] == 0
+        assert set(stats["endpoints"]["expand"]["latency_ms"]) == {"p50", "p95", "p99", "mean"}
+
+
+def _writes(store: Store) -> list[str]:
+    if store.dialect == "sparql":
+        return [
+            f"INSERT DATA {{ <{NS}m.x> <{NS}film.film.genre> <{NS}m.y> }}",
+            "DELETE WHERE { ?s ?p ?o }",
+            "CLEAR ALL",
+            f"DELETE {{ ?s ?p ?o }} INSERT {{ ?s ?p <{NS}m.z> }} WHERE {{ ?s ?p ?o }}",
+        ]
+    return [
+        "CREATE (n:Entity {id: 'm.x'}) RETURN n",
+        "MATCH (n) DETACH DELETE n",
+        "MERGE (n:Entity {id: 'm.y'}) RETURN n.id",
+        "MATCH (n:Entity {id: 'm.0kq01'}) SET n.name = 'changed' RETURN n.id",
+    ]
+
+
+#: bodies every store refuses, with the status and a part of the message
+BAD: list[tuple[str, Any, int, str]] = [
+    ("expand", {"ids": [""]}, 400, "invalid node id '' at ids[0]"),
+    ("expand", {"ids": ["m.1\nm.2"]}, 400, "invalid node id"),
+    ("expand", {"ids": [42]}, 422, "ids[0]: Input should be a valid string"),
+    ("expand", {"ids": "m.0kq01"}, 422, "ids: Input should be a valid list"),
+    ("expand", {"ids": ["m.0kq01"], "relations": ["film film"]}, 400, "invalid relation name 'film film'"),
+    ("expand", {"ids": ["m.0kq01"], "direction": "sideways"}, 422, "direction: Input should be 'out', 'in' or 'both'"),
+    ("expand", {"ids": ["m.0kq01"], "hops": 2}, 422, "hops: Extra inputs are not permitted"),
+    ("expand", {"ids": ["m.0kq01"], "limit": 0}, 422, "limit: Input should be greater than or equal to 1"),
+    ("expand", {"ids": ["m.0kq01"], "limit": "unbounded"}, 422, "limit: Input should be a valid integer"),
+    ("expand", {"ids": ["m.0kq01"], "limit": 101}, 400, "limit 101 is above this server's maximum of 100 rows"),
+    ("expand", {"ids": ["m.0kq01"], "timeout": 11}, 400, "timeout 11 s is above this server's maximum of 10 s"),
+    ("expand", ["m.0kq01"], 422, "Input should be a valid dictionary"),
+    ("relations", {"ids": [{"value": "x", "datatype": "not an iri"}]}, 400, "invalid datatype IRI"),
+    ("follow_paths", {"seeds": ["m.0kq01"], "path": []}, 400, "must have 1 to 8 relations"),
+    ("subgraph", {"seeds": ["m.0kq01"], "hops": 99}, 400, "invalid hops 99"),
+    ("search", {"text": " "}, 400, "search text must be a non-empty string"),
+    ("execute", {"sexpr": "(JOIN film.film.directed_by"}, 400, "unbalanced parentheses"),
+    ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "allow_service": True}, 422, "allow_service: Extra inputs"),
+    ("no_such_operation", {"ids": ["m.0kq01"]}, 404, "unknown operation 'no_such_operation': use one of relations, expand"),
+]
+
+
+def test_bad_requests_get_a_4xx_with_a_message_and_never_write(store):
+    opened = store(GRAPH)
+    before = opened.count_triples()
+    names = opened.names(["m.0kq01", "m.x", "m.y"])
+    settings = ServeSettings(timeout=10, max_rows=100)
+    with served(opened, settings) as client:
+        for name, body, status, message in BAD:
+            got, answer = client.request("POST", f"/v1/ops/{name}", body)
+            assert (got, answer["error"] != "InternalError") == (status, True), (name, body, answer)
+            assert message in answer["detail"], (name, body, answer)
+        for text in _writes(opened):
+            got, answer = client.request("POST", "/v1/ops/query", {"text": text})
+            assert got in (400, 403) and answer["detail"], (text, answer)
+        assert client.request("GET", "/v1/ops/expand")[0] == 405
+        got, answer = client.request("POST", "/v1/ops/expand", raw=b'{"ids": [')
+        assert got == 422 and "the body is not valid JSON" in answer["detail"]
+    assert opened.count_triples() == before
+    assert opened.names(["m.0kq01", "m.x", "m.y"]) == names
+
+
+@pytest.fixture(scope="module")
+def oxigraph() -> Iterator[Store]:
+    from engine.stores.oxigraph import OxigraphStore
+
+    with OxigraphStore(None) as opened:
+        opened.add_triples(GRAPH)
+        yield opened
+
+
+def _headers(url: str, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, dict[str, str]]:
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        connection.close()
+
+
+def test_a_token_guards_every_endpoint_but_health_and_docs(oxigraph):
+    with served(oxigraph, ServeSettings(token="s3cret")) as client:
+        anonymous, wrong = ServeClient(client.url), ServeClient(client.url, token="guess")
+        for path, body in (("/v1/ops/names", {"ids": ["m.0kq01"]}), ("/v1/answer", {"method": "rog", "question": "q"})):
+            for other in (anonymous, wrong):
+                status, answer = other.request("POST", path, body)
+                assert status == 401 and "token" in answer["detail"]
+        assert anonymous.request("GET", "/v1/stats")[0] == 401
+        assert anonymous.request("GET", "/v1/methods")[0] == 401
+        assert anonymous.request("GET", "/v1/health") == (200, {"status": "ok", "dialect": "sparql"})
+        assert anonymous.request("GET", "/openapi.json")[0] == 200
+        assert _headers(client.url, "POST", "/v1/ops/names", {})[1]["www-authenticate"] == "Bearer"
+        assert client.op("names", ids=["m.0kq01"]) == {"names": {"m.0kq01": "Blade Runner"}, "truncated": False}
+        anonymous.close()
+        wrong.close()
+
+
+def test_bodies_past_the_limit_get_413_whether_declared_or_streamed(oxigraph):
+    with served(oxigraph, ServeSettings(max_body=1000)) as client:
+        big = json.dumps({"ids": [f"m.{i}" for i in range(400)]}).encode()
+        status, answer = client.request("POST", "/v1/ops/names", raw=big)
+        assert status == 413 and "at most 1,000" in answer["detail"]
+        host, port = client.url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        connection.request("POST", "/v1/ops/names", body=iter([big[:600], big[600:]]), encode_chunked=True,
+                           headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+        response = connection.getresponse()
+        assert response.status == 413 and b"at most 1,000" in response.read()
+        connection.close()
+        assert client.op("names", ids=["m.0kq02"])["names"] == {"m.0kq02": "Alien"}
+
+
+def test_cors_is_off_unless_origins_are_named(oxigraph):
+    asked = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "authorization,content-type"}
+    with served(oxigraph) as client:
+        _, headers = _headers(client.url, "GET", "/v1/health", {"Origin": "http://app.example"})
+        assert "access-control-allow-origin" not in headers
+        assert _headers(client.url, "OPTIONS", "/v1/ops/names", asked)[0] == 405
+    with served(oxigraph, ServeSettings(cors=("http://app.example",))) as client:
+        status, headers = _headers(client.url, "OPTIONS", "/v1/ops/names", asked)
+        assert status == 200 and headers["access-control-allow-origin"] == "http://app.example"
+        _, headers = _headers(client.url, "GET", "/v1/health", {"Origin": "http://other.example"})
+        assert "access-control-allow-origin" not in headers
+
+
+class Gated:
+    """A store whose ``expand`` waits for :attr:`gate` before it asks the real store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.gate = threading.Event()
+        self.waiting = threading.Semaphore(0)
+
+    def expand(self, *args: Any, **kwargs: Any) -> Any:
+        self.waiting.release()
+        self.gate.wait(30)
+        return self.store.expand(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_one_request_past_the_concurrency_limit_gets_429_and_a_stuck_one_504(oxigraph):
+    gated = Gated(oxigraph)
+    with served(gated, ServeSettings(max_concurrency=1, workers=1)) as client:
+        answers: list[tuple[int, Any]] = []
+        first = threading.Thread(target=lambda: answers.append(ServeClient(client.url).request(
+            "POST", "/v1/ops/expand", {"ids": ["m.0kq01"], "relations": ["film.film.genre"]})))
+        first.start()
+        assert gated.waiting.acquire(timeout=30)
+        status, answer = client.request("POST", "/v1/ops/names", {"ids": ["m.0kq01"]})
+        assert status == 429 and "--max-concurrency" in answer["detail"]
+        gated.gate.set()
+        first.join(30)
+        assert answers[0][0] == 200 and len(answers[0][1]["edges"]) == 1
+        assert client.op("names", ids=["m.0kq01"])["names"] == {"m.0kq01": "Blade Runner"}
+        gated.gate.clear()
+        started = time.monotonic()
+        status, answer = client.request("POST", "/v1/ops/expand", {"ids": ["m.0kq01"], "timeout": 0.5})
+        assert status == 504 and "deadline of 0.5 s" in answer["detail"] and time.monotonic() - started < 5
+        assert client.request("POST", "/v1/ops/names", {"ids": ["m.0kq01"]})[0] == 429  # it still holds its place
+        gated.gate.set()
+        deadline = time.monotonic() + 30
+        while client.request("POST", "/v1/ops/names", {"ids": ["m.0kq01"]})[0] == 429 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.op("names", ids=["m.0kq01"])["names"] == {"m.0kq01": "Blade Runner"}
+        assert client.get("/v1/stats")["endpoints"]["expand"]["errors_by_status"] == {"504": 1}
+
+
+def test_the_ops_layer_runs_without_a_web_framework(oxigraph):
+    from engine.serve.settings import Bounds
+
+    code = "import sys, engine.serve.ops; sys.exit('fastapi' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+    assert run_operation(oxigraph, "names", {"ids": ["m.0kq11"]}, Bounds(5, 10)) == {
+        "names": {"m.0kq11": "George Lucas"}, "truncated": False,
+    }
+
+
+# ----------------------------------------------------------------------------- /v1/answer
+@dataclass(frozen=True)
+class EchoConfig:
+    batch_size: int = option(4, "questions answered together")
+    style: str = option("name", "what to answer with", choices=("name", "id"))
+    label: str | None = option(None, "a file the operator names")
+
+
+BUILDS: list[EchoConfig] = []
+
+
+class Echo(Method):
+    """Answers each question with its first topic entity (its name or id): one names call per batch."""
+
+    name = "echo"
+
+    def __init__(self, store: Store, models: Models, config: EchoConfig) -> None:
+        super().__init__(store, models, config.batch_size)
+        self.config = config
+
+    def _answer(self, questions: list[Question]) -> list[Prediction]:
+        topics = [q.topic_entities[0] for q in questions]
+        names = self.store.names(topics)
+        shown = [names[t] if self.config.style == "name" else t for t in topics]
+        return [Prediction([s or ""], [t], {"looked_up": t, "label": self.config.label}) for s, t in zip(shown, topics)]
+
+
+def _build_echo(config: EchoConfig, store: Store, models: Models) -> Echo:
+    BUILDS.append(config)
+    return Echo(store, models, config)
+
+
+@pytest.fixture
+def echo() -> Iterator[MethodSpec]:
+    spec = MethodSpec("echo", "answers with the topic entity", EchoConfig, _build_echo)
+    registry.register(spec)
+    BUILDS.clear()
+    yield spec
+    registry.unregister("echo")
+
+
+def test_answer_runs_a_registered_method_as_the_run_protocol_does(oxigraph, echo):
+    settings = ServeSettings(method_options={"echo": {"label": "from-the-operator"}}, max_questions=3)
+    questions = [
+        {"question": "what is [Blade Runner]", "topics": ["m.0kq01"], "answers": ["Blade Runner"], "id": "a"},
+        {"question": "who is [m.0kq10]", "topics": ["m.0kq10"], "answers": ["Ridley Scott"]},
+        {"question": "what is [m.gone]", "topics": ["m.gone"]},
+    ]
+    with served(oxigraph, settings) as client:
+        answer = client.answer(method="echo", questions=questions, config={"batch_size": 2})
+        asked = [Question(q.get("id", f"q{i}"), q["question"], q.get("answers", []), q["topics"], [])
+                 for i, q in enumerate(questions)]
+        records: list[dict] = []
+        run_method(_build_echo(EchoConfig(batch_size=2, label="from-the-operator"), oxigraph, Models(progress=False)),
+                   asked, progress=False, on_record=records.append)
+        assert [p["prediction"] for p in answer["predictions"]] == [r["prediction"] for r in records]
+        assert [p["prediction"] for p in answer["predictions"]] == [["Blade Runner"], ["Ridley Scott"], [""]]
+        assert [p["id"] for p in answer["predictions"]] == ["a", "q1", "q2"]
+        assert answer["predictions"][0]["trace"] == {"looked_up": "m.0kq01", "label": "from-the-operator"}
+        assert "m.gone not in the store" in answer["predictions"][2]["warning"]
+        assert set(answer["seconds"]) == {"store", "model", "other", "total"} and answer["seconds"]["store"] > 0
+        assert answer["predictions"][0]["calls"]["store"] == 0.5  # one names call per batch of two
+        assert answer["config"] == {"batch_size": 2, "style": "name", "label": "from-the-operator"}
+        assert (answer["summary"]["questions"], answer["summary"]["hits1"], answer["summary"]["no_gold"]) == (3, 1.0, 1)
+        one = client.answer(method="echo", question="who is it", topics=["m.0kq11"], config={"style": "id", "batch_size": 2})
+        assert one["predictions"][0]["prediction"] == ["m.0kq11"]
+        client.answer(method="echo", question="again", topics=["m.0kq11"], config={"batch_size": 2})
+        assert len(BUILDS) == 3  # two configs, each built once on the server (and one here)
+        for body, status, message in [
+            ({"method": "echo", "question": "q", "config": {"label": "/etc/passwd"}}, 400,
+             "only the server's operator sets: start kgqa serve with --method-option echo.label=VALUE"),
+            ({"method": "echo", "question": "q", "config": {"batch_size": "two"}}, 400, "option batch_size='two': give a int"),
+            ({"method": "echo", "question": "q", "config": {"style": "loud"}}, 400, "use one of name, id"),
+            ({"method": "echo", "question": "q", "config": {"sytle": "id"}}, 400, "echo has no option 'sytle'"),
+            ({"method": "ehco", "question": "q"}, 400, "unknown method 'ehco': use one of rog, ldr, etd, fidelis, arg, echo"),
+            ({"method": "echo"}, 422, "give either question (with topics) or questions"),
+            ({"method": "echo", "questions": [{"question": "q"}] * 4}, 400, "at most 3 (--max-questions)"),
+            ({"method": "echo", "question": "q", "timeout": 601}, 400, "above this server's maximum of 600 s"),
+        ]:
+            got, answer = client.request("POST", "/v1/answer", body)
+            assert got == status and message in answer["detail"], (body, answer)
+        methods = {m["name"]: m for m in client.get("/v1/methods")}
+        assert {"rog", "ldr", "etd", "fidelis", "arg", "echo"} <= set(methods)
+        settable = {o["name"]: o["settable"] for o in methods["echo"]["options"]}
+        assert settable == {"batch_size": True, "style": True, "label": False}
+        assert {o["name"]: o["settable"] for o in methods["rog"]["options"]}["model"] is False
+
+
+@pytest.mark.model
+def test_rog_answers_over_http_as_in_process_with_the_offline_model(oxigraph):
+    config = {"answer_mode": "paths", "max_hops": 1, "k": 2}
+    with served(oxigraph) as client:
+        answer = client.answer(method="rog", question="who directed [Blade Runner]", topics=["m.0kq01"], config=config)
+    (record,) = answer["predictions"]
+    assert record["trace"]["plans"] and record["trace"]["paths"] and record["prediction"]
+    assert answer["seconds"]["model"] > 0 and answer["seconds"]["store"] > 0
+    spec = registry.get("rog")
+    from engine.methods.spec import make_config
+
+    method = spec.build(make_config(spec.config, config), oxigraph, Models(progress=False))
+    (expected,) = method.answer([Question("q0", "who directed [Blade Runner]", [], ["m.0kq01"], [])])
+    assert record["prediction"] == [str(a) for a in expected.answers]
+
+
+# ----------------------------------------------------------------------------- a store that dies
+@pytest.mark.server
+def test_a_virtuoso_killed_under_the_server_gives_503_within_the_deadline_then_recovers(tmp_path):
+    from engine.servers import virtuoso
+    from engine.servers.base import ServerUnavailable
+    from engine.stores.sparql_endpoint import SparqlEndpointStore
+
+    try:
+        server = virtuoso.start(tmp_path / "dies")  # its own: the session's server serves other tests
+    except ServerUnavailable as e:
+        missing(f"Virtuoso cannot start: {e}")
+    try:
+        loaded = server.new_store("dies")
+        loaded.add_triples(GRAPH)
+        loaded.add_triples(Triple(f"m.s{i}", f"r{i % 7}", f"m.s{i + 1}") for i in range(3000))
+        store = SparqlEndpointStore(server.endpoint, graph=loaded.graph, retries=2, backoff=0.2)
+        deadline = 4.0
+        with served(store, ServeSettings(timeout=deadline)) as client:
+            expected = client.op("expand", ids=["m.0kq01"])
+            slow = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
+            outcome: list[tuple[int, Any, float]] = []
+
+            def ask_slow() -> None:
+                started = time.monotonic()
+                status, answer = ServeClient(client.url).request("POST", "/v1/ops/query", {"text": slow})
+                outcome.append((status, answer, time.monotonic() - started))
+
+            asking = threading.Thread(target=ask_slow)
+            asking.start()
+            time.sleep(0.5)  # the query is at work in Virtuoso
+            os.kill(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+            asking.join(30)
+            status, answer, seconds = outcome[0]
+            assert status == 503 and answer["error"] == "StoreUnavailableError", answer
+            assert seconds < deadline + 2
+            started = time.monotonic()
+            status, answer = client.request("POST", "/v1/ops/expand", {"ids": ["m.0kq01"]})
+            assert status == 503 and server.endpoint in answer["detail"] and time.monotonic() - started < deadline + 2
+            assert client.request("GET", "/v1/health")[0] == 503
+            server = virtuoso.start(tmp_path / "dies", server.http_port)  # back, on the same port and files
+            assert client.request("GET", "/v1/health") == (200, {"status": "ok", "dialect": "sparql"})
+            assert client.op("expand", ids=["m.0kq01"]) == expected
+    finally:
+        server.stop()
+
+
+def test_kgqa_serve_starts_listens_and_stops(tmp_path, kgqa_script):
+    store = tmp_path / "store"
+    subprocess.run([str(kgqa_script), "load", sample_path(), "--store", str(store), "--no-progress"], check=True,
+                   capture_output=True)
+    port = free_port()
+    process = subprocess.Popen(
+        [str(kgqa_script), "serve", "--store", str(store), "--port", str(port), "--max-rows", "5"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "KGQA_TOKEN": "from-env"},
+    )
+    try:
+        assert "API docs at /docs" in process.stderr.readline()
+        with ServeClient(f"http://127.0.0.1:{port}", token="from-env") as client:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    assert client.op("search", text="Alien")["hits"] == [{"id": "m.0kq02", "name": "Alien"}]
+                    break
+                except ConnectionRefusedError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+            status, answer = client.request("POST", "/v1/ops/expand", {"ids": ["m.0kq01"], "limit": 6})
+            assert status == 400 and "maximum of 5 rows" in answer["detail"]
+        assert ServeClient(f"http://127.0.0.1:{port}").request("GET", "/v1/stats")[0] == 401
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [(line["path"], line["status"]) for line in lines][-3:] == [
+        ("/v1/ops/search", 200), ("/v1/ops/expand", 400), ("/v1/stats", 401),
+    ]
+    assert "Traceback" not in err
