@@ -142,6 +142,10 @@ def _node_value(node: neo4j.graph.Node) -> Any:
     return props
 
 
+#: the longest wait for a Bolt handshake (the store's timeout when that is shorter)
+HANDSHAKE_SECONDS = 5.0
+
+
 class BoltStore(Store):
     """A Neo4j 5 (or FalkorDB) database reached over Bolt.
 
@@ -181,7 +185,10 @@ class BoltStore(Store):
             self._driver = neo4j.GraphDatabase.driver(
                 address,
                 auth=None if user is None else (user, password or ""),
-                connection_timeout=self.timeout,
+                # a handshake is answered at once or never: FalkorDB's listener can sit on one
+                # socket number (see _connect), and only a new connection gets past it, so a
+                # short handshake wait lets the driver's own retry open that new connection
+                connection_timeout=min(self.timeout, HANDSHAKE_SECONDS),
                 connection_acquisition_timeout=self.timeout,
                 max_transaction_retry_time=self.timeout,
                 user_agent="kgqa-engine",
