@@ -1,26 +1,29 @@
-"""``kgqa bench load|retrieval|scale|methods|overhead|generate`` and ``python -m benchmarks …``.
+"""``kgqa bench load|retrieval|scale|methods|overhead|generate|limits|serve`` and ``python -m benchmarks …``.
 
 ``add_arguments(parser)`` puts the sub-commands on any argparse parser (the ``kgqa`` CLI uses
-it); ``main(argv)`` runs them.
+it); ``main(argv)`` runs them. A run writes its results and ``meta.json`` (the command, the
+commit and the machine that produced them) into its ``--out`` folder.
 """
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import report, runner, scale, sources
+from engine.methods import registry
 
 _HERE = Path(__file__).resolve().parent
-#: where a run's results go by default: beside the code in a checkout (benchmarks/results/<mode>);
+#: where a run's results go by default: beside the code in a checkout (benchmarks/results/<benchmark>);
 #: an installed copy writes under its --workdir instead of into site-packages
 RESULTS_DIR = _HERE / "results" if (_HERE.parent / "pyproject.toml").is_file() else None
 DEFAULT_STORES = "oxigraph,virtuoso,bolt"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,scale,methods,overhead,generate}")
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="{retrieval,load,scale,methods,overhead,generate,limits,serve}")
     for name, text in (
         ("retrieval", "time every retrieval operation on every store against the baselines"),
         ("load", "time loading through the engine against each store's native bulk loader"),
@@ -40,11 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--batch", type=int, help="questions per batched follow_paths call")
         p.add_argument("--batches", type=int, help="batched calls per question group")
         p.add_argument("--budget", type=float, help="seconds per implementation and workload before later tasks are left out")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
         p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench",
                        help="stores, servers and generated graphs (default kgqa-data/bench)")
-        p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/<mode> in a checkout, "
-                       "else <workdir>/results/<mode>)")
+        p.add_argument("--out", type=Path, help=f"where results go (default benchmarks/results/{name} in a checkout, "
+                       f"else <workdir>/results/{name}; {name}-quick with --quick)")
         p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
         p.set_defaults(bench_handler=_run)
     text = "generated Freebase-shaped graphs of growing size: load throughput, disk, memory, every workload, hub calls"
@@ -57,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=20.0, help="seconds per store and workload before later tasks are left out (default 20)")
     p.add_argument("--hub-share", type=float, default=0.1, help="share of each graph's triples in the hub pool (default 0.1: 1M edges at 10M)")
     p.add_argument("--hub-limit", type=int, default=None, help="limit of the hub calls (default: the engine's default limit)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
     p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
@@ -71,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", default="metaqa,pathquestion", help="comma-separated: metaqa, pathquestion (default both)")
     p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds or URIs (default oxigraph,virtuoso)")
     p.add_argument("--questions", type=int, default=20, help="questions per question set (default 20)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--device", default=None, help="torch device for every method (default: cuda when available)")
     p.add_argument("--method-option", action="append", default=[], metavar="METHOD.OPTION=VALUE",
                    help="an option of a method's config (as `kgqa <method> run --help` lists them, with _ for -), "
@@ -89,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--stores", default=DEFAULT_STORES, help=f"comma-separated store kinds (default {DEFAULT_STORES})")
     p.add_argument("--questions", type=int, help="questions per MetaQA hop class, random walks (quick 5, full 10)")
     p.add_argument("--repeats", type=int, help="timed runs of each side per task; the best counts (quick and full 3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/overhead in a checkout)")
     p.set_defaults(bench_handler=_overhead)
@@ -97,8 +100,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
     p.add_argument("size", help="about how many triples: 1M, 250k, 10M …")
     p.add_argument("--out", type=Path, required=True, help="output file (.nt or .nt.gz)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generator (default 0)")
     p.set_defaults(bench_handler=_generate)
+
+    text = "the longest id and literal a store keeps exactly (the numbers in engine/limits.py); writes probe triples"
+    p = sub.add_parser("limits", help=text, description=text)
+    p.add_argument("--store", required=True, metavar="URI", help="the store to probe: use a scratch store, probe triples stay in it")
+    p.add_argument("--max-id", type=int, default=20_000, help="largest id size tried, in bytes (default 20000)")
+    p.add_argument("--max-literal", type=int, default=100_000,
+                   help="largest literal size tried, in bytes (default 100000; 0 skips literals)")
+    p.set_defaults(bench_handler=_limits)
+
+    text = "the HTTP API (kgqa serve) under concurrent clients against the same calls in-process: throughput, latency, mismatches"
+    p = sub.add_parser("serve", help=text, description=text)
+    p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds started by the run (default oxigraph,virtuoso)")
+    p.add_argument("--dataset", default="gen:100k", help="metaqa, pathquestion, fb15k237 or gen:SIZE (default gen:100k)")
+    p.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    p.add_argument("--ops", type=int, default=200, help="mixed calls per client (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload and a generated graph (default 0)")
+    p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
+    p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/serve in a checkout)")
+    p.set_defaults(bench_handler=_serve)
 
 
 def config(args: argparse.Namespace) -> runner.RunConfig:
@@ -125,33 +147,34 @@ def config(args: argparse.Namespace) -> runner.RunConfig:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> Path:
     cfg = config(args)
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     results = runner.run_retrieval(cfg) if args.bench_command == "retrieval" else runner.run_load(cfg)
-    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / cfg.mode
+    name = args.bench_command + ("-quick" if args.quick else "")
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / name
     for path in report.write(results, out):
         print(path)
-    return 0
+    return out
 
 
-def _methods(args: argparse.Namespace) -> int:
+def _methods(args: argparse.Namespace) -> Path:
     from benchmarks import methods
 
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
     cfg = methods.MethodsConfig(
         methods=split(args.methods), datasets=split(args.datasets), stores=split(args.stores), questions=args.questions,
         seed=args.seed, workdir=args.workdir.resolve(), device=args.device,
-        method_options=methods.parse_method_options(args.method_option), etd_checkpoints=args.etd_checkpoints,
+        method_options=registry.parse_method_options(args.method_option), etd_checkpoints=args.etd_checkpoints,
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"
     for path in methods.write(methods.run_methods(cfg), out):
         print(path)
-    return 0
+    return out
 
 
-def _overhead(args: argparse.Namespace) -> int:
+def _overhead(args: argparse.Namespace) -> Path:
     from benchmarks import overhead
 
     defaults = overhead.QUICK if args.quick else overhead.FULL
@@ -165,10 +188,26 @@ def _overhead(args: argparse.Namespace) -> int:
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / ("overhead-quick" if args.quick else "overhead")
     for path in overhead.write(overhead.run_overhead(cfg), out):
         print(path)
-    return 0
+    return out
 
 
-def _scale(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace) -> Path:
+    from benchmarks import serve_load
+
+    if args.clients < 1 or args.ops < 1:
+        raise SystemExit("kgqa bench serve: --clients and --ops must be positive")
+    cfg = serve_load.ServeLoadConfig(
+        stores=[s.strip() for s in args.stores.split(",") if s.strip()], dataset=args.dataset, clients=args.clients,
+        ops=args.ops, seed=args.seed, workdir=args.workdir.resolve(),
+    )
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "serve"
+    for path in serve_load.write(serve_load.run_serve_load(cfg), out):
+        print(path)
+    return out
+
+
+def _scale(args: argparse.Namespace) -> Path:
     from benchmarks import scale_report
     from engine.errors import InvalidInputError
     from engine.servers import virtuoso
@@ -205,10 +244,10 @@ def _scale(args: argparse.Namespace) -> int:
         )
     for path in scale_report.write(scale.run_scale(cfg), out, append=args.append):
         print(path)
-    return 0
+    return out
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _generate(args: argparse.Namespace) -> None:
     from benchmarks.generator import FreebaseGenerator
 
     generator = FreebaseGenerator(sources.parse_size(args.size), seed=args.seed)
@@ -216,11 +255,20 @@ def _generate(args: argparse.Namespace) -> int:
     count = sources.write_ntriples(iter(generator), args.out)
     info = generator.info
     print(f"{args.out}: {count:,} triples, {info.entities:,} topic entities, {info.cvts:,} CVT nodes (seed {info.seed})")
-    return 0
+
+
+def _limits(args: argparse.Namespace) -> None:
+    from benchmarks.probe_limits import probe
+
+    probe(args.store, args.max_id, args.max_literal)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kgqa bench", description="Benchmarks: loading and retrieval on every store, beside the baselines.")
     add_arguments(parser)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return args.bench_handler(args)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    out = args.bench_handler(args)
+    if out is not None:  # a run that wrote results: say what produced them
+        report.write_meta(out, "python -m benchmarks " + shlex.join(argv), append=getattr(args, "append", False))
+    return 0

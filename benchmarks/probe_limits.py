@@ -1,7 +1,6 @@
 """Measure the longest id and literal a store keeps exactly (the numbers in :mod:`engine.limits`).
 
-    python -m benchmarks.probe_limits --store URI [--store-option KEY=VALUE ...] \\
-        [--max-id BYTES] [--max-literal BYTES]
+    kgqa bench limits --store URI [--max-id BYTES] [--max-literal BYTES]
 
 Each trial writes one triple through the store's bulk path *without* the engine's term check,
 then reads it back from the short end: the id must come back whole with its edge (not cut to a
@@ -14,13 +13,12 @@ Large literals load slowly on Virtuoso (minutes per trial in the megabytes).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from engine.open import open_store
-from engine.errors import KGQAError, StoreError
+from engine.errors import StoreError
 from engine.graph import Literal, Triple
 from engine.store import Store
 
@@ -70,23 +68,10 @@ def longest(survives: Callable[[int], bool], low: int, high: int) -> str:
     return f"{low:,}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.probe_limits", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", required=True, help="the store URI to probe (it stores probe triples there)")
-    parser.add_argument("--max-id", type=int, default=20_000, help="largest id size tried, in bytes")
-    parser.add_argument("--max-literal", type=int, default=100_000, help="largest literal size tried, in bytes (0: skip)")
-    args = parser.parse_args(argv)
-    try:
-        with open_store(args.store, create=True) as store:  # it stores probe triples
-            print(f"{store!r}")
-            print(f"id (as stored): {longest(lambda n: id_survives(store, n), len(_PREFIX) + 8, args.max_id)} bytes")
-            if args.max_literal:
-                print(f"literal value: {longest(lambda n: literal_survives(store, n), 1, args.max_literal)} bytes")
-    except KGQAError as e:
-        print(f"probe_limits: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def probe(uri: str, max_id: int, max_literal: int) -> None:
+    """Print the longest id and (unless ``max_literal`` is 0) literal the store at ``uri`` keeps."""
+    with open_store(uri, create=True) as store:  # it stores probe triples
+        print(f"{store!r}")
+        print(f"id (as stored): {longest(lambda n: id_survives(store, n), len(_PREFIX) + 8, max_id)} bytes")
+        if max_literal:
+            print(f"literal value: {longest(lambda n: literal_survives(store, n), 1, max_literal)} bytes")

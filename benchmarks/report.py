@@ -75,6 +75,25 @@ def _git_state() -> str | None:
     return head.stdout.strip() + (f" with {changed} files modified or untracked" if changed else "")
 
 
+def describe_machine(m: dict[str, Any]) -> str:
+    """One line naming the machine of a run: CPU, cores, memory, Python, Virtuoso."""
+    text = f"{m.get('cpu') or 'unknown CPU'}, {m.get('cores')} cores, {m.get('memory_gib')} GiB, Python {m.get('python')}"
+    return text + (f", Virtuoso {m['virtuoso'].split(' as of')[0].removeprefix('Version ')}" if m.get("virtuoso") else "")
+
+
+def write_meta(out: Path, command: str, append: bool = False) -> Path:
+    """``meta.json`` beside a run's results: the command, the commit and the machine that produced
+    them (the docs' benchmark tables name the command and the machine). With ``append`` (a run
+    that adds sizes or stores to earlier results) the earlier commands are kept before this one."""
+    summaries = sorted(p for p in out.glob("*.json") if p.name != "meta.json")
+    m = json.loads(summaries[0].read_text()).get("machine", {}) if summaries else machine()
+    path = out / "meta.json"
+    commands = json.loads(path.read_text())["commands"] if append and path.exists() else []
+    meta = {"commands": commands + [command], "commit": m.get("git"), "machine": describe_machine(m)}
+    path.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
 def _first_line_of(command: list[str], index: int = 0) -> str | None:
     if shutil.which(command[0]) is None:
         return None

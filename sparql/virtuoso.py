@@ -15,15 +15,13 @@
   ``2.0``), so an edge to a literal anchor is found by value and then its object checked
   for the anchor's datatype and value (:meth:`VirtuosoCompiler.literal_edges`), and an
   S-expression's ``(JOIN r literal)`` checks what it meets (:meth:`literal_join`).
-- Virtuoso compiles each new query text (a ``two_hop_relations`` text: ≈ 3 ms the first time
-  against ≈ 1 ms once compiled), and a text with its ids written in is new at every call. A
-  single id goes instead as a URL parameter, which its endpoint binds to the global variable
-  ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is reused
-  (MetaQA single-question calls at p50: ``two_hop_relations`` 5.0 → 1.7 ms, ``relations``
-  2.5 → 1.2 ms); so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`),
-  and with them the relation names of ``two_hop_relations``, ``expand``, S-expressions and
-  walks from a few seeds (:func:`_relations_as_parameters`), without which a graph of many
-  relations (Freebase) meets a new text at almost every call.
+- Virtuoso compiles each new query text, and a text with its ids written in is new at every
+  call. A single id goes instead as a URL parameter, which its endpoint binds to the global
+  variable ``?::name`` (:func:`bind_with_parameters`), so the text repeats and its plan is
+  reused; so do short lists where a triple pattern binds them (:data:`IDS_AS_PARAMETERS`), and
+  with them the relation names of ``two_hop_relations``, ``expand``, S-expressions and walks
+  from one seed (:func:`_relations_as_parameters`), without which a graph of many relations
+  (Freebase) meets a new text at almost every call. Why and how far: docs/design/virtuoso-query-texts.md.
 - A group in which a ``BIND`` follows the triple pattern, joined to a variable that a URL
   parameter binds, fails to compile ("SR204: Missing named parameter") once Virtuoso is told a
   ``timeout``: ``expand`` through one relation writes its hop without a group
@@ -53,11 +51,8 @@ from sparql.terms import Terms
 EXACT_SUFFIX = "__exact"
 #: a SELECT head's projected variables: an expression's alias, or a variable
 _PROJECTED = re.compile(r"\(.*? AS \?(\w+)\)|\?(\w+)")
-#: ids (or pairs) per query: Virtuoso 7.2 cannot compile a query naming several thousand
-#: (on MetaQA, ``names`` of ≈ 4,000 ids: "SQ199: Maximum size (32767) of a code vector
-#: exceeded"; every operation at 10,000: "Too many arguments for standard built-in function"),
-#: and compiling grows faster than the list (``two_hop_relations`` over 1,000 / 3,000 ids:
-#: 0.39 / 1.58 s), so longer lists go as several queries
+#: ids (or pairs) per query: Virtuoso 7.2 cannot compile a query naming several thousand, and
+#: compiling grows faster than the list (docs/design/virtuoso-query-texts.md)
 IDS_PER_QUERY = 1000
 #: a compiled query's one-column VALUES block of ids
 _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
@@ -65,21 +60,12 @@ _ID_ROWS = re.compile(r"VALUES \?(\w+) \{ \$(\w+) \}")
 #: two so that a few texts serve every length: at most this many, per operation. Only
 #: operations whose ids a triple pattern binds in every branch of their group, so that the
 #: filter keeps the rows a VALUES block would (``names`` and ``types`` keep ids with no edge,
-#: which only VALUES brings in). Measured against the list written in (p50 of 40 random lists,
-#: first compilation included) on MetaQA / PathQuestion: ``relations`` of 8 ids 3.5 → 1.4 ms,
-#: of 16 5.6 / 20.5 → 4.2 / 7.7 ms, but of 17 (32 parameters) 6.2 → 10.9 ms and of 40 (64)
-#: 10 → 194 ms; ``two_hop_relations`` of 32 ids 18.5 / 16.4 → 2.8 / 3.3 ms, ``expand`` 6.0 /
-#: 5.9 → 3.7 / 3.5 ms (FB15k-237: 17.3 → 11.1 and 17.7 → 15.6 ms); walks from 2 / 8 / 32
-#: seeds (relations as parameters either way) 3.1 / 3.4 / 5.2 → 0.95 / 1.2 / 2.1 ms (MetaQA),
-#: 2.8 / 3.9 / 5.4 → 0.9 / 1.1 / 1.8 ms (FB15k-237).
+#: which only VALUES brings in). The bounds were measured: docs/design/virtuoso-query-texts.md.
 IDS_AS_PARAMETERS = {"relations": 16, "two_hop_relations": 32, "expand": 32, "walks": 32}
 #: Walks from at most this many seeds send their relations as parameters too; from more,
 #: Virtuoso's plan without them costs more than compiling (:func:`_relations_as_parameters`).
 #: From one seed the plan starts at the seed, whatever the relations; from an ``IN`` list of
-#: seeds it can start elsewhere. Measured on the scale benchmark's 10M-triple graph, after
-#: compiling: 2-hop walks from 2 / 4 / 8 seeds 6.7 / 9.4 / 15.2 ms with the relations as
-#: parameters against 1.1 / 1.4 / 1.1 ms with them written in (8 seeds: 7.6 against 1.2 ms on
-#: another path), where PathQuestion's graph had shown at most ≈ 2 ms more up to 8 seeds.
+#: seeds it can start elsewhere (docs/design/virtuoso-query-texts.md).
 WALK_SEEDS_WITH_RELATION_PARAMETERS = 1
 #: The longest IRI (UTF-8 bytes) of an id that goes as a URL parameter: the longest Virtuoso
 #: keeps (engine/limits.py). It reads a parameter as a Turtle term and refuses an IRI from
@@ -167,9 +153,8 @@ def bind_with_parameters(op: Op, compiled: Compiled, terms: Terms) -> tuple[str,
     parameter or not (a missing id passes ``FILTER(EXISTS { ?id ?p ?o })``).
 
     Longer lists, and lists elsewhere, stay written in: a union of ``BIND`` clauses costs
-    more to compile than the list does (measured on RoG's PathQuestion calls, first call of
-    each text: walks from 3 / 5 seeds 11.7 / 11.9 ms written in, 36.7 / 66.2 ms as a union),
-    and a long ``IN`` list of parameters is planned badly (above).
+    more to compile than the list does, and a long ``IN`` list of parameters is planned badly
+    (docs/design/virtuoso-query-texts.md).
 
     Where the ids go as parameters, so do the relation names of ``two_hop_relations``,
     ``expand``, S-expressions, and walks from one seed
@@ -228,21 +213,10 @@ def _relations_as_parameters(text: str, named: tuple[str, ...], terms: Terms) ->
     ``j`` its place in ``named`` (the caller sends the IRIs as the parameters ``?rel_j``); None
     where one of them is also written as a function (an XSD cast), which a variable cannot be.
 
-    Virtuoso compiles a new text in milliseconds (on FB15k-237's 237 relations, the first call
-    of a text from one id at p50: a walk 18.2 against 1.7 ms, ``expand`` 7.7 against 0.9,
-    ``two_hop_relations`` 5.8 against 1.4; once compiled, the same either way). Once compiled,
-    ``two_hop_relations`` and ``expand`` from 2–8 ids run as fast or up to 0.3 ms slower with
-    their relations as parameters, from 16 / 32 ids up to 1.2 / 3.3 ms slower
-    (``two_hop_relations`` on PathQuestion; on FB15k-237 as fast), less than the 9–14 ms a new
-    text of theirs costs to compile there. A
-    walk's plan made without its relations gets slower with its seeds (PathQuestion's 3-hop
-    walks, once compiled, from 2 / 8 / 32 seeds in an ``IN`` filter: 1.0 / 1.3 / 2.2 ms with
-    the relations written in, 1.5 / 3.2 / 13.2 ms as parameters; from 64 seeds written in: 3
-    against 16–31 ms; MetaQA and FB15k-237 within 0.1 ms up to 8 seeds), while compiling a
-    new walk from a few seeds takes 10–30 ms (RoG's decoding steps on MetaQA); on a graph of
-    10M triples the plan without the relations cost up to 14 ms more from as few as 2 seeds, on
-    every call, so only a walk from one seed (its plan starts there) sends its relations as
-    parameters (:data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`).
+    Compiling a new text costs more than running a plan made without the relations, except
+    for a walk from several seeds, whose plan made without them gets slower with its seeds; so
+    only a walk from one seed (its plan starts there) sends its relations as parameters
+    (:data:`WALK_SEEDS_WITH_RELATION_PARAMETERS`; measured: docs/design/virtuoso-query-texts.md).
 
     In a compiled text a relation's IRI is a term (of a triple pattern, a ``BIND``, an ``IN``
     list), and every value from outside is still a ``$name`` placeholder, so no string holds

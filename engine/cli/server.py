@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "server", help="start a local throw-away Virtuoso or FalkorDB server, print its URI, stop it on Ctrl-C"
     )
-    p.add_argument("kind", choices=sorted(STARTERS))
+    p.add_argument("kind", choices=sorted(STARTERS), help="which server: virtuoso (SPARQL) or falkordb (Bolt)")
     p.add_argument("--dir", required=True, type=Path,
                    help="a new or empty directory for the server's files (removed when it stops)")
     p.add_argument("--port", type=int, default=None,

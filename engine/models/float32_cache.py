@@ -1,11 +1,10 @@
 """Greedy decoding of a 16-bit model on a CPU with its key/value cache, and the attention of
 each new token, in float32.
 
-Why: torch's CPU attention kernel is slow for one bfloat16 query over a long cache.
-SmolLM2-135M in bfloat16 decoded a token at 4,000 tokens of context in 124 ms, against 56 ms
-in float32, so a long prompt's answer decoded slower in bfloat16 than in float32 (RoG's
-reasoning prompts; ``python -m benchmarks.lm_floor``). Kept in float32, the cache holds the same
-values (a bfloat16 number is exactly a float32 one) and a token attends over it in float32: 45 ms.
+Why: torch's CPU attention kernel is slow for one bfloat16 query over a long cache, so a long
+prompt's answer decoded slower in bfloat16 than in float32 (docs/design/model-precision.md).
+Kept in float32, the cache holds the same values (a bfloat16 number is exactly a float32 one)
+and a token attends over it in float32.
 The prompt's own forward pass is unchanged: it attends in the model's precision. The scores
 differ from the bfloat16 kernel's in their last digits, as any two bfloat16 kernels' do.
 

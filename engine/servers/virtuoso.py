@@ -33,8 +33,8 @@ STARTUP_TIMEOUT = 60.0
 #: The buffer pool by default: 100,000 pages of 8 KiB (≈ 0.8 GiB), sized for a small machine (2
 #: cores, 24 GiB) running tests beside it; ``buffer_pool_gib`` gives a database much larger than
 #: that (a Freebase-sized one) more, as Virtuoso's own guidance does. Loading the 50M-triple generated
-#: graph (a 1.9 GB database) took as long with 4 GiB (benchmarks/README.md): there the load batch
-#: decides. No MaxQueryExecutionTime / ResultSetMaxRows in the ini: Virtuoso would cut results
+#: graph (a 1.9 GB database) took as long with 4 GiB: there the load batch decides
+#: (docs/design/virtuoso-load-batches.md). No MaxQueryExecutionTime / ResultSetMaxRows in the ini: Virtuoso would cut results
 #: short instead of failing.
 DEFAULT_BUFFERS = 100_000
 PAGE_BYTES = 8192

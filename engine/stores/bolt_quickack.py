@@ -3,10 +3,9 @@
 FalkorDB writes an answer of more than about 4 KB in two pieces on a socket without
 ``TCP_NODELAY``, so Nagle's algorithm holds the second piece until the client acknowledges the
 first, and Linux delays that acknowledgement by up to 40 ms (it waits for the client's next
-request to carry it). Every FalkorDB answer past ≈ 4 KB took ≈ 40 ms more: 200 rows 44 ms
-against 1.6 ms for 120 rows, with the raw driver too. Asking the kernel to acknowledge at once
-(``TCP_QUICKACK``; Linux leaves that mode again on its own, so it is asked before every read)
-brings the 200 rows to 2.8 ms.
+request to carry it), so every FalkorDB answer past ≈ 4 KB waited that long. Asking the kernel
+to acknowledge at once (``TCP_QUICKACK``; Linux leaves that mode again on its own, so it is
+asked before every read) removes the wait (docs/design/quick-acks.md).
 
 The Neo4j driver has no hook for its sockets, so :func:`install` wraps the read method of the
 driver's socket class, once per process, when a store connects to FalkorDB. Where that class

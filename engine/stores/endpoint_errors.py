@@ -60,8 +60,8 @@ def retried(attempt: Callable[[], T], retries: int, backoff: float, deadline: fl
     """``attempt()``, tried again on a :func:`transient` failure up to ``retries`` times after
     exponential waits (``backoff``, doubled each time, at most 30 s); the last failure is
     raised, also when the next try would start past ``deadline`` (a ``time.monotonic()``
-    time; None: none). (A plain loop: a retry library's machinery cost ≈ 10 µs a call, 1 % of
-    a small one.)"""
+    time; None: none). A plain loop: a retry library's machinery cost a measurable share of a
+    small call."""
     tried = 0
     while True:
         try:

@@ -4,9 +4,9 @@ Reads are POSTed over kept-alive connections (``engine/stores/sparql_http.py``) 
 named graph; the compiled queries' answers come from Virtuoso as Turtle result sets, several
 times faster for it to write than JSON (``sparql/turtle_results.py``), everything else as JSON.
 Virtuoso streams a Turtle answer and closes the connection after it, so each compiled query
-opens a new one (≈ 0.1 ms on loopback); the formats it keeps alive (JSON, XML,
-``application/x-nice-turtle``) buffer the whole answer first and write one of 100k rows 3.5-4x
-slower (``benchmarks/README.md``). Every call has a deadline (its own ``timeout``, else the
+opens a new one; the formats it keeps alive (JSON, XML, ``application/x-nice-turtle``) buffer
+the whole answer first and write a large one several times slower
+(docs/design/result-formats.md). Every call has a deadline (its own ``timeout``, else the
 store's), which Virtuoso is told so that it stops the query there; within it, transient failures
 are retried with exponential backoff (connection refused or reset, HTTP 5xx that are not query
 errors; ``engine/stores/endpoint_errors.py``), never a query that was sent and not answered in
@@ -119,10 +119,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     - ``query()`` shows doubles with Virtuoso's six digits, and boolean expressions as 0/1.
     """
 
-    # Each batch is one bulk-loader run and checkpoint, which cost more as the database grows:
-    # the 50M-triple generated graph loaded in 913-927 s in batches of 250,000, 544 s in batches of
-    # 1,000,000 and 415 s in batches of 5,000,000 (2026-11-25, benchmarks/README.md), with the
-    # loading process at 0.44, 1.2 and 5.0 GiB.
+    # Each batch is one bulk-loader run and checkpoint, which cost more as the database grows;
+    # larger batches cost the loading process memory (docs/design/virtuoso-load-batches.md).
     load_batch_size = 1_000_000
 
     def __init__(

@@ -1,16 +1,13 @@
 """POSTing SPARQL queries over HTTP connections that stay open between requests.
 
 SPARQLWrapper opens a new connection for every query (``urllib``), which on a small query costs
-about as much as the query itself (measured against Virtuoso on loopback: +40-60 % per call on
-MetaQA's single-question calls). :class:`KeptConnections` keeps one connection per thread and
+about as much as the query itself. :class:`KeptConnections` keeps one connection per thread and
 reuses it; a connection the server closed while idle is reopened once, at once, and one the
 server closes after its answer (Virtuoso after a streamed Turtle answer) is opened anew.
 
 Plain HTTP connections read with immediate TCP acknowledgements (:mod:`engine.stores.quick_ack`):
 Virtuoso writes its answers in pieces with Nagle's algorithm on, and some answer sizes waited
-≈ 40 ms for the client's delayed acknowledgement. A ``VALUES`` block of 300 / 400 / 512 ids
-read back took 48 ms each, once compiled, against 4.1 / 5.5 / 7.1 ms with quick acknowledgements
-(600 and 1,000 ids did not wait: 7.8 and 13 ms). A 287-id ``names`` call of RoG took 68 → 17 ms.
+for the client's delayed acknowledgement (docs/design/quick-acks.md).
 
 Failures look as they did through SPARQLWrapper, so that :mod:`engine.stores.endpoint_errors`
 tells them apart the same way: the HTTP statuses SPARQLWrapper names raise its exceptions with the
