@@ -3,7 +3,7 @@ serves them; no web framework here.
 
 A method is built once per (method, config) and kept (the least recently used dropped past
 ``--method-cache``); its models load with it. A request's ``config`` may set the options whose
-values are numbers, flags or one of their choices; the options that name models, files or
+values are flags or one of their choices, and lower (never raise) those that are numbers; the options that name models, files or
 templates are the operator's (``kgqa serve --method-option rog.model=…``), so that no request
 makes the server load a file or call a model server it was not started with. A built method
 answers one request at a time (its meter times one batch); the answer is the run protocol's
@@ -145,6 +145,16 @@ class Answerer:
                     f"start kgqa serve with --method-option {name}.{key}=VALUE"
                 )
             asked[key] = _checked(o, value)
+        served = make_config(spec.config, self.settings.method_options.get(name, {}))
+        for key, value in asked.items():
+            limit = getattr(served, key)
+            # a number sizes the work (beams, paths, batch): a request may lower it, never raise it,
+            # as it may lower the deadline and the row bound
+            if known[key].kind in (int, float) and value is not None and limit is not None and value > limit:
+                raise InvalidInputError(
+                    f"option {key}={value!r} of {name} is above this server's {limit!r}: a request may only lower it "
+                    f"(the operator raises it with --method-option {name}.{key}=VALUE)"
+                )
         return make_config(spec.config, {**self.settings.method_options.get(name, {}), **asked})
 
     def method(self, name: str, config: Any) -> _Built:
