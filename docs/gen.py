@@ -292,6 +292,22 @@ def bench_methods() -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_serve() -> str:
+    results, meta = _results("serve")
+    c = results["config"]
+    lines = _provenance("serve", meta)
+    lines += [f"{c['clients']} concurrent clients × {c['ops']} mixed calls each on {results['dataset']['name']} "
+              f"({results['dataset']['description']}), over loopback HTTP against the same calls in-process.\n",
+              "| store | side | calls/s | p50 ms | p95 ms | p99 ms | errors | mismatches |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for store, r in results["stores"].items():
+        for side in ("in_process", "http"):
+            m = r[side]
+            lines.append(f"| {store} | {side.replace('_', '-')} | {_number(m['calls_per_s'])} | {_number(m['p50_ms'])} | "
+                         f"{_number(m['p95_ms'])} | {_number(m['p99_ms'])} | {m['errors']} | {_number(m.get('mismatches'))} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------------- all
 def pages() -> dict[str, Callable[[], str]]:
     """Every generated file (name under docs/generated) and the function that writes it."""
@@ -302,7 +318,7 @@ def pages() -> dict[str, Callable[[], str]]:
     for name in names():
         found[f"options-{name}.md"] = lambda name=name: options_page(name)
     for bench, make in (("retrieval", bench_retrieval), ("load", bench_load), ("overhead", bench_overhead),
-                        ("scale", bench_scale), ("methods", bench_methods)):
+                        ("scale", bench_scale), ("methods", bench_methods), ("serve", bench_serve)):
         found[f"bench-{bench}.md"] = make
     return found
 
