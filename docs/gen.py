@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,6 +68,8 @@ def arguments(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
 
 
 def _cell(text: str) -> str:
+    # `{name}` as code: Markdown's attribute lists would take a trailing {prompt} for attributes
+    text = re.sub(r"(?<!`)(\{[A-Za-z_]*\})(?!`)", r"`\1`", text)
     return text.replace("|", "\\|").replace("\n", " ")
 
 
