@@ -104,7 +104,11 @@ BUILT_IN: dict[str, StoreSource] = {
 
 
 @dataclass(frozen=True)
-class SampleSet:
+class QuestionSelection:
+    """Questions of a dataset on a store (a ``sample`` of them drawn with ``seed``, or all) with
+    the method's options for them: a set of training samples, or a set answered in
+    validation or test."""
+
     name: str
     dataset: str
     store: str
@@ -135,26 +139,16 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class EvalSet:
-    name: str
-    dataset: str
-    store: str
-    sample: int | None
-    seed: int
-    config: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class Recipe:
     method: str
     name: str
     file: Path
     description: str
     config: dict[str, Any]
-    samples: tuple[SampleSet, ...]
+    samples: tuple[QuestionSelection, ...]
     stages: tuple[Stage, ...]
-    validate: tuple[EvalSet, ...]
-    evaluate: tuple[EvalSet, ...]
+    validate: tuple[QuestionSelection, ...]
+    evaluate: tuple[QuestionSelection, ...]
     stores: dict[str, StoreSource] = field(default_factory=dict)
     #: sha256 of the recipe as written and of the stores it names
     hash: str = ""
@@ -265,14 +259,17 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
                                         "or a question file relative to the recipe file")
         return str(file)
 
-    samples: list[SampleSet] = []
+    def selection(t: dict[str, Any], w: _Where, shared: dict[str, Any]) -> QuestionSelection:
+        return QuestionSelection(t.get("name", t["dataset"]), dataset_of(t["dataset"], t["store"], w), t["store"],
+                                 t.get("sample"), t.get("seed", 0), {**shared, **t.get("config", {})})
+
+    samples: list[QuestionSelection] = []
     for i, item in enumerate(_tables(table.get("samples", []), where / "samples")):
         w = where / "samples" / i
         t = _check_table(item, _SAMPLES_KEYS, _SAMPLES_REQUIRED, w)
         if spec.training_samples is None:
             raise w.error(f"the method {method!r} exports no training samples")
-        s = SampleSet(t.get("name", t["dataset"]), dataset_of(t["dataset"], t["store"], w), t["store"], t.get("sample"),
-                      t.get("seed", 0), t.get("config", {}))
+        s = selection(t, w, {})
         _check_config(spec.config, {**config, **s.config}, w / "config", set())
         if s.name in {x.name for x in samples}:
             raise (w / "name").error(f"two sample sets are named {s.name!r}: give one a name")
@@ -308,19 +305,18 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         stages.append(stage)
     stage_names = {s.name for s in stages}
 
-    def runs(key: str, required: bool) -> tuple[EvalSet, ...]:
+    def runs(key: str, required: bool) -> tuple[QuestionSelection, ...]:
         if key not in table:
             return ()
         w = where / key
         t = _check_table(table[key], _RUNS_KEYS, ("sets",) if required else (), w)
         shared = {**config, **t.get("config", {})}
         _check_config(spec.config, shared, w / "config", stage_names)
-        found: list[EvalSet] = []
+        found: list[QuestionSelection] = []
         for i, item in enumerate(_tables(t.get("sets", []), w / "sets")):
             ws = w / "sets" / i
             s = _check_table(item, _SET_KEYS, ("dataset", "store"), ws)
-            e = EvalSet(s.get("name", s["dataset"]), dataset_of(s["dataset"], s["store"], ws), s["store"], s.get("sample"),
-                        s.get("seed", 0), {**shared, **s.get("config", {})})
+            e = selection(s, ws, shared)
             _check_config(spec.config, e.config, ws / "config", stage_names)
             if e.name in {x.name for x in found}:
                 raise (ws / "name").error(f"two sets are named {e.name!r}: give one a name")

@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.methods.spec import MethodSpec, make_config
-from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, EvalSet, Recipe, SampleSet, Stage
+from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, QuestionSelection, Recipe, Stage
 from engine.recipes.stores import ReadyStore, built_dataset_dir, marker
 
 
@@ -122,7 +122,7 @@ def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, wor
 
 
 # ----------------------------------------------------------------------------- samples
-def export_samples(ctx: Context, s: SampleSet) -> dict[str, Any]:
+def export_samples(ctx: Context, s: QuestionSelection) -> dict[str, Any]:
     """The method's training samples of ``s``'s questions (train split) as JSONL."""
     from loaders.datasets import select_questions
 
@@ -251,7 +251,7 @@ def _etd_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- runs
-def answer_set(ctx: Context, e: EvalSet, split: str) -> dict[str, Any]:
+def answer_set(ctx: Context, e: QuestionSelection, split: str) -> dict[str, Any]:
     """``e``'s questions of ``split`` answered through the run protocol, and their scores."""
     config, seen_config = ctx.config(e.config)
     out = ctx.run_dir / ("evaluate" if split == TEST_SPLIT else "validate") / f"{e.name}.jsonl"
