@@ -155,6 +155,8 @@ def test_lora_is_merged_on_save(tiny, tmp_path: Path):
     summary = train(MEMORISE, tiny, tmp_path / "lora", config, progress=False)
     assert summary.lora and summary.train_loss[-1] < summary.train_loss[0]
     assert not (tmp_path / "lora" / "adapter_config.json").exists()
+    adapter = tmp_path / "lora" / "adapter"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
     lm = load_lm(str(tmp_path / "lora"), "cpu")
     assert not any("lora" in name for name, _ in lm.model.named_parameters())
     base = TransformersLM.load(tiny, "cpu")

@@ -39,6 +39,7 @@ from engine.models.templates import TEMPLATE_FILE
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
 CHECKPOINT_DIR = "checkpoint"
+ADAPTER_DIR = "adapter"  # a LoRA run's unmerged adapter, beside the merged model
 
 
 @dataclass(frozen=True)
@@ -424,11 +425,14 @@ def _save_checkpoint(path: Path, lm: Any, optimiser: Any, scheduler: Any, best: 
 
 
 def save_model(lm: Any, out_dir: str | Path) -> None:
-    """The model (LoRA merged into its weights) and tokenizer, as ``load_lm(out_dir)`` reads them."""
+    """The model (LoRA merged into its weights) and tokenizer, as ``load_lm(out_dir)`` reads them;
+    a LoRA run also keeps its unmerged adapter in ``out_dir/adapter``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = lm.model
     if hasattr(model, "merge_and_unload"):  # a peft model
+        # the adapter alone too (a few MB): what can ship and load onto the base model
+        model.save_pretrained(str(out / ADAPTER_DIR))
         model = model.merge_and_unload()
         lm.model = model
     model.eval()
