@@ -1,7 +1,7 @@
 """``make gpu-check``: the GPU against the CPU on the same work, in a few minutes.
 
-1. One training stage of RoG's recipe (the planner on train-split planning samples of MetaQA-2hop
-   and PQ-2H, one epoch): on the GPU (bf16 autocast, as every recipe trains there) and on the CPU,
+1. One training stage of RoG's full recipe (its LoRA planner stage, for one epoch, on train-split
+   planning samples of MetaQA-2hop and PQ-2H): on the GPU (bf16 autocast, as every recipe trains there) and on the CPU,
    from the same samples and seed: samples and target tokens per second, peak memory, losses.
 2. Batched inference of two methods on the same test questions, each on the GPU (bf16 weights)
    and on the CPU (float32): RoG with the planner trained on the GPU, LDR with the offline model.
@@ -50,12 +50,18 @@ def _peak_mib(device: str) -> float | None:
     return peak_rss_mib()
 
 
-def _train(samples: list, base: str | None, out: Path, device: str, seed: int) -> dict[str, Any]:
+def _train(samples: list, base: str | None, out: Path, device: str) -> dict[str, Any]:
+    """One epoch of the RoG full recipe's planner stage (its LoRA, learning rate, batch and seed)."""
     from engine.models.sft import SftConfig, train
+    from engine.recipes.recipe import load_recipe
 
+    settings = dict(load_recipe("rog", "full").stages[0].settings)
+    settings.pop("base", None)
+    template = settings.pop("prompt_template", None)
+    config = SftConfig(**{**settings, "epochs": 1}, template=template, device=device)
     _peak_reset(device)
     started = time.perf_counter()
-    summary = train(samples, base, out, SftConfig(epochs=1, lr=1e-4, batch_size=8, seed=seed, device=device), progress=False)
+    summary = train(samples, base, out, config, progress=False)
     seconds = time.perf_counter() - started
     epoch = max(sum(summary.epoch_seconds), 0.1)  # the training pass alone (its seconds are rounded to 0.1)
     return {"device": summary.device, "samples": summary.examples, "seconds": round(seconds, 1),
@@ -116,8 +122,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     questions = {d: select_questions(d, "test", sample=args.questions, seed=0) for d, _ in SETS}
     base = args.base
     check_dir = workdir / "gpu-check"
-    training = {"gpu": _train(samples, base, check_dir / "planner-gpu", args.gpu, 0),
-                "cpu": _train(samples, base, check_dir / "planner-cpu", "cpu", 0)}
+    training = {"gpu": _train(samples, base, check_dir / "planner-gpu", args.gpu),
+                "cpu": _train(samples, base, check_dir / "planner-cpu", "cpu")}
     training["speedup"] = round(training["gpu"]["samples_per_second"] / training["cpu"]["samples_per_second"], 2)
     planner = str(check_dir / "planner-gpu")
     rog_values = {"model": planner, "plan_mode": "grounded", "k": 1, "answer_mode": "paths"}

@@ -52,7 +52,8 @@ QUESTIONS = [
 
 #: each method's options: small enough for a CPU, a batch of three and one alone
 OPTIONS: dict[str, dict[str, Any]] = {
-    "rog": {"k": 2, "max_hops": 2, "answer_tokens": 16, "batch_size": 3},
+    "rog": {"model": "SmolLM2-135M-Instruct", "answer_mode": "llm", "k": 2, "max_hops": 2, "answer_tokens": 16,
+            "batch_size": 3},
     "ldr": {"batch_size": 3, "match_names": True},
     "fidelis": {"width": 2, "depth": 2, "top_n": 5, "batch_size": 3, "plan_tokens": 48, "rank_tokens": 16,
                 "answer_tokens": 16},

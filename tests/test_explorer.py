@@ -380,7 +380,8 @@ def test_kgqa_serve_explorer_draws_rog_with_the_offline_model_screenshot(tmp_pat
     log = tmp_path / "serve.log"
     with log.open("w") as err:  # a file, not a pipe: loading the model writes much
         process = subprocess.Popen(
-            [str(kgqa_script), "serve", "--store", str(store), "--port", str(port), "--questions", str(questions_file)],
+            [str(kgqa_script), "serve", "--store", str(store), "--port", str(port), "--questions", str(questions_file),
+             "--method-option", "rog.model=SmolLM2-135M-Instruct", "--method-option", "rog.k=3"],
             stderr=err, env=child_env(),
         )
     try:

@@ -235,7 +235,9 @@ def test_rog_reasons_over_the_server_as_in_process(lm, model_server, make_store)
     engine a batch, which the engine keeps equal to one by one)."""
     store = make_store("oxigraph", [Triple(*t) for t in KB])
     spec = registry.get("rog")
-    settings = {"k": 1, "max_hops": 1, "answer_tokens": 16, "batch_size": 3}
+    # the planner the server serves (the offline model), reasoning as in the paper
+    settings = {"model": "SmolLM2-135M-Instruct", "answer_mode": "llm", "k": 1, "max_hops": 1, "answer_tokens": 16,
+                "batch_size": 3}
     served = spec.build(make_config(spec.config, {**settings, "reasoner": model_server.name}), store, Models())
     assert served.reasoner.name == model_server.name
     local = spec.build(make_config(spec.config, settings), store, Models())

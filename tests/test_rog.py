@@ -272,7 +272,7 @@ def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
         Question("2", "what movies did [Christopher Nolan] direct", [], ["Christopher Nolan"], []),
         Question("3", "which genre is [Inception]", [], ["Inception"], []),
     ]
-    config = {"k": 1, "max_hops": 1, "answer_tokens": 16}
+    config = {"k": 1, "max_hops": 1, "answer_tokens": 16, "answer_mode": "llm"}
     one_by_one = [RogMethod(store, Models(), RogConfig(batch_size=1, **config), lm).answer([q])[0] for q in questions]
     method = RogMethod(store, Models(), RogConfig(batch_size=3, **config), lm)
     assert method.batch_size == 3

@@ -391,8 +391,8 @@ def test_answer_runs_a_registered_method_as_the_run_protocol_does(oxigraph, echo
 
 
 @pytest.mark.model
-def test_rog_answers_over_http_as_in_process_with_the_offline_model(oxigraph):
-    config = {"answer_mode": "paths", "max_hops": 1, "k": 2}
+def test_rog_answers_over_http_as_in_process_with_its_default_model(oxigraph):
+    config = {"max_hops": 1}
     with served(oxigraph) as client:
         answer = client.answer(method="rog", question="who directed [Blade Runner]", topics=["m.0kq01"], config=config)
     (record,) = answer["predictions"]

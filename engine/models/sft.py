@@ -35,6 +35,7 @@ from typing import Any
 from engine.errors import InvalidInputError, ParseError
 from engine.models.device import pick_device
 from engine.models.templates import TEMPLATE_FILE
+from engine.models.transformers_lm import DEFAULT_LM
 
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
@@ -406,7 +407,7 @@ def train(
 
     if best_state is not None:
         lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
-    save_model(lm, out)
+    save_model(lm, out, base)
     summary.seconds = round(time.perf_counter() - started, 1)
     (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
     return summary
@@ -424,15 +425,21 @@ def _save_checkpoint(path: Path, lm: Any, optimiser: Any, scheduler: Any, best: 
     (path / "state.json").write_text(json.dumps(state, indent=2))  # last: its presence marks a whole checkpoint
 
 
-def save_model(lm: Any, out_dir: str | Path) -> None:
+def save_model(lm: Any, out_dir: str | Path, base: str | None = None) -> None:
     """The model (LoRA merged into its weights) and tokenizer, as ``load_lm(out_dir)`` reads them;
-    a LoRA run also keeps its unmerged adapter in ``out_dir/adapter``."""
+    a LoRA run also keeps its unmerged adapter in ``out_dir/adapter``, a ``--model`` of its own
+    (:mod:`engine.models.adapters`; ``base``: the base model's ``--model`` name)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = lm.model
     if hasattr(model, "merge_and_unload"):  # a peft model
-        # the adapter alone too (a few MB): what can ship and load onto the base model
+        # the adapter alone too (a few MB): what can ship and load onto the base model, named by
+        # its --model name (a local base by its absolute path) rather than the file peft loaded
+        for adapter in model.peft_config.values():
+            adapter.base_model_name_or_path = str(Path(base).resolve()) if base and Path(base).exists() else base or DEFAULT_LM
         model.save_pretrained(str(out / ADAPTER_DIR))
+        (out / ADAPTER_DIR / "README.md").unlink(missing_ok=True)  # peft's blank model card
+        (out / ADAPTER_DIR / TEMPLATE_FILE).write_text(lm.template + "\n", encoding="utf-8")
         model = model.merge_and_unload()
         lm.model = model
     model.eval()

@@ -23,18 +23,26 @@ from engine.store import Store
 from loaders.questions import Question
 
 
+#: the planner the engine ships: a LoRA adapter of the offline model (:mod:`engine.models.adapters`),
+#: built by RoG's full recipe (engine/recipes/rog.toml)
+SHIPPED_PLANNER = "rog-planner"
+
+
 @dataclass(frozen=True)
 class RogConfig:
     """Every option of RoG, with their defaults (listed on docs/methods/rog.md)."""
 
-    model: str | None = option(None, "planning model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    model: str | None = option(SHIPPED_PLANNER, "planning model: HF id, directory, .gguf, LoRA adapter, or openai:MODEL[@URL] "
+                               f"(default: {SHIPPED_PLANNER}, the shipped planner `kgqa reproduce rog` trains; "
+                               "SmolLM2-135M-Instruct: its untrained base)")
     reasoner: str | None = option(None, "reasoning model if not the planning model (plug-and-play)")
     prompt_template: str | None = option(None, "chat (tokenizer's), raw, llama2 (rmanluo/RoG) or a string with {prompt}")
     plan_mode: str = option("grounded", "free: the paper; vocabulary: relations of the store only; grounded: relations "
                             "leaving the frontier", choices=PLAN_MODES)
-    answer_mode: str = option("llm", "llm: RoG's reasoning prompt; paths: the path ends as answers; explain: the "
-                              "explanation prompt", flag="--mode", choices=REASONING_MODES)
-    k: int = option(3, "relation paths per question (beam width)", flag="--plans", short="-k")
+    answer_mode: str = option("paths", "paths: the path ends as answers (RoG w/o reasoning: the shipped planner does "
+                              "not reason); llm: RoG's reasoning prompt (the paper); explain: the explanation prompt",
+                              flag="--mode", choices=REASONING_MODES)
+    k: int = option(1, "relation paths per question (beam width; the paper: 3, for its reasoner)", flag="--plans", short="-k")
     max_hops: int = option(3, "longest plan in the constrained modes")
     direction: str = option("both", "which edges a plan may follow from the topic entities", choices=("out", "in", "both"))
     plan_tokens: int = option(100, "new tokens for a free plan")
