@@ -116,6 +116,37 @@ def test_every_tool_over_streamable_http_answers_as_the_python_api_and_bad_calls
     assert opened.names(["m.0kq01", "m.x", "m.y"]) == names
 
 
+def _post_initialize(url: str, headers: dict[str, str]) -> tuple[int, Any]:
+    """POST an MCP initialize request (what a client sends first) and return the status and JSON or text body."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json",
+                                                 "Accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_with_a_token_the_http_transport_answers_only_requests_that_carry_it():
+    opened = open_store("memory:")
+    settings = ServeSettings(timeout=10, max_rows=100, token="s3cret")
+    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1")) as server:
+        url = f"{server.url}/mcp"
+        status, body = _post_initialize(url, {})
+        assert status == 401 and body == {"error": "UnauthorizedError", "detail": (
+            "this server needs a bearer token: send the header Authorization: Bearer <token>")}
+        assert _post_initialize(url, {"Authorization": "Bearer wrong"}) == (401, {"error": "UnauthorizedError",
+                                                                             "detail": "wrong bearer token"})
+        status, text = _post_initialize(url, {"Authorization": "Bearer s3cret"})
+        assert status == 200 and '"serverInfo"' in text
+
+
 def test_the_tools_describe_the_servers_own_bounds():
     from engine.stores.oxigraph import OxigraphStore
 

@@ -10,7 +10,7 @@ from engine.cli.common import add_store_arguments, open_from_args
 from engine.errors import KGQAError
 from engine.identifiers import DEFAULT_LIMIT
 from engine.servers.base import LOOPBACK, check_host, check_port
-from engine.serve.settings import ServeSettings
+from engine.serve.settings import TOKEN_ENV, ServeSettings, token_or_env
 
 DEFAULTS = ServeSettings()
 
@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=LOOPBACK,
                    help=f"with --transport http, the IPv4 address to listen on (default {LOOPBACK}: this machine only)")
     p.add_argument("--port", type=int, default=8001, help="with --transport http, the port to listen on (default 8001)")
+    p.add_argument("--token", default=None,
+                   help=f"with --transport http, a bearer token every request must carry (default: ${TOKEN_ENV}, else none)")
     p.add_argument("--timeout", type=float, default=DEFAULTS.timeout, metavar="S",
                    help=f"a tool call's deadline, which a call may lower, never lift (default {DEFAULTS.timeout:g} s)")
     p.add_argument("--max-rows", type=int, default=DEFAULTS.max_rows, metavar="N",
@@ -45,8 +47,9 @@ def run_mcp(args: argparse.Namespace) -> None:
         from engine.serve.mcp import create_server, http_app, serve_stdio
     except ImportError as e:
         raise KGQAError(f"kgqa mcp needs the serve extra ({e}): pip install 'kgqa-engine[serve]'") from e
+    token = token_or_env(args.token)
     settings = ServeSettings(timeout=args.timeout, max_rows=args.max_rows, workers=args.workers,
-                             max_concurrency=args.max_concurrency, max_body=args.max_body)
+                             max_concurrency=args.max_concurrency, max_body=args.max_body, token=token)
     if args.transport == "stdio":
         with open_from_args(args) as store:
             anyio.run(serve_stdio, create_server(store, settings))  # stdout carries the protocol: nothing else may print there
@@ -59,7 +62,7 @@ def run_mcp(args: argparse.Namespace) -> None:
         server = create_server(store, settings)
         shown = "127.0.0.1" if host == "0.0.0.0" else host
         print(f"kgqa mcp: {store.uri} as MCP tools at http://{shown}:{port}/mcp; Ctrl-C stops it", file=sys.stderr, flush=True)
-        if host != LOOPBACK:
-            print(f"kgqa mcp: warning: listening on {host} without authentication: anyone who reaches it can query the store",
+        if host != LOOPBACK and token is None:
+            print(f"kgqa mcp: warning: listening on {host} without a token (--token): anyone who reaches it can query the store",
                   file=sys.stderr, flush=True)
         run(http_app(server, settings, host), host, port)

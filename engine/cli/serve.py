@@ -4,7 +4,6 @@ until Ctrl-C or SIGTERM; the access log goes to stderr, one JSON object a line."
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from engine.errors import InvalidInputError, KGQAError
 from engine.identifiers import DEFAULT_LIMIT
 from engine.methods import registry
 from engine.servers.base import LOOPBACK, check_host, check_port
-from engine.serve.settings import TOKEN_ENV, ServeSettings
+from engine.serve.settings import TOKEN_ENV, ServeSettings, token_or_env
 
 DEFAULTS = ServeSettings()
 
@@ -58,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    token = token_or_env(args.token)
     return ServeSettings(
         timeout=args.timeout, max_rows=args.max_rows, max_body=args.max_body, max_concurrency=args.max_concurrency,
         workers=args.workers, token=token, cors=tuple(args.cors), answer_timeout=args.answer_timeout,

@@ -1,9 +1,12 @@
 """The optional bearer token: with one set, every request but ``/v1/health`` and the API docs
-must send ``Authorization: Bearer <token>``."""
+must send ``Authorization: Bearer <token>`` (:func:`bearer`, ``kgqa serve``); :func:`guard` puts
+any ASGI app behind the same check (the MCP server's streamable HTTP, ``kgqa mcp``)."""
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import Request
 
@@ -16,12 +19,42 @@ def bearer(token: str | None) -> Callable[[Request], Awaitable[None]]:
     expected = None if token is None else token.encode()
 
     async def check(request: Request) -> None:  # async: FastAPI would run a plain function on a thread
-        if expected is None:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            raise UnauthorizedError("this server needs a bearer token: send the header Authorization: Bearer <token>")
-        if not hmac.compare_digest(given.strip().encode(), expected):
-            raise UnauthorizedError("wrong bearer token")
+        if expected is not None:
+            refusal = _refusal(request.headers.get("authorization", ""), expected)
+            if refusal:
+                raise UnauthorizedError(refusal)
 
     return check
+
+
+def guard(app: Any, token: str | None) -> Any:
+    """The ASGI ``app`` with every HTTP request checked for ``token`` (``app`` itself when None);
+    a refused request is answered 401 with the JSON error body ``kgqa serve`` sends."""
+    if token is None:
+        return app
+    expected = token.encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            refusal = _refusal(header, expected)
+            if refusal:
+                body = json.dumps({"error": UnauthorizedError.__name__, "detail": refusal}).encode()
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                headers += [(k.lower().encode(), v.encode()) for k, v in UnauthorizedError.headers.items()]
+                await send({"type": "http.response.start", "status": UnauthorizedError.status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _refusal(header: str, expected: bytes) -> str | None:
+    """Why the ``Authorization`` header ``header`` does not carry the token (None: it does)."""
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        return "this server needs a bearer token: send the header Authorization: Bearer <token>"
+    if not hmac.compare_digest(given.strip().encode(), expected):
+        return "wrong bearer token"
+    return None

@@ -138,5 +138,8 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 def http_app(server: Server[Any], settings: ServeSettings, host: str) -> Any:
     """``server`` as an ASGI app answering streamable HTTP at ``/mcp`` (bodies past
-    ``settings.max_body`` refused; on loopback, only loopback Host and Origin headers accepted)."""
-    return server.streamable_http_app(host=host, max_request_body_size=settings.max_body)
+    ``settings.max_body`` refused; on loopback, only loopback Host and Origin headers accepted;
+    with ``settings.token``, only requests that carry it as a bearer token)."""
+    from engine.serve.auth import guard
+
+    return guard(server.streamable_http_app(host=host, max_request_body_size=settings.max_body), settings.token)

@@ -4,6 +4,7 @@ row bound, never lift it past these."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from engine.errors import InvalidInputError
@@ -11,6 +12,11 @@ from engine.identifiers import DEFAULT_LIMIT, positive_int, positive_seconds
 
 #: the environment variable ``kgqa serve`` reads its bearer token from when ``--token`` is not given
 TOKEN_ENV = "KGQA_TOKEN"
+
+
+def token_or_env(token: str | None) -> str | None:
+    """The bearer token a server command was given, else ``$KGQA_TOKEN``'s, else None."""
+    return token if token is not None else os.environ.get(TOKEN_ENV) or None
 
 
 @dataclass(frozen=True)
