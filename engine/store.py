@@ -490,6 +490,8 @@ class Store(ABC):
         except TypeError:
             kept.sort(key=lambda t: (t[0], t[1], term_key(t[2])))
         ordered = build_each(Triple, *zip(*kept)) if kept else []
+        # nodes by layer, then as terms order: the order rows came in varies between runs on some stores
+        depth = dict(sorted(depth.items(), key=lambda item: (item[1], term_key(item[0]))))
         return SubgraphResult(ordered, depth, truncated)
 
     def shortest_paths(
