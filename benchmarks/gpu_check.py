@@ -1,8 +1,9 @@
 """``make gpu-check``: the GPU against the CPU on the same work, in a few minutes.
 
 1. One training stage of RoG's full recipe (its LoRA planner stage, for one epoch, on train-split
-   planning samples of MetaQA-2hop and PQ-2H): on the GPU (bf16 autocast, as every recipe trains there) and on the CPU,
-   from the same samples and seed: samples and target tokens per second, peak memory, losses.
+   planning samples of MetaQA-2hop and PQ-2H): on the GPU (bf16 autocast, as every recipe trains
+   there) and on the CPU, from the same samples and seed: samples and target tokens per second,
+   peak memory, losses.
 2. Batched inference of two methods on the same test questions, each on the GPU (bf16 weights)
    and on the CPU (float32): RoG with the planner trained on the GPU, LDR with the offline model.
    Questions per second, peak memory, and the share of questions whose predictions are the same.
@@ -55,9 +56,7 @@ def _train(samples: list, base: str | None, out: Path, device: str) -> dict[str,
     from engine.models.sft import SftConfig, train
     from engine.recipes.recipe import load_recipe
 
-    settings = dict(load_recipe("rog", "full").stages[0].settings)
-    settings.pop("base", None)
-    template = settings.pop("prompt_template", None)
+    _, template, settings = load_recipe("rog", "full").stages[0].lm_settings()
     config = SftConfig(**{**settings, "epochs": 1}, template=template, device=device)
     _peak_reset(device)
     started = time.perf_counter()

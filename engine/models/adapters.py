@@ -1,8 +1,8 @@
 """LoRA adapters as models: a LoRA run of ``kgqa lm train`` keeps its unmerged adapter in
 ``OUT/adapter`` (a few MB, against hundreds for the merged model). An adapter directory is a
-``--model`` like any other: :func:`merge_adapter` loads its base (``base_model_name_or_path`` in peft's adapter config, which the engine sets to the
-base's ``--model`` name) and merges the adapter into it, which gives the weights the run merged itself.
-The adapters the engine ships live in ``engine/models/adapters/<name>/`` and are named by
+``--model`` like any other: :func:`merge_adapter` loads its base (``base_model_name_or_path`` in
+peft's adapter config, which the engine sets to the base's ``--model`` name) and merges the
+adapter into it, which gives the weights the run merged itself. The adapters the engine ships live in ``engine/models/adapters/<name>/`` and are named by
 ``<name>`` alone (:func:`shipped_adapter`).
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ from engine.models import adapters
 from engine.models.lm import LanguageModel
 from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM, split_server_name
 from engine.models.templates import saved_template
-from engine.models.transformers_lm import DEFAULT_LM, DTYPES, TransformersLM
+from engine.models.transformers_lm import DEFAULT_LM, TransformersLM, check_dtype
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -52,8 +52,7 @@ def load_lm(
         return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"), template=template)
     source = local_source(name_or_path)
     if adapters.is_adapter(source):
-        if dtype is not None and dtype not in DTYPES:
-            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        check_dtype(dtype)  # before the base loads in float32
         lm = TransformersLM.load(
             local_source(adapters.adapter_base(source)), device, template or saved_template(source), "float32"
         )

@@ -332,7 +332,7 @@ def train(
         raise InvalidInputError("the validation fraction leaves no training samples")
 
     summary = SftSummary(
-        base=str(base or "SmolLM2-135M-Instruct"), out=str(out), device=device + (" (bf16)" if bf16 else ""),
+        base=str(base or DEFAULT_LM), out=str(out), device=device + (" (bf16)" if bf16 else ""),
         examples=len(train_items), val_examples=len(val), skipped=len(encoded) - len(kept),
         tokens=sum(len(e.ids) for e in train_items),
         target_tokens=sum(sum(label != IGNORE for label in e.labels) for e in train_items),

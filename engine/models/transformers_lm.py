@@ -41,6 +41,12 @@ LM_SOURCES = (
 )
 
 
+def check_dtype(dtype: str | None) -> None:
+    """Refuse a ``dtype`` that is not one of :data:`DTYPES` (None: the loader's default)."""
+    if dtype is not None and dtype not in DTYPES:
+        raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+
+
 class TransformersLM(LanguageModel):
     """A local causal LM through transformers, on the device :func:`pick_device` chose."""
 
@@ -67,8 +73,7 @@ class TransformersLM(LanguageModel):
         precision the engine's models were chosen in) and the checkpoint's own elsewhere.
         ``bfloat16`` on a CPU with bf16 instructions cuts model time ≈ 2.5× and may change a
         close decision (docs/design/model-precision.md)."""
-        if dtype is not None and dtype not in DTYPES:
-            raise InvalidInputError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        check_dtype(dtype)
         found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -137,6 +137,12 @@ class Stage:
     dataset: str | None = None
     store: str | None = None
 
+    def lm_settings(self) -> tuple[str | None, str | None, dict[str, Any]]:
+        """An ``lm`` stage's base model, prompt template and the rest of its settings, which are
+        :class:`engine.models.sft.SftConfig` fields."""
+        settings = dict(self.settings)
+        return settings.pop("base", None), settings.pop("prompt_template", None), settings
+
 
 @dataclass(frozen=True)
 class Recipe:

@@ -185,9 +185,8 @@ def mix_samples(ctx: Context, stage: Stage) -> list[Any]:
 def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
     from engine.models.sft import SftConfig
 
-    settings = dict(stage.settings)
-    base, seen_base = ctx.resolve(settings.pop("base", None))
-    template = settings.pop("prompt_template", None)
+    base_name, template, settings = stage.lm_settings()
+    base, seen_base = ctx.resolve(base_name)
     out = ctx.stage_dir(stage.name)
     wanted = digest({"step": "lm", "settings": settings, "template": template, "base": seen_base,
                      "mix": [{**vars(p), "hash": ctx.hashes[f"samples:{p.samples}"]} for p in stage.mix]})

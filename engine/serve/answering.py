@@ -3,9 +3,10 @@ serves them; no web framework here.
 
 A method is built once per (method, config) and kept (the least recently used dropped past
 ``--method-cache``); its models load with it. A request's ``config`` may set the options whose
-values are flags or one of their choices, and lower (never raise) those that are numbers; the options that name models, files or
-templates are the operator's (``kgqa serve --method-option rog.model=…``), so that no request
-makes the server load a file or call a model server it was not started with. A built method
+values are flags or one of their choices, and lower (never raise) those that are numbers; the
+options that name models, files or templates are the operator's (``kgqa serve --method-option
+rog.model=…``), so that no request makes the server load a file or call a model server it was
+not started with. A built method
 answers one request at a time (its meter times one batch); the answer is the run protocol's
 record per question (:mod:`engine.methods.run`) with the method's trace under ``trace``.
 """

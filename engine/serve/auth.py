@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import Request
 
-from engine.serve.errors import UnauthorizedError
+from engine.serve.errors import UnauthorizedError, error_body
 
 
 def bearer(token: str | None) -> Callable[[Request], Awaitable[None]]:
@@ -39,7 +39,7 @@ def guard(app: Any, token: str | None) -> Any:
             header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
             refusal = _refusal(header, expected)
             if refusal:
-                body = json.dumps({"error": UnauthorizedError.__name__, "detail": refusal}).encode()
+                body = json.dumps(error_body(UnauthorizedError(refusal))).encode()
                 headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
                 headers += [(k.lower().encode(), v.encode()) for k, v in UnauthorizedError.headers.items()]
                 await send({"type": "http.response.start", "status": UnauthorizedError.status, "headers": headers})
