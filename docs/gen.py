@@ -311,6 +311,31 @@ def bench_serve() -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_gpu_check() -> str:
+    r = json.loads((RESULTS / "gpu-check" / "gpu-check.json").read_text())
+    m, t = r["machine"], r["training"]
+    lines = [HEADER.format(source="benchmarks/results/gpu-check/gpu-check.json"),
+             f"Produced by `{' '.join(r['command'])}` on {m.get('gpu', 'no GPU')} beside {m['cores']} cores of "
+             f"{m['cpu']} (torch {m['torch']}), base model {r['base_model']}, sets {', '.join(r['sets'])}.\n",
+             f"### Training: one epoch of RoG's planner stage ({t['gpu']['samples']} samples)\n",
+             "| device | samples/s | target tokens/s | train loss | peak MiB |", "|---|---:|---:|---:|---:|"]
+    for side in ("gpu", "cpu"):
+        x = t[side]
+        lines.append(f"| {x['device']} | {_number(x['samples_per_second'])} | {_number(x['target_tokens_per_second'])} | "
+                     f"{_number(x['train_loss'][-1])} | {_number(x['peak_memory_mib'])} |")
+    lines += ["", f"### Inference: {r['test_questions_per_set']} test questions per set\n",
+              "| method | device | weights | batch | questions/s | peak MiB | Hits@1 | same answers as |",
+              "|---|---|---|---:|---:|---:|---:|---|"]
+    for method, x in r["inference"].items():
+        sides = ((x["cpu"], "–"), (x["gpu"], f"the CPU: {x['predictions_match']:.0%}"),
+                 (x["gpu_float32"], f"the CPU: {x['gpu_float32']['predictions_match_cpu']:.0%}"),
+                 (x["gpu_large_batch"], f"bf16 at batch {x['gpu']['batch_size']}: {x['gpu_large_batch']['predictions_match_gpu']:.0%}"))
+        for side, same in sides:
+            lines.append(f"| {method} | {side['device']} | {side['dtype']} | {side['batch_size']} | {_number(side['questions_per_second'])} | "
+                         f"{_number(side['peak_memory_mib'])} | {_number(side['hits1'])} | {same} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------------- all
 def pages() -> dict[str, Callable[[], str]]:
     """Every generated file (name under docs/generated) and the function that writes it."""
@@ -323,6 +348,7 @@ def pages() -> dict[str, Callable[[], str]]:
     for bench, make in (("retrieval", bench_retrieval), ("load", bench_load), ("overhead", bench_overhead),
                         ("scale", bench_scale), ("methods", bench_methods), ("serve", bench_serve)):
         found[f"bench-{bench}.md"] = make
+    found["bench-gpu-check.md"] = bench_gpu_check
     return found
 
 

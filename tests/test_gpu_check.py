@@ -31,4 +31,9 @@ def test_the_check_runs_with_the_cpu_in_place_of_the_gpu(shared_data, tmp_path, 
         r = results["inference"][method]
         assert r["gpu"]["questions"] == r["cpu"]["questions"] == 4
         assert r["predictions_match"] == 1.0 and r["gpu"]["peak_memory_mib"] > 0  # the same device, the same answers
+        assert r["gpu"]["hits1"] == r["cpu"]["hits1"] and 0 <= r["cpu"]["hits1"] <= 1
+        assert r["gpu_float32"]["predictions_match_cpu"] == 1.0 and r["gpu_float32"]["dtype"] == "float32"
+        # a larger batch gives the same answers (batched against one by one)
+        assert r["gpu_large_batch"]["batch_size"] == 32 and r["gpu_large_batch"]["predictions_match_gpu"] == 1.0
+    assert results["command"][0] == "python -m benchmarks.gpu_check" and "--questions" in results["command"]
     assert "predictions the same for 100%" in capsys.readouterr().out
