@@ -17,7 +17,7 @@ turns it into docs/generated/bench-gpu-check.md). Without a CUDA GPU the check s
 says so (exit status 2). ``--gpu cpu`` runs every side on the CPU, to try the script itself where
 no GPU is lent.
 
-    python -m benchmarks.gpu_check [--workdir kgqa-data] [--questions 64] [--train-questions 128] [--gpu-batch 32]
+    python -m benchmarks.gpu_check [--workdir kgqa-data] [--questions 24] [--train-questions 64] [--gpu-batch 32]
 """
 from __future__ import annotations
 
@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu", default="cuda", help="the device to check against the CPU (default cuda)")
     p.add_argument("--workdir", default="kgqa-data", help="stores and models (default kgqa-data)")
-    p.add_argument("--questions", type=int, default=64, help="test questions per set (default 64)")
-    p.add_argument("--train-questions", type=int, default=128, help="train-split questions per set for the planner (default 128)")
+    p.add_argument("--questions", type=int, default=24, help="test questions per set (default 24)")
+    p.add_argument("--train-questions", type=int, default=64, help="train-split questions per set for the planner (default 64)")
     p.add_argument("--gpu-batch", type=int, default=32, help="questions per batch of the GPU's large-batch run (default 32)")
     p.add_argument("--base", default=None, help="base model (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--out", default=str(OUT), help=f"results file (default {OUT.relative_to(OUT.parents[3])})")
