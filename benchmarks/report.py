@@ -15,7 +15,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runner import BATCHED, percentile
+from benchmarks.runner import BATCHED
+from engine.methods.meter import percentile
 from benchmarks.tasks import OPS
 
 FLOOR = "csr-floor"
@@ -147,8 +148,8 @@ def ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "store": label,
                 "baseline": base.split(":")[0],
                 "tasks": len(a),
-                "p50": _ratio(a, b, 50),
-                "p95": _ratio(a, b, 95),
+                "p50": _ratio(a, b, 0.5),
+                "p95": _ratio(a, b, 0.95),
                 "total": _throughput_ratio(a, b),
                 "worst_call": round(max(x / y for x, y in zip(a, b) if y), 3) if any(b) else None,
             })

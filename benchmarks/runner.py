@@ -34,6 +34,7 @@ from benchmarks.workloads import (
     sample,
     walk_seeds,
 )
+from engine.methods.meter import percentile
 from engine.open import open_store
 from engine.store import Store
 
@@ -405,9 +406,9 @@ def summarise(t: Timing) -> dict[str, Any]:
         "tasks": len(t.seconds),
         "tasks_total": t.tasks_total,
         "questions": sum(t.questions),
-        "p50_ms": ms(percentile(per_question, 50)),
-        "p95_ms": ms(percentile(per_question, 95)),
-        "p99_ms": ms(percentile(per_question, 99)),
+        "p50_ms": ms(percentile(per_question, 0.5)),
+        "p95_ms": ms(percentile(per_question, 0.95)),
+        "p99_ms": ms(percentile(per_question, 0.99)),
         "mean_ms": ms(statistics.fmean(per_question)) if per_question else None,
         "qps": round(sum(t.questions) / total, 2) if total > 0 else None,
         "edges": sum(t.edges),
@@ -419,17 +420,6 @@ def summarise(t: Timing) -> dict[str, Any]:
         "latencies_ms": [round(s * 1000, 4) for s in per_question],
     }
     return row
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q / 100
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def ms(seconds: float | None) -> float | None:

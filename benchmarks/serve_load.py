@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks import report, runner, sources
 from engine.graph import NAME_RELATION, Literal
+from engine.methods.meter import percentile
 from engine.serve.client import ServeClient
 from engine.serve.ops import OPERATIONS, run_operation
 from engine.serve.settings import Bounds, ServeSettings
@@ -203,9 +204,9 @@ def summary(side: Side, mismatches: int | None = None) -> dict[str, Any]:
         "calls": len(s),
         "wall_s": round(side.wall, 3),
         "calls_per_s": round(len(s) / side.wall, 1) if side.wall > 0 else None,
-        "p50_ms": runner.ms(runner.percentile(s, 50)),
-        "p95_ms": runner.ms(runner.percentile(s, 95)),
-        "p99_ms": runner.ms(runner.percentile(s, 99)),
+        "p50_ms": runner.ms(percentile(s, 0.5)),
+        "p95_ms": runner.ms(percentile(s, 0.95)),
+        "p99_ms": runner.ms(percentile(s, 0.99)),
         "mean_ms": runner.ms(statistics.fmean(s)) if s else None,
         "errors": len(side.errors),
         "first_errors": side.errors[:5],
@@ -220,8 +221,8 @@ def per_operation(side: Side) -> dict[str, dict[str, Any]]:
     for op, seconds in zip(side.ops, side.seconds):
         found[op].append(seconds)
     return {
-        op: {"calls": len(s), "p50_ms": runner.ms(runner.percentile(s, 50)), "p95_ms": runner.ms(runner.percentile(s, 95)),
-             "p99_ms": runner.ms(runner.percentile(s, 99))}
+        op: {"calls": len(s), "p50_ms": runner.ms(percentile(s, 0.5)), "p95_ms": runner.ms(percentile(s, 0.95)),
+             "p99_ms": runner.ms(percentile(s, 0.99))}
         for op, s in sorted(found.items())
     }
 

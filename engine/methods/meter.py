@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -106,3 +106,15 @@ def _timed_steps(steps: Generator[Any, Any, Any], meter: Meter, stage: str) -> G
             answer = yield asked
     finally:
         steps.close()
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (``q`` in 0..1) of ``values``, linearly interpolated between the two
+    nearest ranks (numpy's default); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)

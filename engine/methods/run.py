@@ -31,6 +31,7 @@ from typing import Any
 
 from engine.errors import InvalidIdentifierError
 from engine.identifiers import validate_id
+from engine.methods.meter import percentile
 from engine.methods.meter import CALLS, STAGES
 from engine.methods.spec import Method, Prediction
 from engine.results import to_json
@@ -149,14 +150,6 @@ def run_method(
     return summary
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (``q`` in 0..1) of ``values``; 0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = None) -> dict[str, Any]:
     """Answer metrics (by ids where both sides have them, else by names), mean seconds per
     stage, p50/p95 seconds per question, mean calls per question, and how many questions have
@@ -173,8 +166,8 @@ def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = No
         "f1": round(report.overall.f1, 5),
         "by_hops": {k: round(m.hits1, 5) for k, m in report.by_hops.items()},
         "seconds_per_question": {s: round(sum(r["seconds"][s] for r in records) / n, 5) for s in (*STAGES, "other", "total")},
-        "p50_seconds": round(percentile(totals, 0.5), 5),
-        "p95_seconds": round(percentile(totals, 0.95), 5),
+        "p50_seconds": round(percentile(totals, 0.5) or 0.0, 5),
+        "p95_seconds": round(percentile(totals, 0.95) or 0.0, 5),
         "calls_per_question": {k: round(sum(r["calls"][k] for r in records) / n, 3) for k in CALLS},
     }
     if wall_seconds is not None:

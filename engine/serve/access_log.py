@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.methods.run import percentile
+from engine.methods.meter import percentile
 from engine.serve.ops import OPERATIONS
 
 ACCESS_LOGGER = "kgqa.serve.access"
@@ -64,7 +64,7 @@ class Stats:
                     "errors": sum(errors.values()),
                     "errors_by_status": {str(k): v for k, v in sorted(errors.items())},
                     "latency_ms": {
-                        q: round(percentile(seconds, p) * 1000, 3) for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+                        q: round((percentile(seconds, p) or 0.0) * 1000, 3) for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
                     }
                     | {"mean": round(sum(seconds) / len(seconds) * 1000, 3)},
                 }
