@@ -121,6 +121,7 @@ class Answerer:
         self.settings = settings
         self._built: OrderedDict[tuple[str, str], _Built] = OrderedDict()
         self._lock = threading.Lock()  # builds one method at a time
+        self._served: dict[str, Any] = {}  # per method, the operator's config: the bounds of a request's numbers
 
     @staticmethod
     def parse(body: Any) -> AnswerRequest:
@@ -146,7 +147,9 @@ class Answerer:
                     f"start kgqa serve with --method-option {name}.{key}=VALUE"
                 )
             asked[key] = _checked(o, value)
-        served = make_config(spec.config, self.settings.method_options.get(name, {}))
+        served = self._served.get(name)
+        if served is None:
+            served = self._served[name] = make_config(spec.config, self.settings.method_options.get(name, {}))
         for key, value in asked.items():
             limit = getattr(served, key)
             # a number sizes the work (beams, paths, batch): a request may lower it, never raise it,
