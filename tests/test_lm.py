@@ -2,10 +2,8 @@
 decoding, and the OpenAI-compatible client against a canned local HTTP server."""
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -15,6 +13,7 @@ from engine.models.loading import load_lm, local_source
 from engine.models.openai_lm import OpenAIChatLM
 from engine.models.transformers_lm import TransformersLM
 from engine.models.trie import TokenTrie
+from tests.http_stub import JsonHandler, serving
 
 
 # ----------------------------------------------------------------------------- trie
@@ -285,19 +284,19 @@ def test_batched_scores_equal_one_by_one_scoring(lm):
     assert lm.score_batch(prompt, ["same", "same"])[0] == pytest.approx(lm.score_batch(prompt, ["same"])[0], abs=1e-4)
 
 # ----------------------------------------------------------------------------- chat endpoint
-class _Canned(BaseHTTPRequestHandler):
+class _Canned(JsonHandler):
     """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def do_POST(self) -> None:  # noqa: N802 — http.server's naming
+        body = self.read_json()
         server = self.server
         server.requests.append((self.path, body, self.headers.get("Authorization")))  # type: ignore[attr-defined]
         if server.fail_first > 0:  # type: ignore[attr-defined]
             server.fail_first -= 1  # type: ignore[attr-defined]
-            self._send(503, {"error": "overloaded"})
+            self.send_json(503, {"error": "overloaded"})
             return
         if body["model"] == "bad":
-            self._send(400, {"error": "unknown model"})
+            self.send_json(400, {"error": "unknown model"})
             return
         choices = []
         for i in range(body.get("n", 1)):
@@ -306,30 +305,13 @@ class _Canned(BaseHTTPRequestHandler):
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [{"token": text, "logprob": -0.25 * (i + 1), "top_logprobs": []}]}
             choices.append(choice)
-        self._send(200, {"id": "x", "object": "chat.completion", "choices": choices})
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(200, {"id": "x", "object": "chat.completion", "choices": choices})
 
 
 @pytest.fixture
 def chat_server() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
-    server.requests = []  # type: ignore[attr-defined]
-    server.fail_first = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Canned, requests=[], fail_first=0) as server:
+        yield server
 
 
 def _client(server: ThreadingHTTPServer, model: str = "m", **options) -> OpenAIChatLM:
@@ -409,20 +391,15 @@ def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
 
 
 # ----------------------------------------------------------------------------- where a named model comes from
-class _Hub(BaseHTTPRequestHandler):
+class _Hub(JsonHandler):
     """A stand-in hub that records every request and answers 404."""
 
-    seen: list[str] = []
-
     def do_HEAD(self):  # noqa: N802 — http.server's naming
-        self.seen.append(f"HEAD {self.path}")
+        self.server.seen.append(f"HEAD {self.path}")  # type: ignore[attr-defined]
         self.send_response(404)
         self.end_headers()
 
     do_GET = do_HEAD  # noqa: N815
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
@@ -430,15 +407,11 @@ def hub(monkeypatch) -> Iterator[list[str]]:
     """$HF_ENDPOINT at a local server that records what is asked of it."""
     from huggingface_hub import constants
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Hub.seen = []
-    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(variable, raising=False)
-    yield _Hub.seen
-    server.shutdown()
-    server.server_close()
+    with serving(_Hub, seen=[]) as server:
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            monkeypatch.delenv(variable, raising=False)
+        yield server.seen  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("name", ["kgqa-data/models/nope", "./nope", "~/kgqa-no-such-model", "nope.gguf", "models/nope"])

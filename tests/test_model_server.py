@@ -6,12 +6,10 @@ SmolLM2 (:mod:`tests.model_server`): greedy generations, and RoG end to end, the
 model in process."""
 from __future__ import annotations
 
-import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -25,6 +23,7 @@ from engine.models.openai_lm import OpenAIChatLM, completion_format, split_serve
 from engine.servers.base import ServerUnavailable
 from loaders.questions import Question
 from tests.conftest import missing
+from tests.http_stub import JsonHandler, serving
 
 KB = [
     ("Titanic", "directed_by", "James Cameron"),
@@ -52,14 +51,14 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"<\|im_end\|>|\s*[^\s<]+|\s+|<", text)
 
 
-class _Canned(BaseHTTPRequestHandler):
+class _Canned(JsonHandler):
     """Chat and legacy completions. ``server.plain`` answers as ``transformers serve`` does:
     one choice whatever ``n`` asks, no log-probabilities, no echo. Otherwise an echoed prompt
     comes back with each token's log-probability (-len/10; the first token none) and offset,
     then one generated token, as vLLM answers."""
 
     def do_POST(self) -> None:  # noqa: N802 — http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         server = self.server
         server.requests.append((self.path, body))  # type: ignore[attr-defined]
         plain = server.plain  # type: ignore[attr-defined]
@@ -77,30 +76,13 @@ class _Canned(BaseHTTPRequestHandler):
                         "logprobs": {"tokens": tokens, "token_logprobs": logprobs, "text_offset": offsets}}]
         else:
             choices = [{"index": i, "text": f" {body['prompt'][-8:]} done "} for i in range(n)]
-        self._send({"id": "x", "choices": choices, "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
-
-    def _send(self, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(200, {"id": "x", "choices": choices, "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
 
 
 @pytest.fixture
 def canned() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
-    server.requests = []  # type: ignore[attr-defined]
-    server.plain = False  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Canned, requests=[], plain=False) as server:
+        yield server
 
 
 def _client(server: ThreadingHTTPServer, template: str | None = None) -> OpenAIChatLM:
