@@ -205,3 +205,33 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert write_report(tmp_path / "results", out, check=True) == []
     (out / "results-rog.md").write_text(page + "typed by hand\n")
     assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]
+
+
+def test_a_bar_is_met_below_within_its_interval_below_or_not_run():
+    from engine.recipes.report import verdict
+
+    assert verdict(0.97, {"value": 0.97, "low": 0.96, "high": 0.98}) == "met"
+    assert verdict(0.976, {"value": 0.972, "low": 0.962, "high": 0.982}) == "below; the bar is inside the interval"
+    assert verdict(0.90, {"value": 0.806, "low": 0.771, "high": 0.842}) == "below"
+    assert verdict(0.95, None) == "not run"
+
+
+def test_bars_are_checked_and_rendered_against_the_full_recipes(tmp_path):
+    from engine.recipes.report import bars_page, read_bars
+
+    bars = read_bars()
+    assert {b["kind"] for b in bars} == {"paper", "target"} and all(b.get("source") for b in bars if b["kind"] == "paper")
+    result = {"method": "etd", "recipe": "full", "evaluation": {"metaqa-1hop": {"scores": {"overall": {"metrics": {
+        "hits1": {"value": 0.98, "low": 0.97, "high": 0.99}}}}}}}
+    quick = {**result, "recipe": "quick"}
+    page = bars_page([quick, result], [{"kind": "target", "method": "*", "set": "metaqa-1hop", "value": 0.976, "metric": "hits1"},
+                                       {"kind": "target", "method": "ldr", "set": "metaqa-1hop", "value": 0.95, "metric": "hits1"}])
+    assert "| metaqa-1hop | best method (etd) | 0.976 | Hits@1 | engine target | 0.980 [0.970, 0.990] | met |" in page
+    assert "| metaqa-1hop | ldr | 0.950 | Hits@1 | engine target | – | not run |" in page
+    bad = tmp_path / "bars.toml"
+    bad.write_text('[[bars]]\nkind = "paper"\nmethod = "etd"\nset = "metaqa-1hop"\nvalue = 97.6\nmetric = "hits1"\nsource = "x"\n')
+    with pytest.raises(InvalidInputError, match="value a share in 0..1"):
+        read_bars(bad)
+    bad.write_text('[[bars]]\nkind = "paper"\nmethod = "etd"\nset = "metaqa-1hop"\nvalue = 0.976\nmetric = "hits1"\n')
+    with pytest.raises(InvalidInputError, match="paper \\(with a source\\)"):
+        read_bars(bad)
