@@ -56,13 +56,13 @@ def _peak_mib(device: str) -> float | None:
     return peak_rss_mib()
 
 
-def _train(samples: list, base: str | None, out: Path, device: str, epochs: int = 1) -> dict[str, Any]:
-    """``epochs`` of the RoG full recipe's planner stage (its LoRA, learning rate, batch and seed)."""
+def _train(samples: list, base: str | None, out: Path, device: str) -> dict[str, Any]:
+    """One epoch of the RoG full recipe's planner stage (its LoRA, learning rate, batch and seed)."""
     from engine.models.sft import SftConfig, train
     from engine.recipes.recipe import load_recipe
 
     _, template, settings = load_recipe("rog", "full").stages[0].lm_settings()
-    config = SftConfig(**{**settings, "epochs": epochs}, template=template, device=device)
+    config = SftConfig(**{**settings, "epochs": 1}, template=template, device=device)
     _peak_reset(device)
     started = time.perf_counter()
     summary = train(samples, base, out, config, progress=False)

@@ -31,8 +31,7 @@ from typing import Any
 
 from engine.errors import InvalidIdentifierError
 from engine.identifiers import validate_id
-from engine.methods.meter import percentile
-from engine.methods.meter import CALLS, STAGES
+from engine.methods.meter import CALLS, STAGES, percentile
 from engine.methods.spec import Method, Prediction
 from engine.results import to_json
 from loaders.questions import Question
