@@ -201,6 +201,8 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert "### Recipe `toy`" in page and "#### Test split" in page and "#### Validation split" in page
     assert "| set | n | Hits@1 | Hits@1-any | RoG Hit |" in page and "| toy | 2 |" in page
     assert "| stage:planner | lm |" in page
+    assert "Test split, the method's own measures (its summary of each run):" in page
+    assert "| measure | toy |" in page and "| `plan_mode` | grounded |" in page
     assert "| toy | rog | toy | 2 |" in (out / "results-all.md").read_text()
     assert write_report(tmp_path / "results", out, check=True) == []
     (out / "results-rog.md").write_text(page + "typed by hand\n")
@@ -235,3 +237,24 @@ def test_bars_are_checked_and_rendered_against_the_full_recipes(tmp_path):
     bad.write_text('[[bars]]\nkind = "paper"\nmethod = "etd"\nset = "metaqa-1hop"\nvalue = 0.976\nmetric = "hits1"\n')
     with pytest.raises(InvalidInputError, match="paper \\(with a source\\)"):
         read_bars(bad)
+    bad.write_text('[[bars]]\nkind = "target"\nmethod = "arg"\nset = "metaqa-1hop"\nvalue = 0.9\nmetric = "method.em"\n')
+    with pytest.raises(InvalidInputError, match="needs a convention"):
+        read_bars(bad)
+
+
+def test_a_bar_reads_a_number_of_the_method_summary_without_an_interval():
+    from engine.recipes.report import bars_page, read_bars
+
+    assert [b["set"] for b in read_bars() if b["metric"] == "method.em"] == [
+        "metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h"]
+    run = {"scores": {"overall": {"metrics": {"hits1": {"value": 0.99, "low": 0.98, "high": 1.0}}}}}
+    result = {"method": "arg", "recipe": "full", "evaluation": {
+        "metaqa-1hop": {**run, "method": {"em": 0.93, "parsed": 1.0}},
+        "metaqa-2hop": {**run, "method": {"em": 0.85}},
+        "metaqa-3hop": {**run, "method": {"parsed": 1.0}}}}
+    bars = [{"kind": "target", "method": "arg", "set": s, "value": 0.9, "metric": "method.em", "convention": "form EM"}
+            for s in ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop")]
+    page = bars_page([result], bars)
+    assert "| metaqa-1hop | arg | 0.900 | form EM | engine target | 0.930 | met |" in page
+    assert "| metaqa-2hop | arg | 0.900 | form EM | engine target | 0.850 | below |" in page
+    assert "| metaqa-3hop | arg | 0.900 | form EM | engine target | – | not run |" in page

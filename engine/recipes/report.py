@@ -10,7 +10,8 @@ page), so they open with no heading of their own:
   question type; every step's wall time;
 - ``results-all.md``: one table of every method and recipe on the same sets;
 - ``results-bars.md``: each published number and target of ``engine/recipes/bars.toml`` beside
-  the full recipe's number in the same convention.
+  the full recipe's number in the same convention (a ``kgqa eval`` metric, or ``method.<key>``: a
+  number of the method's own summary of the run, such as ARG's logical-form ``method.em``).
 
 The output depends on the results files alone (no clock, no machine), so the committed tables
 can be checked by regenerating them (``--check``).
@@ -29,7 +30,9 @@ ALL_FILE = "results-all.md"
 BARS_FILE = "results-bars.md"
 #: the published numbers and targets the full recipes are held against
 BARS = Path(__file__).with_name("bars.toml")
-_BAR_KEYS = {"kind", "method", "set", "value", "metric", "source", "differs"}
+_BAR_KEYS = {"kind", "method", "set", "value", "metric", "convention", "source", "differs"}
+#: a bar metric read from the run's own summary (``evaluation.<set>.method``), not from ``kgqa eval``
+SUMMARY_PREFIX = "method."
 
 
 def read_results(results_dir: Path) -> list[dict[str, Any]]:
@@ -112,6 +115,22 @@ def _groups_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     return _table(["set", "group", "n", "Hits@1", "Hits@1-any", "macro-F1"], rows) if rows else []
 
 
+def _summary_cell(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
+
+
+def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """The scalar measures of each run's method summary: one row per measure, one column per set."""
+    keys = list(dict.fromkeys(k for run in runs.values() for k, v in (run.get("method") or {}).items()
+                              if isinstance(v, (str, int, float))))
+    if not keys:
+        return []
+    rows = [[f"`{k}`", *(_summary_cell((run.get("method") or {}).get(k, "–")) for run in runs.values())] for k in keys]
+    return _table(["measure", *runs], rows)
+
+
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
@@ -135,6 +154,9 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
             groups = _groups_table(runs)
             if groups:
                 lines += [f"{title}, per hop count and question type:", "", *groups, ""]
+            own = _summary_table(runs)
+            if own:
+                lines += [f"{title}, the method's own measures (its summary of each run):", "", *own, ""]
         steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", s.get("device", "?"), "yes" if s.get("resumed") else "no"]
                  for s in [*r.get("steps", []), *(r.get("validation") or {}).values(), *r["evaluation"].values()]]
         lines += ["#### Steps", "", *_table(["step", "kind", "seconds", "device", "resumed"], steps), ""]
@@ -164,7 +186,8 @@ def all_page(results: list[dict[str, Any]]) -> str:
 
 def read_bars(path: Path = BARS) -> list[dict[str, Any]]:
     """The ``[[bars]]`` of ``path``, checked: a kind (paper: with its source; target), a method
-    (``*``: the best one), a set, a value in 0..1 and a metric of ``kgqa eval``."""
+    (``*``: the best one), a set, a value in 0..1 and a metric of ``kgqa eval`` or
+    ``method.<key>`` of the method's summary (with a ``convention`` that names it)."""
     from engine.methods.registry import names
     from engine.recipes.recipe import tomllib
 
@@ -180,17 +203,29 @@ def read_bars(path: Path = BARS) -> list[dict[str, Any]]:
             raise InvalidInputError(f"{where}: kind is paper (with a source) or target, not {bar['kind']!r}")
         if bar["method"] != "*" and bar["method"] not in names():
             raise InvalidInputError(f"{where}: unknown method {bar['method']!r}")
-        if bar["metric"] not in labels or not 0 <= bar["value"] <= 1:
-            raise InvalidInputError(f"{where}: metric is one of {', '.join(labels)} and value a share in 0..1")
+        own = str(bar["metric"]).startswith(SUMMARY_PREFIX) and len(bar["metric"]) > len(SUMMARY_PREFIX)
+        if not (bar["metric"] in labels or own) or not 0 <= bar["value"] <= 1:
+            raise InvalidInputError(f"{where}: metric is one of {', '.join(labels)} or {SUMMARY_PREFIX}<key> of the "
+                                    "method's summary, and value a share in 0..1")
+        if own and not bar.get("convention"):
+            raise InvalidInputError(f"{where}: a {SUMMARY_PREFIX}<key> metric needs a convention that says what it counts")
     return bars
 
 
 def _full_recipe_value(results: list[dict[str, Any]], method: str, name: str, metric: str) -> tuple[str, dict[str, Any]] | None:
     """The full recipe's ``metric`` on set ``name``: of ``method``, or of the best method for ``*``."""
-    found = [(r["method"], r["evaluation"][name]["scores"]["overall"]["metrics"].get(metric))
+    found = [(r["method"], _bar_metric(r["evaluation"][name], metric))
              for r in results if r["recipe"] == "full" and name in r["evaluation"] and method in ("*", r["method"])]
     found = [(m, v) for m, v in found if v and v.get("value") is not None]
     return max(found, key=lambda f: f[1]["value"], default=None)
+
+
+def _bar_metric(run: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """A run's ``kgqa eval`` metric (value and interval), or a number of its method summary (no interval)."""
+    if metric.startswith(SUMMARY_PREFIX):
+        value = (run.get("method") or {}).get(metric[len(SUMMARY_PREFIX):])
+        return {"value": value} if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return run["scores"]["overall"]["metrics"].get(metric)
 
 
 def verdict(bar: float, value: dict[str, Any] | None) -> str:
@@ -214,10 +249,11 @@ def bars_page(results: list[dict[str, Any]], bars: list[dict[str, Any]]) -> str:
         origin = bar["source"] if bar["kind"] == "paper" else "engine target"
         if bar.get("differs"):
             origin += f" (differs: {bar['differs']})"
-        rows.append([bar["set"], method, f"{bar['value']:.3f}", labels[bar["metric"]], origin,
+        rows.append([bar["set"], method, f"{bar['value']:.3f}", bar.get("convention") or labels[bar["metric"]], origin,
                      _value(found[1], True) if found else "–", verdict(bar["value"], found[1] if found else None)])
     lines += ["The full recipes' test numbers beside each published number they are compared with and each target, "
-              "in the bar's own convention. Intervals: 95 % bootstrap over the set's questions.", "",
+              "in the bar's own convention. Intervals: 95 % bootstrap over the set's questions (none for a method's own "
+              "summary measure).", "",
               *_table(["set", "method", "bar", "convention", "from", "full recipe", "verdict"], rows), ""]
     return "\n".join(lines)
 
