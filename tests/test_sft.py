@@ -141,6 +141,43 @@ def test_resume_continues_as_an_uninterrupted_run(tiny, tmp_path: Path):
         train(MEMORISE, tiny, tmp_path / "x", config, resume=tmp_path / "nothing", progress=False)
 
 
+def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopped(tiny, tmp_path: Path, monkeypatch):
+    import engine.models.sft as sft
+
+    # LoRA with heavy dropout: the resumed batches must also draw the dropout masks they would have
+    config = SftConfig(epochs=2, lr=5e-3, batch_size=1, device="cpu", schedule="linear", warmup=0.0,
+                       lora=True, lora_r=4, lora_alpha=8, lora_dropout=0.5)
+    samples = MEMORISE * 2  # 8 batches an epoch
+    straight = train(samples, tiny, tmp_path / "straight", config, progress=False, checkpoint_seconds=None)
+
+    calls, real_loss = [0], sft.target_loss
+
+    def stop_in_epoch_two(logits, labels):
+        calls[0] += 1
+        if calls[0] == 8 + 6:  # the 6th batch of epoch 2: 5 of its batches are checkpointed
+            raise KeyboardInterrupt
+        return real_loss(logits, labels)
+
+    monkeypatch.setattr(sft, "target_loss", stop_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        train(samples, tiny, tmp_path / "resumed", config, progress=False, checkpoint_seconds=0)
+    monkeypatch.setattr(sft, "target_loss", real_loss)
+    found = sft.find_checkpoint(tmp_path / "resumed")
+    state = json.loads((found / "state.json").read_text())
+    assert found.name == "checkpoint" and state["summary"]["epochs"] == 1
+    assert state["part"]["epoch"] == 2 and state["part"]["batches"] == 5
+
+    # a save cut between its two renames leaves the previous checkpoint, which is found and used
+    (found).rename(found.with_name("checkpoint.old"))
+    resumed = train(samples, None, tmp_path / "resumed", config, resume=tmp_path / "resumed", progress=False)
+    assert resumed.epochs == 2 and resumed.train_loss == pytest.approx(straight.train_loss, rel=1e-5)
+    weights = {k: v for k, v in torch.load(tmp_path / "resumed" / "checkpoint" / "trainable.pt").items()}
+    reference = torch.load(tmp_path / "straight" / "checkpoint" / "trainable.pt")
+    assert weights.keys() == reference.keys() and all(torch.allclose(weights[k], reference[k], atol=1e-6) for k in weights)
+    sft.remove_checkpoints(tmp_path / "resumed")
+    assert sft.find_checkpoint(tmp_path / "resumed") is None
+
+
 def test_early_stopping_keeps_the_best_epoch(tiny, tmp_path: Path):
     # a learning rate this high makes the validation loss worse after the first epochs
     config = SftConfig(epochs=30, lr=0.5, batch_size=2, device="cpu", val_fraction=0.5, patience=2, warmup=0.0)
@@ -182,6 +219,9 @@ def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixtu
     lm = load_lm(str(tmp_path / "cli"), "cpu")
     assert lm.name == str(tmp_path / "cli")
     assert lm.template == "Q: {prompt} A:"  # the directory remembers the template it was trained with
+    code = main(["lm", "train", "--data", str(data), "--model", tiny, "--out", str(tmp_path / "cli2"), "--device", "cpu",
+                 "--no-progress", "--checkpoint-minutes", "-1"])
+    assert code != 0 and "--checkpoint-minutes -1.0: give minutes >= 0" in capsys.readouterr().err
 
 
 def test_an_adapter_without_its_base_name_is_refused(tmp_path: Path):

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from engine.cli.common import add_output_arguments
+from engine.errors import InvalidInputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +39,9 @@ def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: 
     p.add_argument("--patience", type=int, default=None, help="stop after this many epochs without a better validation loss")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")
     p.add_argument("--resume", default=None, help="go on from the checkpoint of an earlier run (its --out)")
+    p.add_argument("--checkpoint-minutes", type=float, default=10.0,
+                   help="training minutes between checkpoints inside an epoch, what an interruption can lose "
+                        "(default 10; 0: at epoch ends only)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) instead of every weight; merged on save")
     p.add_argument("--lora-r", type=int, default=16, help="LoRA rank, with --lora (default 16)")
     p.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha, with --lora (default 32)")
@@ -65,7 +69,11 @@ def run_training(args: argparse.Namespace, samples: list) -> None:
 
     from engine.models.sft import train
 
-    summary = train(samples, args.model, args.out, sft_config(args), resume=args.resume, progress=not args.no_progress)
+    if args.checkpoint_minutes < 0:
+        raise InvalidInputError(f"--checkpoint-minutes {args.checkpoint_minutes}: give minutes >= 0 (0: checkpoints at epoch ends only)")
+    every = args.checkpoint_minutes * 60 if args.checkpoint_minutes > 0 else None
+    summary = train(samples, args.model, args.out, sft_config(args), resume=args.resume, progress=not args.no_progress,
+                    checkpoint_seconds=every)
     if args.json:
         print(json.dumps(asdict(summary), indent=2))
         return
@@ -83,7 +91,6 @@ def run_training(args: argparse.Namespace, samples: list) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from engine.errors import InvalidInputError
     from engine.models.sft import read_samples
 
     samples = [s for path in args.data for s in read_samples(path, args.tasks)]

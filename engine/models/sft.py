@@ -15,8 +15,10 @@ ARG's generator, LDR's scorer): one short PyTorch loop over transformers models.
   supported.
 - A held-out fraction gives a validation loss per epoch; the best epoch's weights are what is
   saved, and ``patience`` epochs without a better one end training. Every epoch ends with a
-  checkpoint (``out_dir/checkpoint``: trainable weights, optimiser, scheduler, state) that
-  ``resume`` continues from, with the same batch order an uninterrupted run would have.
+  checkpoint (``out_dir/checkpoint``: trainable weights, optimiser, scheduler, state), and so
+  does every ``checkpoint_seconds`` of training inside an epoch (with the batches done and the
+  random state), so an interrupted run loses minutes, not an epoch. ``resume`` continues from
+  it with the batches and dropout an uninterrupted run would have had.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from engine.models.transformers_lm import DEFAULT_LM
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
 CHECKPOINT_DIR = "checkpoint"
+CHECKPOINT_SECONDS = 600.0  # training time between checkpoints inside an epoch
 ADAPTER_DIR = "adapter"  # a LoRA run's unmerged adapter, beside the merged model
 
 
@@ -224,13 +227,29 @@ def _trainable_state(model: Any) -> dict[str, Any]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters() if v.requires_grad}
 
 
+def find_checkpoint(out_dir: str | Path) -> Path | None:
+    """The whole checkpoint of a run's ``out_dir`` (or that folder itself): ``checkpoint/``, or
+    the one it replaces (``checkpoint.old/``) when a save was cut between its two renames."""
+    path = Path(out_dir)
+    for candidate in (path, path / CHECKPOINT_DIR, path / f"{CHECKPOINT_DIR}.old"):
+        if (candidate / "state.json").is_file():
+            return candidate
+    return None
+
+
+def remove_checkpoints(out_dir: str | Path) -> None:
+    """A finished run's checkpoints (its saved model is its output)."""
+    import shutil
+
+    for suffix in ("", ".old", ".partial"):
+        shutil.rmtree(Path(out_dir) / f"{CHECKPOINT_DIR}{suffix}", ignore_errors=True)
+
+
 def _checkpoint_dir(resume: str | Path) -> Path:
-    path = Path(resume)
-    if (path / CHECKPOINT_DIR / "state.json").is_file():
-        path = path / CHECKPOINT_DIR
-    if not (path / "state.json").is_file():
+    found = find_checkpoint(resume)
+    if found is None:
         raise InvalidInputError(f"{str(resume)!r} holds no fine-tuning checkpoint (state.json): give the --out of an earlier run or its checkpoint/ folder")
-    return path
+    return found
 
 
 def load_trainable(base: str | None, config: SftConfig) -> Any:
@@ -256,6 +275,7 @@ def load_trainable(base: str | None, config: SftConfig) -> Any:
             r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
             target_modules="all-linear", task_type="CAUSAL_LM",
         )
+        torch.manual_seed(config.seed)  # the adapters' random initialisation: the same seed, the same run
         lm.model = get_peft_model(lm.model, peft_config)
     elif any(p.dtype != torch.float32 for p in lm.model.parameters()):
         lm.model.to(torch.float32)  # full fine-tuning keeps float32 master weights (a de-quantised GGUF already is)
@@ -287,11 +307,14 @@ def train(
     *,
     resume: str | Path | None = None,
     progress: bool = True,
+    checkpoint_seconds: float | None = CHECKPOINT_SECONDS,
 ) -> SftSummary:
     """Fine-tune ``base`` (a ``load_lm`` name; None = the offline default) on ``samples`` and
     save the best epoch's model to ``out_dir``. ``resume`` (an earlier ``out_dir`` or its
-    checkpoint) goes on from its last finished epoch up to ``config.epochs``; the samples, base
-    and settings must be the ones it was started with (the epoch count may grow)."""
+    checkpoint) goes on from where its last checkpoint stopped, part way through an epoch or
+    after one, up to ``config.epochs``; the samples, base and settings must be the ones it was
+    started with (the epoch count may grow). ``checkpoint_seconds``: training time between
+    checkpoints inside an epoch (None: at epoch ends only)."""
     import contextlib
 
     import torch
@@ -346,7 +369,7 @@ def train(
         config.schedule, optimiser, num_warmup_steps=round(config.warmup * total_steps), num_training_steps=total_steps
     )
     best_loss, stale, best_state = math.inf, 0, None
-    first_epoch = 1
+    first_epoch, part = 1, None
     if state is not None:
         lm.model.load_state_dict(torch.load(checkpoint / "trainable.pt", map_location=device), strict=False)
         optimiser.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=device))
@@ -354,20 +377,35 @@ def train(
         for key in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds"):
             setattr(summary, key, state["summary"][key])
         best_loss, stale, first_epoch = state["best_loss"], state["stale"], state["summary"]["epochs"] + 1
+        part = state.get("part")  # an epoch stopped part way: its batches done, loss so far, time
         if (checkpoint / "best.pt").is_file():
             best_state = torch.load(checkpoint / "best.pt", map_location="cpu")
+
+    def save(part: dict[str, Any] | None = None) -> None:
+        _save_checkpoint(out, lm, optimiser, scheduler, best_state, {
+            "base": summary.base if base is not None else None, "fingerprint": _fingerprint(samples),
+            "config": asdict(config), "best_loss": best_loss, "stale": stale, "part": part,
+            "summary": {k: getattr(summary, k) for k in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds")},
+        })
 
     for epoch in range(first_epoch, config.epochs + 1):
         if config.patience is not None and stale >= config.patience:
             summary.stopped = "patience"
             break
-        epoch_started = time.perf_counter()
-        torch.manual_seed(config.seed + epoch)  # dropout, so a resumed epoch matches an uninterrupted one
         batches = length_batches(train_items, config.batch_size, random.Random(config.seed + epoch))
-        bar = tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", file=sys.stderr, disable=not progress)
-        total, count = 0.0, 0
+        torch.manual_seed(config.seed + epoch)  # dropout, so a resumed epoch matches an uninterrupted one
+        done, total, count, epoch_started = 0, 0.0, 0, time.perf_counter()
+        if part is not None and part["epoch"] == epoch:
+            done, total, count, epoch_started = part["batches"], part["loss_sum"], part["tokens"], epoch_started - part["seconds"]
+            rng = torch.load(checkpoint / "rng.pt")
+            torch.set_rng_state(rng["cpu"])
+            if rng["cuda"] is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        part, saved = None, time.perf_counter()
+        bar = tqdm(batches[done:], desc=f"epoch {epoch}/{config.epochs}", unit="batch", file=sys.stderr,
+                   disable=not progress, initial=done, total=len(batches))
         optimiser.zero_grad()
-        for i, batch in enumerate(bar, 1):
+        for i, batch in enumerate(bar, done + 1):
             ids, mask, labels = collate([train_items[j] for j in batch], lm._pad, device)
             with autocast():
                 logits = lm.model(input_ids=ids, attention_mask=mask).logits
@@ -379,6 +417,10 @@ def train(
                 optimiser.step()
                 scheduler.step()
                 optimiser.zero_grad()
+                if checkpoint_seconds is not None and i < len(batches) and time.perf_counter() - saved >= checkpoint_seconds:
+                    save({"epoch": epoch, "batches": i, "loss_sum": total, "tokens": count,
+                          "seconds": time.perf_counter() - epoch_started})
+                    saved = time.perf_counter()
             bar.set_postfix(loss=f"{total / max(count, 1):.4f}")
         bar.close()
         summary.epochs = epoch
@@ -399,11 +441,7 @@ def train(
             + f"  {summary.epoch_seconds[-1]:.0f} s",
             file=sys.stderr,
         )
-        _save_checkpoint(out / CHECKPOINT_DIR, lm, optimiser, scheduler, best_state, {
-            "base": summary.base if base is not None else None, "fingerprint": _fingerprint(samples),
-            "config": asdict(config), "best_loss": best_loss, "stale": stale,
-            "summary": {k: getattr(summary, k) for k in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds")},
-        })
+        save()
 
     if best_state is not None:
         lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
@@ -413,16 +451,31 @@ def train(
     return summary
 
 
-def _save_checkpoint(path: Path, lm: Any, optimiser: Any, scheduler: Any, best: dict | None, state: dict) -> None:
+def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: dict | None, state: dict) -> None:
+    """``out/checkpoint`` replaced whole: written beside it, then swapped in by two renames, so
+    an interruption at any moment leaves a whole checkpoint (:func:`find_checkpoint`)."""
+    import shutil
+
     import torch
 
-    path.mkdir(parents=True, exist_ok=True)
-    torch.save(_trainable_state(lm.model), path / "trainable.pt")
-    torch.save(optimiser.state_dict(), path / "optimizer.pt")
-    torch.save(scheduler.state_dict(), path / "scheduler.pt")
+    path, partial, old = (out / f"{CHECKPOINT_DIR}{suffix}" for suffix in ("", ".partial", ".old"))
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    torch.save(_trainable_state(lm.model), partial / "trainable.pt")
+    torch.save(optimiser.state_dict(), partial / "optimizer.pt")
+    torch.save(scheduler.state_dict(), partial / "scheduler.pt")
+    torch.save({"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+               partial / "rng.pt")
     if best is not None:
-        torch.save(best, path / "best.pt")
-    (path / "state.json").write_text(json.dumps(state, indent=2))  # last: its presence marks a whole checkpoint
+        torch.save(best, partial / "best.pt")
+    (partial / "state.json").write_text(json.dumps(state, indent=2))  # last: its presence marks a whole checkpoint
+    if (path / "state.json").is_file():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def save_model(lm: Any, out_dir: str | Path, base: str | None = None) -> None:

@@ -4,7 +4,8 @@ Each step has a hash of everything its output depends on (its definition, the co
 fingerprint of its store, the bytes of its question file, the hashes of the steps it reads) and
 writes ``<output>.done.json`` beside its output when it finishes, with that hash, its wall time
 and what it reports. A step whose marker holds its hash is not run again: its report is read
-back (``resumed``). A training stage that stopped part way goes on from its last finished epoch.
+back (``resumed``). A training stage that stopped part way goes on from its last checkpoint (at most
+``CHECKPOINT_SECONDS`` of training back).
 """
 from __future__ import annotations
 
@@ -194,20 +195,20 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
     def work() -> dict[str, Any]:
         from dataclasses import asdict
 
-        from engine.models.sft import CHECKPOINT_DIR, train
+        from engine.models.sft import find_checkpoint, remove_checkpoints, train
 
         samples = mix_samples(ctx, stage)
         config = SftConfig(**settings, template=template, device=ctx.device)
         started = out.with_name(out.name + ".started.json")
         resume = None
-        if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and (out / CHECKPOINT_DIR / "state.json").is_file():
-            resume = out  # the same stage stopped part way: go on from its last finished epoch
+        if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and find_checkpoint(out) is not None:
+            resume = out  # the same stage stopped part way: go on from its last checkpoint
         elif out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
         started.write_text(json.dumps({"hash": wanted}) + "\n")
         summary = asdict(train(samples, base, out, config, resume=resume, progress=ctx.progress))
-        shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)  # the saved model is the stage's output
+        remove_checkpoints(out)  # the saved model is the stage's output
         started.unlink()
         return {"samples": len(samples), "continued_from_checkpoint": resume is not None,
                 "training": {k: summary[k] for k in ("examples", "val_examples", "skipped", "tokens", "target_tokens", "epochs",
