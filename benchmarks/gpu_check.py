@@ -65,7 +65,7 @@ def _train(samples: list, base: str | None, out: Path, device: str) -> dict[str,
     config = SftConfig(**{**settings, "epochs": 1}, template=template, device=device)
     _peak_reset(device)
     started = time.perf_counter()
-    summary = train(samples, base, out, config, progress=False)
+    summary = train(samples, base, out, config, progress=False, checkpoint_seconds=None)  # time training, not saves
     seconds = time.perf_counter() - started
     epoch = max(sum(summary.epoch_seconds), 0.1)  # the training pass alone (its seconds are rounded to 0.1)
     return {"device": summary.device, "samples": summary.examples, "seconds": round(seconds, 1),
