@@ -171,7 +171,7 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     (found).rename(found.with_name("checkpoint.old"))
     resumed = train(samples, None, tmp_path / "resumed", config, resume=tmp_path / "resumed", progress=False)
     assert resumed.epochs == 2 and resumed.train_loss == pytest.approx(straight.train_loss, rel=1e-5)
-    weights = {k: v for k, v in torch.load(tmp_path / "resumed" / "checkpoint" / "trainable.pt").items()}
+    weights = torch.load(tmp_path / "resumed" / "checkpoint" / "trainable.pt")
     reference = torch.load(tmp_path / "straight" / "checkpoint" / "trainable.pt")
     assert weights.keys() == reference.keys() and all(torch.allclose(weights[k], reference[k], atol=1e-6) for k in weights)
     sft.remove_checkpoints(tmp_path / "resumed")

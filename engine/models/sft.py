@@ -230,8 +230,8 @@ def _trainable_state(model: Any) -> dict[str, Any]:
 def find_checkpoint(out_dir: str | Path) -> Path | None:
     """The whole checkpoint of a run's ``out_dir`` (or that folder itself): ``checkpoint/``, or
     the one it replaces (``checkpoint.old/``) when a save was cut between its two renames."""
-    path = Path(out_dir)
-    for candidate in (path, path / CHECKPOINT_DIR, path / f"{CHECKPOINT_DIR}.old"):
+    current, _, old = _checkpoint_dirs(Path(out_dir))
+    for candidate in (Path(out_dir), current, old):
         if (candidate / "state.json").is_file():
             return candidate
     return None
@@ -241,8 +241,13 @@ def remove_checkpoints(out_dir: str | Path) -> None:
     """A finished run's checkpoints (its saved model is its output)."""
     import shutil
 
-    for suffix in ("", ".old", ".partial"):
-        shutil.rmtree(Path(out_dir) / f"{CHECKPOINT_DIR}{suffix}", ignore_errors=True)
+    for path in _checkpoint_dirs(Path(out_dir)):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _checkpoint_dirs(out: Path) -> tuple[Path, Path, Path]:
+    """A run's checkpoint, the one being written beside it, and the one it replaces."""
+    return out / CHECKPOINT_DIR, out / f"{CHECKPOINT_DIR}.partial", out / f"{CHECKPOINT_DIR}.old"
 
 
 def _checkpoint_dir(resume: str | Path) -> Path:
@@ -458,7 +463,7 @@ def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: d
 
     import torch
 
-    path, partial, old = (out / f"{CHECKPOINT_DIR}{suffix}" for suffix in ("", ".partial", ".old"))
+    path, partial, old = _checkpoint_dirs(out)
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     torch.save(_trainable_state(lm.model), partial / "trainable.pt")

@@ -115,19 +115,23 @@ def _groups_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     return _table(["set", "group", "n", "Hits@1", "Hits@1-any", "macro-F1"], rows) if rows else []
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _summary_cell(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not _is_number(value):
         return str(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
 
 
 def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     """The scalar measures of each run's method summary: one row per measure, one column per set."""
-    keys = list(dict.fromkeys(k for run in runs.values() for k, v in (run.get("method") or {}).items()
-                              if isinstance(v, (str, int, float))))
+    summaries = [run.get("method") or {} for run in runs.values()]
+    keys = list(dict.fromkeys(k for summary in summaries for k, v in summary.items() if isinstance(v, (str, int, float))))
     if not keys:
         return []
-    rows = [[f"`{k}`", *(_summary_cell((run.get("method") or {}).get(k, "–")) for run in runs.values())] for k in keys]
+    rows = [[f"`{k}`", *(_summary_cell(summary.get(k, "–")) for summary in summaries)] for k in keys]
     return _table(["measure", *runs], rows)
 
 
@@ -224,7 +228,7 @@ def _bar_metric(run: dict[str, Any], metric: str) -> dict[str, Any] | None:
     """A run's ``kgqa eval`` metric (value and interval), or a number of its method summary (no interval)."""
     if metric.startswith(SUMMARY_PREFIX):
         value = (run.get("method") or {}).get(metric[len(SUMMARY_PREFIX):])
-        return {"value": value} if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return {"value": value} if _is_number(value) else None
     return run["scores"]["overall"]["metrics"].get(metric)
 
 
