@@ -549,3 +549,79 @@ def test_per_group_splits_one_call_exactly():
             assert len(made) == 1  # nothing cut: one call answered every group
         else:
             assert len(made) > 1 and ((("The Prowler", "M"), limit) in made)  # a cut group asked on its own
+
+
+def _ends_without_reuse(triples: list[Triple], anchor: str, hops: list) -> set:
+    """The definition: ends of the walks along ``hops`` (JOIN's reading) that use no triple twice."""
+    from engine.sexpr.tree import Reverse
+
+    walks = [(anchor, frozenset())]
+    for hop in hops:
+        name = hop.relation.name if isinstance(hop, Reverse) else hop.name
+        walks = [
+            (t.object if isinstance(hop, Reverse) else t.subject, used | {t})
+            for node, used in walks for t in triples
+            if t.relation == name and t not in used and (t.subject if isinstance(hop, Reverse) else t.object) == node
+        ]
+    return {node for node, _ in walks}
+
+
+def test_answers_reached_without_reusing_an_edge_come_first():
+    from engine.methods.arg.order import edge_distinct_first
+
+    films = [("Crawlspace", "written_by", "W"), ("Crawlspace", "release_year", "1986"),
+             ("Ghoulies", "written_by", "W"), ("Ghoulies", "release_year", "2005"),
+             ("Alpha", "written_by", "V"), ("Alpha", "release_year", "1990"),
+             ("Beta", "written_by", "V"), ("Beta", "release_year", "1990"), ("Beta", "release_year", "1980")]
+    store = ReferenceStore([Triple(*t) for t in films])
+    years_of = "(JOIN (R release_year) (JOIN written_by (JOIN (R written_by) [{}])))"
+    # Crawlspace's own year only back over its written_by edge: last
+    assert edge_distinct_first(store, years_of.format("Crawlspace"), ["1986", "2005"], None) == ["2005", "1986"]
+    # Alpha's year is Beta's too: reached without reuse, the order stays
+    assert edge_distinct_first(store, years_of.format("Alpha"), ["1980", "1990"], None) == ["1980", "1990"]
+    # not a chain from one entity, one hop, or one answer: left as they are
+    both = "(AND (JOIN release_year [1986]) (JOIN written_by (JOIN (R written_by) [Crawlspace])))"
+    assert edge_distinct_first(store, both, ["Crawlspace", "Ghoulies"], None) == ["Crawlspace", "Ghoulies"]
+    assert edge_distinct_first(store, "(JOIN (R release_year) [Beta])", ["1990", "1980"], None) == ["1990", "1980"]
+    assert edge_distinct_first(store, None, ["a", "b"], None) == ["a", "b"]
+
+
+def test_answers_reached_without_reusing_an_edge_too_many_walks_keep_their_order(monkeypatch):
+    from engine.methods.arg import order
+
+    store = ReferenceStore([Triple(f"f{i}", "written_by", "W") for i in range(5)] + [Triple("f0", "year", "1")])
+    monkeypatch.setattr(order, "WALK_LIMIT", 3)
+    form = "(JOIN written_by (JOIN (R written_by) [f0]))"
+    assert order.edge_distinct_first(store, form, ["f0", "f1", "f2"], None) == ["f0", "f1", "f2"]
+    monkeypatch.setattr(order, "WALK_LIMIT", 10)
+    assert order.edge_distinct_first(store, form, ["f0", "f1", "f2"], None) == ["f1", "f2", "f0"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_edge_distinct_order_matches_its_definition_on_random_graphs(make_store, store_kind, seed):
+    """Every store orders a chain form's answers as the definition does (walks enumerated in
+    Python), on graphs with self-loops, reciprocal and parallel edges and awkward ids."""
+    import random
+
+    from engine.graph import term_key
+    from engine.methods.arg.order import edge_distinct_first
+    from engine.sexpr.evaluate import evaluate
+    from engine.sexpr.tree import Entity, Join, Relation, Reverse
+    from tests.random_graphs import RELATIONS, node_ids, random_graph
+
+    triples = random_graph(seed, nodes=10, edges=45)
+    store = make_store(store_kind, triples)
+    rng = random.Random(seed)
+    reordered = 0
+    for _ in range(25):
+        anchor = rng.choice(node_ids(triples))
+        hops = [rng.choice([Relation(r), Reverse(Relation(r))]) for r in rng.choices(RELATIONS[:3], k=rng.choice([2, 3]))]
+        tree = Entity(anchor)
+        for hop in hops:
+            tree = Join(hop, tree)
+        answers = sorted(evaluate(tree, triples), key=term_key)
+        reached = _ends_without_reuse(triples, anchor, hops)
+        want = [a for a in answers if a in reached] + [a for a in answers if a not in reached]
+        assert edge_distinct_first(store, to_text(tree), answers, None) == want, to_text(tree)
+        reordered += want != answers
+    assert reordered  # some forms' answers were reached only by reusing an edge

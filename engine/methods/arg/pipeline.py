@@ -1,5 +1,6 @@
 """ARG-KBQA end to end: retrieval (the batch's store calls shared, :func:`retrieve_batch`) → prompt → K generated forms → alignment and
-execution → majority vote over the answers, sorted with the question's own anchors last
+execution → majority vote over the answers, sorted, those a walk reaches without reusing an edge
+first (:func:`engine.methods.arg.order.edge_distinct_first`), the question's own anchors last
 (:func:`answer_questions`, :func:`engine.methods.run.topic_last`; greedy generation is batched across
 the questions), and :class:`ArgMethod`,
 ARG on the method-run protocol (:mod:`engine.methods.run`), with EM of the voted form against the
@@ -17,6 +18,7 @@ from engine.methods.arg.alignment import Aligner
 from engine.methods.arg.candidates import Schema
 from engine.methods.arg.datasets import gold_form
 from engine.methods.arg.generation import DemoPicker, forms_of, generate_outputs
+from engine.methods.arg.order import edge_distinct_first
 from engine.methods.arg.prompts import Demo, build_prompt
 from engine.methods.arg.ranker import BiEncoder, Scorer
 from engine.methods.arg.retrieval import K, retrieve_batch
@@ -80,7 +82,8 @@ def answer_questions(
             outputs=outs, demos=[d.question for d in ds],
         )
         _vote(out, runs)
-        out.answers = topic_last(out.answers, anchors)  # a form that goes out and back returns its anchor
+        ordered = edge_distinct_first(store, out.sexpr, out.answers, aligner.timeout)
+        out.answers = topic_last(ordered, anchors)  # a form that goes out and back returns its anchor
         answers.append(out)
     return answers
 
