@@ -157,6 +157,16 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     assert _steps(third) == {"store:toy": True, "samples:toy": True, "stage:planner": False, "validate:toy": False,
                              "evaluate:toy": False}
 
+    # --rerun evaluate: only the test sets answer again (after a change to the answering code)
+    fourth = reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False,
+                       rerun=["evaluate"])
+    assert _steps(fourth) == {"store:toy": True, "samples:toy": True, "stage:planner": True, "validate:toy": True,
+                              "evaluate:toy": False}
+    assert fourth["evaluation"]["toy"]["scores"] == third["evaluation"]["toy"]["scores"]
+    with pytest.raises(InvalidInputError, match="stage"):
+        reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False,
+                  rerun=["stage"])
+
 
 def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
     from engine.recipes.stores import ensure_store

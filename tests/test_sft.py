@@ -166,6 +166,9 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     state = json.loads((found / "state.json").read_text())
     assert found.name == "checkpoint" and state["summary"]["epochs"] == 1
     assert state["part"]["epoch"] == 2 and state["part"]["batches"] == 5
+    # the training it holds: epoch 1 and the part of epoch 2 (what a resumed recipe stage counts)
+    assert sft.trained_seconds(tmp_path / "resumed") == pytest.approx(state["summary"]["epoch_seconds"][0] + state["part"]["seconds"])
+    assert state["part"]["seconds"] > 0 and sft.trained_seconds(tmp_path / "nothing") == 0.0
 
     # a save cut between its two renames leaves the previous checkpoint, which is found and used
     (found).rename(found.with_name("checkpoint.old"))

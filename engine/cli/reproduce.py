@@ -13,6 +13,7 @@ from engine.errors import InvalidInputError
 def register(sub: argparse._SubParsersAction) -> None:
     from engine.methods.registry import names
     from engine.recipes.recipe import DEFAULT_RECIPE, QUICK_RECIPE
+    from engine.recipes.steps import RERUNNABLE
 
     p = sub.add_parser(
         "reproduce", help="run a method's recipe end to end: stores, training samples, training stages, validation and test",
@@ -24,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help=f"the {QUICK_RECIPE!r} recipe: tiny sizes that prove the pipeline in minutes on a CPU")
     p.add_argument("--recipe-file", default=None, help="a recipe file of your own (default: the engine's engine/recipes/<method>.toml)")
     p.add_argument("--list", action="store_true", help="list the method's recipes and stop")
+    p.add_argument("--rerun", action="append", choices=RERUNNABLE, default=[],
+                   help="run these finished steps again: validate, evaluate (repeatable; after a change to the engine's "
+                   "answering code, which no step's hash covers)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, with bf16; else cpu)")
     p.add_argument("--workdir", default="kgqa-data", help="stores, samples, models and predictions (default kgqa-data)")
     p.add_argument("--results", default="results", help="where results/<method>/<recipe>.json goes (default results)")
@@ -60,6 +64,7 @@ def _reproduce(args: argparse.Namespace) -> None:
     results = reproduce(
         args.method, _recipe_name(args), recipe_path=path, workdir=Path(args.workdir), results_dir=Path(args.results),
         device=args.device, data_directory=Path(args.data_dir) if args.data_dir else None, progress=not args.no_progress,
+        rerun=args.rerun,
     )
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))

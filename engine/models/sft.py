@@ -237,6 +237,16 @@ def find_checkpoint(out_dir: str | Path) -> Path | None:
     return None
 
 
+def trained_seconds(out_dir: str | Path) -> float:
+    """Seconds of training the checkpoint of ``out_dir`` holds: its finished epochs and the part
+    of the epoch it stopped in (0 without a checkpoint)."""
+    found = find_checkpoint(out_dir)
+    if found is None:
+        return 0.0
+    state = json.loads((found / "state.json").read_text())
+    return sum(state["summary"]["epoch_seconds"]) + ((state.get("part") or {}).get("seconds") or 0.0)
+
+
 def remove_checkpoints(out_dir: str | Path) -> None:
     """A finished run's checkpoints (its saved model is its output)."""
     import shutil

@@ -16,13 +16,14 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
-from engine.recipes.steps import Context, answer_set, export_samples, train_stage
+from engine.errors import InvalidInputError
+from engine.recipes.steps import RERUNNABLE, Context, answer_set, export_samples, train_stage
 from engine.recipes.stores import ensure_store
 
 #: the checkout this code runs from (where the commit is read)
@@ -100,17 +101,22 @@ def reproduce(
     device: str | None = None,
     data_directory: Path | None = None,
     progress: bool = True,
+    rerun: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Run ``method``'s recipe ``recipe`` and write its results file; the results."""
+    """Run ``method``'s recipe ``recipe`` and write its results file; the results. Steps of the
+    kinds in ``rerun`` (:data:`engine.recipes.steps.RERUNNABLE`) run again though finished."""
     from engine.methods.registry import get
     from engine.models.device import pick_device
 
     started = time.perf_counter()
+    unknown = set(rerun) - set(RERUNNABLE)
+    if unknown:
+        raise InvalidInputError(f"cannot rerun {', '.join(sorted(unknown))}: steps that can run again are {', '.join(RERUNNABLE)}")
     r = load_recipe(method, recipe, recipe_path)
     device = pick_device(device)
     workdir = Path(workdir)
     ctx = Context(r, get(method), workdir, {}, device, "bfloat16" if device.startswith("cuda") else None, progress,
-                  data_directory)
+                  data_directory, frozenset(rerun))
     steps: list[dict[str, Any]] = []
     from loaders.datasets import DATA_ENV
 
