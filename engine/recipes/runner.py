@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
 from engine.errors import InvalidInputError
+from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
 from engine.recipes.steps import RERUNNABLE, Context, answer_set, export_samples, train_stage
 from engine.recipes.stores import ensure_store
 
