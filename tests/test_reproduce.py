@@ -3,6 +3,7 @@ toy recipe end to end with the tiny local model and resumes what it finished, an
 report`` regenerates the docs' results tables byte for byte from the committed results."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -117,6 +118,71 @@ def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, wh
     path.write_text(text.replace(change[0], change[1], 1))
     message = _error(path)
     assert str(path) in message and where in message and what in message
+
+
+EXTENDED = """
+[recipes.derived]
+description = "the toy recipe trained longer"
+extends = "toy"
+
+[[recipes.derived.stages]]
+name = "planner"
+epochs = 2
+"""
+
+
+def test_a_recipe_that_extends_another_is_that_one_with_its_changes_written_out(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    toy = path.read_text()
+    path.write_text(toy + EXTENDED)
+    derived = load_recipe("rog", "derived", path)
+    # the same recipe written out whole: the toy recipe renamed, with its description and epochs changed
+    written = tmp_path / "written.toml"
+    whole = toy.replace("recipes.toy", "recipes.derived").replace("the tiny model on a toy KB", "the toy recipe trained longer")
+    written.write_text(whole.replace("epochs = 1", "epochs = 2"))
+    assert derived == dataclasses.replace(load_recipe("rog", "derived", written), file=path)
+    base = load_recipe("rog", "toy", path)
+    assert derived.stages[0].settings["epochs"] == 2 and base.stages[0].settings["epochs"] == 1
+    assert derived.stages[0].settings["lr"] == base.stages[0].settings["lr"] and derived.samples == base.samples
+    assert derived.hash != base.hash
+
+
+def test_a_stage_of_an_extending_recipe_with_a_new_name_is_added(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text() + EXTENDED.replace('name = "planner"\nepochs = 2', '''name = "again"
+kind = "lm"
+mix = [{ samples = "toy" }]
+base = "@planner"
+epochs = 1
+lr = 1e-4
+batch_size = 4
+seed = 0'''))
+    derived = load_recipe("rog", "derived", path)
+    assert [s.name for s in derived.stages] == ["planner", "again"] and derived.stages[1].settings["base"] == "@planner"
+
+
+@pytest.mark.parametrize("change, where, what", [
+    (('extends = "toy"', 'extends = "other"'), "recipes.derived.extends", "no other recipe 'other' to extend: use one of toy"),
+    (('extends = "toy"', 'extends = "derived"'), "recipes.derived.extends", "no other recipe 'derived'"),
+    (('description = "the toy recipe trained longer"\n', ""), "recipes.derived", "missing key 'description': say how"),
+    (('name = "planner"\n', ""), "recipes.derived.stages[0].name", "names the stage it changes or adds"),
+    (("epochs = 2", "epochs = 2\nepoch = 3"), "recipes.derived.stages[0]", "unknown key 'epoch'"),
+])
+def test_a_bad_extending_recipe_is_named_with_its_key(tmp_path, tiny, change, where, what):
+    path = _toy(tmp_path, tiny)
+    assert change[0] in EXTENDED
+    path.write_text(path.read_text() + EXTENDED.replace(change[0], change[1], 1))
+    with pytest.raises(InvalidInputError) as e:
+        load_recipe("rog", "derived", path)
+    assert str(path) in str(e.value) and where in str(e.value) and what in str(e.value)
+
+
+def test_recipes_that_extend_each_other_in_a_circle_are_refused(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    circle = EXTENDED + EXTENDED.replace("derived", "second").replace('extends = "toy"', 'extends = "derived"')
+    path.write_text(path.read_text() + circle.replace('extends = "toy"', 'extends = "second"'))
+    with pytest.raises(InvalidInputError, match="in a circle: derived → second → derived"):
+        load_recipe("rog", "derived", path)
 
 
 def test_every_method_has_a_full_and_a_quick_recipe_that_check():

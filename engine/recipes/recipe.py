@@ -15,7 +15,11 @@ A recipe file holds one method's recipes (``[recipes.<name>]``), and may add sto
   trains EtD's GNN on a dataset's train split (``kgqa etd train``);
 - ``[validate]`` and ``[evaluate]``: ``config`` (options of the runs) and ``sets``
   (``{dataset, store, sample, seed, name, config}``), answered on the validation and the test
-  split. Choices are made on validation results; test results are reported only.
+  split. Choices are made on validation results; test results are reported only;
+- ``extends``: another recipe of the file that this one changes. It takes that recipe's keys,
+  each key it writes in place of that recipe's (``description`` it must write), except
+  ``stages``: each stage it writes changes the keys it names of the stage of that name, or is
+  added after them if no stage has that name. The recipe's hash is taken of the recipe so made.
 
 A value ``"@stage"`` (or ``"@stage/file"``) names what an earlier stage wrote. Every key is
 checked: an unknown key, a missing one or a value of the wrong type is an error naming the file
@@ -67,7 +71,8 @@ ETD_KEYS = {
     "init_from": str, "mask_topic": bool,
 }
 ETD_REQUIRED = ("name", "kind", "dataset", "store", "epochs", "lr", "seed")
-_RECIPE_KEYS = {"description": str, "config": dict, "samples": list, "stages": list, "validate": dict, "evaluate": dict}
+_RECIPE_KEYS = {"description": str, "config": dict, "samples": list, "stages": list, "validate": dict, "evaluate": dict,
+                "extends": str}
 _RECIPE_REQUIRED = ("description", "evaluate")
 _STORE_KEYS = {"files": list, "format": str}
 
@@ -243,7 +248,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         stores[store_name] = StoreSource(store_name, files, t.get("format"))
 
     where = top / "recipes" / name
-    table = _check_table(recipes[name], _RECIPE_KEYS, _RECIPE_REQUIRED, where)
+    resolved = _resolve(recipes, name, top)
+    table = _check_table(resolved, _RECIPE_KEYS, _RECIPE_REQUIRED, where)
     config = table.get("config", {})
     _check_config(spec.config, config, where / "config", set())
 
@@ -334,11 +340,43 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     validate, evaluate = runs("validate", False), runs("evaluate", True)
     used = {s.store for s in (*samples, *validate, *evaluate)} | {s.store for s in stages if s.store}
     digest = hashlib.sha256(json.dumps(
-        {"method": method, "recipe": recipes[name], "stores": [stores[s].describe() for s in sorted(used)]},
+        {"method": method, "recipe": resolved, "stores": [stores[s].describe() for s in sorted(used)]},
         sort_keys=True, ensure_ascii=False,
     ).encode()).hexdigest()
     return Recipe(method, name, path, table["description"], config, tuple(samples), tuple(stages), validate, evaluate,
                   {s: stores[s] for s in sorted(used)}, digest)
+
+
+def _resolve(recipes: dict[str, Any], name: str, top: _Where, seen: tuple[str, ...] = ()) -> Any:
+    """Recipe ``name`` as written or, when it ``extends`` another, as that one changed by it."""
+    table = recipes[name]
+    if not isinstance(table, dict) or "extends" not in table:
+        return table
+    where = top / "recipes" / name
+    base_name = table["extends"]
+    if not isinstance(base_name, str) or base_name not in recipes or base_name == name:
+        others = [r for r in recipes if r != name]
+        raise (where / "extends").error(f"no other recipe {base_name!r} to extend: use one of {', '.join(others) or '(none)'}")
+    if base_name in seen:
+        raise (where / "extends").error(f"recipes extend each other in a circle: {' → '.join((*seen, name, base_name))}")
+    if "description" not in table:
+        raise where.error(f"missing key 'description': say how this recipe differs from {base_name!r}")
+    base = _resolve(recipes, base_name, top, (*seen, name))
+    if not isinstance(base, dict):
+        raise (top / "recipes" / base_name).error(f"expected a table, not {type(base).__name__}")
+    merged = {**base, **{k: v for k, v in table.items() if k not in ("extends", "stages")}}
+    if "stages" in table:
+        stages = [dict(s) if isinstance(s, dict) else s for s in _tables(base.get("stages", []), top / "recipes" / base_name / "stages")]
+        for i, change in enumerate(_tables(table["stages"], where / "stages")):
+            if not isinstance(change, dict) or not isinstance(change.get("name"), str):
+                raise (where / "stages" / i / "name").error("a stage of a recipe that extends another names the stage it changes or adds")
+            same = [s for s in stages if isinstance(s, dict) and s.get("name") == change["name"]]
+            if same:
+                same[0].update(change)
+            else:
+                stages.append(dict(change))
+        merged["stages"] = stages
+    return merged
 
 
 def _check_ref(value: Any, stages: set[str], where: _Where) -> None:
