@@ -12,6 +12,11 @@ one is kept when its relations are in the KB and the form with it still returns 
 and dropped otherwise (a constraint on a CVT node the KB collapsed always is). With
 ``strict_constraints`` a question that loses a constraint drops out instead. A question takes
 its first parse that passes; one that drops out reports the furthest check any parse reached.
+
+Beside the slice, :func:`chain_records` keeps the questions left out because their topic entity
+is not in the KB whose chain has one form on the KB (the dataset ``webqsp-fb15k237-chains``):
+they cannot be answered on the KB, but their question and gold relation path still teach a
+planner which relations a question asks for.
 """
 from __future__ import annotations
 
@@ -166,6 +171,8 @@ class SliceReport:
     kb: dict[str, Any] = field(default_factory=dict)
     executions: int = 0
     seconds: float = 0.0
+    #: questions written to ``chains.jsonl`` (:func:`chain_records`)
+    chain_questions: int = 0
 
 
 @dataclass
@@ -298,6 +305,42 @@ def build_slice(
     return records, report
 
 
+def chain_records(questions: list[dict[str, Any]], kb: FB15k237, kept: set[str]) -> list[dict[str, Any]]:
+    """Questions with a gold relation path and nothing to walk from: each question not in
+    ``kept`` (the slice's ids) whose first convertible parse has a topic entity the KB lacks and
+    a chain with exactly one form on the KB, with that form's relations as ``path``, and no
+    topic or answer entities. A chain with several forms (a relation as stored or as its
+    reverse walked backwards, a CVT compound or two hops) is left out: with no topic to walk
+    from, nothing tells on which of them the answers lie."""
+    records = []
+    for q in questions:
+        if q["QuestionId"] in kept:
+            continue
+        for parse in q.get("Parses") or []:
+            try:
+                topic, chain = topic_and_chain(parse)
+            except Uncovered:
+                continue
+            forms = chain_forms(kb, chain)
+            if topic not in kb.entities and len(forms) == 1:
+                form = forms[0]
+                records.append({
+                    "id": q["QuestionId"],
+                    "question": q["RawQuestion"],
+                    "answer": [a.get("EntityName") or a["AnswerArgument"] for a in parse.get("Answers") or []],
+                    "q_entity": [],
+                    "a_entity": [],
+                    "hops": len(form.hops),
+                    "qtype": form.shape,
+                    "path": [hop.relation for hop in form.hops],
+                    "path_forward": [hop.forward for hop in form.hops],
+                    "parse_id": parse["ParseId"],
+                    "webqsp_chain": chain,
+                })
+            break
+    return records
+
+
 def _count(report: SliceReport, record: dict[str, Any]) -> None:
     report.kept += 1
     kept, lost = record["constraints_kept"], record["constraints_dropped"]
@@ -352,20 +395,26 @@ def format_report(report: SliceReport) -> str:
                 if detail:
                     lines.append(f"    {detail[:70]:<70}{n:>6,}")
     lines.append(f"{'all':<26}{sum(report.dropped.values()):>10,}")
-    lines.append(f"\n{report.executions:,} S-expressions executed in {report.seconds:.1f} s")
+    lines.append(f"\n{report.chain_questions:,} questions left out for a topic entity the KB lacks have a chain with "
+                 "one form on the KB: chains.jsonl, a planner's training questions")
+    lines.append(f"{report.executions:,} S-expressions executed in {report.seconds:.1f} s")
     return "\n".join(lines)
 
 
-def write_slice(directory: str | os.PathLike[str], records: list[dict[str, Any]], report: SliceReport) -> Path:
-    """``questions.jsonl``, ``report.json`` and ``report.txt`` in ``directory``; the questions' path."""
+def write_slice(
+    directory: str | os.PathLike[str], records: list[dict[str, Any]], report: SliceReport, chains: list[dict[str, Any]]
+) -> Path:
+    """``questions.jsonl``, ``chains.jsonl`` (:func:`chain_records`), ``report.json`` and
+    ``report.txt`` in ``directory``; the questions' path."""
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InvalidInputError(f"cannot create the output directory {str(out)!r}: {e.strerror}") from e
     questions = out / "questions.jsonl"
-    with open(questions, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    for path, rows in ((questions, records), (out / "chains.jsonl", chains)):
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     (out / "report.json").write_text(json.dumps(to_json(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "report.txt").write_text(format_report(report) + "\n", encoding="utf-8")
     return questions
@@ -402,5 +451,7 @@ def build_from_files(
         "store": store.uri,
         "loaded_now": loaded.loaded if loaded is not None else 0,
     }
-    write_slice(out, records, report)
+    chains = chain_records(questions, kb, {r["id"] for r in records})
+    report.chain_questions = len(chains)
+    write_slice(out, records, report, chains)
     return report

@@ -110,6 +110,8 @@ def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     (("\"@planner\"", "\"@nothing\""), "recipes.toy.validate.config.model", "names no earlier stage"),
     (("max_hops = 1 }", "beams = 1 }"), "recipes.toy.validate.config", "no option 'beams'"),
     (("store = \"toy\"\nname = \"toy\"", "store = \"elsewhere\"\nname = \"toy\""), "recipes.toy.samples[0].store", "unknown store 'elsewhere'"),
+    (("dataset = \"qa_dev.txt\"\nstore = \"toy\"", "dataset = \"webqsp-fb15k237-chains\"\nstore = \"toy\""),
+     "recipes.toy.samples[0].store", "is built with the store fb15k237, not 'toy'"),
 ])
 def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):
     path = _toy(tmp_path, tiny)
@@ -147,6 +149,24 @@ def test_a_recipe_that_extends_another_is_that_one_with_its_changes_written_out(
     assert derived.hash != base.hash
 
 
+def test_a_sample_set_of_an_extending_recipe_changes_the_one_of_its_name_or_is_added(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text() + EXTENDED + '''
+[[recipes.derived.samples]]
+name = "toy"
+sample = 8
+
+[[recipes.derived.samples]]
+dataset = "qa_dev.txt"
+store = "toy"
+name = "more"
+seed = 1
+''')
+    derived = load_recipe("rog", "derived", path)
+    assert [(s.name, s.sample, s.seed) for s in derived.samples] == [("toy", 8, 0), ("more", None, 1)]
+    assert derived.samples[0].dataset == load_recipe("rog", "toy", path).samples[0].dataset
+
+
 def test_a_stage_of_an_extending_recipe_with_a_new_name_is_added(tmp_path, tiny):
     path = _toy(tmp_path, tiny)
     path.write_text(path.read_text() + EXTENDED.replace('name = "planner"\nepochs = 2', '''name = "again"
@@ -165,7 +185,7 @@ seed = 0'''))
     (('extends = "toy"', 'extends = "other"'), "recipes.derived.extends", "no other recipe 'other' to extend: use one of toy"),
     (('extends = "toy"', 'extends = "derived"'), "recipes.derived.extends", "no other recipe 'derived'"),
     (('description = "the toy recipe trained longer"\n', ""), "recipes.derived", "missing key 'description': say how"),
-    (('name = "planner"\n', ""), "recipes.derived.stages[0].name", "names the stage it changes or adds"),
+    (('name = "planner"\n', ""), "recipes.derived.stages[0]", "names the stage it changes or adds"),
     (("epochs = 2", "epochs = 2\nepoch = 3"), "recipes.derived.stages[0]", "unknown key 'epoch'"),
 ])
 def test_a_bad_extending_recipe_is_named_with_its_key(tmp_path, tiny, change, where, what):
@@ -183,6 +203,14 @@ def test_recipes_that_extend_each_other_in_a_circle_are_refused(tmp_path, tiny):
     path.write_text(path.read_text() + circle.replace('extends = "toy"', 'extends = "second"'))
     with pytest.raises(InvalidInputError, match="in a circle: derived → second → derived"):
         load_recipe("rog", "derived", path)
+
+
+def test_a_dataset_built_beside_a_stores_slice_is_taken_with_that_store(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text().replace('dataset = "qa_dev.txt"\nstore = "toy"', 'dataset = "webqsp-fb15k237-chains"\nstore = "fb15k237"'))
+    recipe = load_recipe("rog", "toy", path)
+    assert (recipe.samples[0].dataset, recipe.samples[0].store) == ("webqsp-fb15k237-chains", "fb15k237")
+    assert recipe.stores["fb15k237"].builds == "webqsp-fb15k237"
 
 
 def test_every_method_has_a_full_and_a_quick_recipe_that_check():

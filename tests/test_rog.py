@@ -420,6 +420,22 @@ def test_gold_targets_take_the_question_path_where_it_grounds(make_store):
         list(training_examples(store, [deep], targets="longest"))
 
 
+def test_a_gold_path_with_no_topic_entity_gives_a_planning_sample_alone(make_store):
+    from engine.methods.rog.pipeline import RogConfig
+    from engine.methods.rog.training_data import training_samples
+
+    store = make_store("oxigraph", TRIPLES)
+    chain = Question("c1", "what genre are the films of Leonardo DiCaprio", ["Science Fiction"], [], [],
+                     path=["starred_actors", "has_genre"])
+    grounded = Question("g1", "genre of [Inception]", ["Science Fiction"], ["Inception"], ["Science Fiction"], path=["has_genre"])
+    samples = list(training_samples(store, [chain, grounded], RogConfig(prompt_tokens=None, training_targets="gold")))
+    assert [(s.id, s.task, s.target) for s in samples if s.id == "c1"] == [
+        ("c1", "planning", "<PATH>starred_actors<SEP>has_genre</PATH>")]
+    assert [s.task for s in samples if s.id == "g1"] == ["planning", "reasoning"]
+    # shortest-path targets need a topic entity to search from: no sample
+    assert [s.id for s in training_samples(store, [chain], RogConfig(prompt_tokens=None))] == []
+
+
 # ----------------------------------------------------------------------------- CLI end to end
 @pytest.mark.model
 def test_rog_run_and_eval_end_to_end(tmp_path, capsys):

@@ -13,7 +13,7 @@ from engine.errors import InvalidInputError
 from engine.stores.oxigraph import OxigraphStore
 from loaders.datasets import load_dataset
 from loaders.fb15k237 import ensure_loaded, read_kb
-from loaders.webqsp_slice import build_slice, format_report
+from loaders.webqsp_slice import build_slice, chain_records, format_report
 from tests.conftest import STORE_KINDS
 
 TRAIN = """\
@@ -106,6 +106,15 @@ QUESTIONS = [
     # kept, a compound that is its own inverse, stored once per pair: walked backwards
     question(13, "who is act two married to?",
              parse("m.0act2", ["people.person.spouse_s", "people.marriage.spouse"], [entity("m.0act1")])),
+    # dropped, topic not in the KB; its chain is in the KB two ways (the compound walked either
+    # way): not a chain question either
+    question(14, "who is the lonely one married to?",
+             parse("m.0lonely", ["people.person.spouse_s", "people.marriage.spouse"], [entity("m.0act1")])),
+    # dropped, topic not in the KB; its chain is in the KB one way (the reverse property): a
+    # chain question, from its first parse that converts
+    question(15, "who produced the lost film?",
+             parse(None, ["film.film.directed_by"], [entity("m.0dir1")]),
+             parse("m.0lost", ["film.film.produced_by"], [entity("m.0ghost", "Ghost")])),
 ]
 
 
@@ -176,7 +185,7 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
     assert by_id["WebQTrn-3"]["constraints_dropped"] == [
         {"reason": "on a CVT node", "constraint": "(AND [?] (JOIN film.performance.character m.0char1))"}]
 
-    assert (report.questions, report.kept) == (13, 8)
+    assert (report.questions, report.kept) == (15, 8)
     assert report.shapes == {
         "1-hop": {"questions": 3, "without_constraints": 3},
         "2-hop": {"questions": 1, "with_constraints": 1},
@@ -185,16 +194,30 @@ def test_slice_records_report_and_drop_reasons(tiny_kb, oxigraph):
     assert report.constraints == {"total": 6, "kept": 2, "unconvertible": 1, "on a CVT node": 1,
                                   "relation not in KB": 1, "no gold answer left": 1}
     assert (report.questions_with_constraints, report.questions_relaxed) == (4, 2)
-    assert report.dropped == {"unconvertible parse": 1, "topic not in KB": 1, "relation not in KB": 1,
+    assert report.dropped == {"unconvertible parse": 1, "topic not in KB": 3, "relation not in KB": 1,
                               "no gold answer in KB": 1, "no gold answer reached": 1}
     assert report.drop_details == {
-        "unconvertible parse": {"no topic entity": 1}, "topic not in KB": {"": 1},
+        "unconvertible parse": {"no topic entity": 1}, "topic not in KB": {"": 3},
         "relation not in KB": {"film.film.music": 1}, "no gold answer in KB": {"answers not KB entities": 1},
         "no gold answer reached": {"1-hop": 1},
     }
     text = format_report(report)
-    assert "8 of 13 questions kept" in text
+    assert "8 of 15 questions kept" in text
     assert "cvt" + " " * 15 + "4" in text and "relation not in KB" in text
+
+
+def test_chain_questions_are_left_out_questions_whose_chain_has_one_form(tiny_kb, oxigraph):
+    kb = read_kb(*tiny_kb)
+    records, _ = build_slice(QUESTIONS, kb, oxigraph)
+    chains = chain_records(QUESTIONS, kb, {r["id"] for r in records})
+    assert [(c["id"], c["path"], c["path_forward"], c["qtype"]) for c in chains] == [
+        ("WebQTrn-7", ["/film/film/directed_by"], [True], "1-hop"),
+        ("WebQTrn-15", ["/film/producer/film"], [False], "1-hop"),
+    ]
+    assert chains[1]["q_entity"] == chains[1]["a_entity"] == [] and chains[1]["answer"] == ["Ghost"]
+    assert chains[1]["parse_id"] == "WebQTrn-15.P1" and chains[1]["webqsp_chain"] == ["film.film.produced_by"]
+    # a slice question is never a chain question, though its chain has one form
+    assert chain_records(QUESTIONS[:1], kb, set()) == [] and chain_records(QUESTIONS[6:7], kb, {"WebQTrn-7"}) == []
 
 
 def test_strict_constraints_drop_relaxed_questions(tiny_kb, oxigraph):
@@ -230,7 +253,8 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     assert (first["kept"], first["kb"]["loaded_now"], first["kb"]["triples"]) == (8, KB_TRIPLES + len(NAMES), KB_TRIPLES)
     out = tmp_path / "built" / "webqsp-fb15k237-test"
     assert json.loads((out / "report.json").read_text())["dropped"] == first["dropped"]
-    assert "8 of 13 questions kept" in (out / "report.txt").read_text()
+    assert first["chain_questions"] == 2 and len((out / "chains.jsonl").read_text().splitlines()) == 2
+    assert "8 of 15 questions kept" in (out / "report.txt").read_text()
 
     questions = load_dataset("webqsp-fb15k237-test")
     four = next(q for q in questions if q.id == "WebQTrn-4")

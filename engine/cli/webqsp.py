@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "build",
         help="build the slice of WebQSP whose gold logical forms reach a gold answer in FB15k-237",
         description="Build the WebQSP slice over FB15k-237: questions.jsonl (the dataset webqsp-fb15k237, or "
-        "webqsp-fb15k237-test from WebQSP.test.json), report.json and report.txt. The KB is loaded into the "
-        "store first when the store is empty.",
+        "webqsp-fb15k237-test from WebQSP.test.json), chains.jsonl (the questions left out for a topic entity the "
+        "KB lacks whose gold chain has one form on the KB: the dataset webqsp-fb15k237-chains, training questions "
+        "for a planner), report.json and report.txt. The KB is loaded into the store first when the store is empty.",
     )
     b.add_argument("--webqsp", required=True, help="WebQSP.train.json or WebQSP.test.json (.gz allowed)")
     b.add_argument("--kb", default=None, help="FB15k-237 directory: train/valid/test.txt(.gz) and entity2text (default: fb15k237 in the data directory)")
@@ -83,7 +84,7 @@ def _run_build(args: argparse.Namespace) -> None:
         print(json.dumps(to_json(report), indent=2, ensure_ascii=False))
     else:
         print(format_report(report))
-        print(f"\nwritten to {out}/ (questions.jsonl, report.json, report.txt)")
+        print(f"\nwritten to {out}/ (questions.jsonl, chains.jsonl, report.json, report.txt)")
 
 
 def _run_convert(args: argparse.Namespace) -> None:

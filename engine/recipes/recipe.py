@@ -18,8 +18,9 @@ A recipe file holds one method's recipes (``[recipes.<name>]``), and may add sto
   split. Choices are made on validation results; test results are reported only;
 - ``extends``: another recipe of the file that this one changes. It takes that recipe's keys,
   each key it writes in place of that recipe's (``description`` it must write), except
-  ``stages``: each stage it writes changes the keys it names of the stage of that name, or is
-  added after them if no stage has that name. The recipe's hash is taken of the recipe so made.
+  ``samples`` and ``stages``: each sample set or stage it writes changes the keys it writes of
+  the one of that name (a sample set's name defaults to its dataset), or is added after them if
+  none has that name. The recipe's hash is taken of the recipe so made.
 
 A value ``"@stage"`` (or ``"@stage/file"``) names what an earlier stage wrote. Every key is
 checked: an unknown key, a missing one or a value of the wrong type is an error naming the file
@@ -259,8 +260,12 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         if store not in stores:
             raise (w / "store").error(f"unknown store {store!r}: use one of {', '.join(stores)}")
         if value in BUILT_DATASETS:
-            if stores[store].builds != value:
-                builders = [s.name for s in stores.values() if s.builds == value]
+            def writes(source: StoreSource) -> bool:  # the store's load builds the folder the dataset is in
+                folder = Path(BUILT_DATASETS[value][0]).parent
+                return source.builds is not None and Path(BUILT_DATASETS[source.builds][0]).parent == folder
+
+            if not writes(stores[store]):
+                builders = [s.name for s in stores.values() if writes(s)]
                 raise (w / "store").error(f"dataset {value!r} is built with the store {', '.join(builders)}, not {store!r}")
             return value
         if value in DATASETS:
@@ -347,6 +352,13 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
                   {s: stores[s] for s in sorted(used)}, digest)
 
 
+#: the lists of named tables a recipe that extends another changes by name: key -> (what a table is, its name)
+_MERGED_BY_NAME = {
+    "samples": ("sample set", lambda t: t.get("name", t.get("dataset"))),
+    "stages": ("stage", lambda t: t.get("name")),
+}
+
+
 def _resolve(recipes: dict[str, Any], name: str, top: _Where, seen: tuple[str, ...] = ()) -> Any:
     """Recipe ``name`` as written or, when it ``extends`` another, as that one changed by it."""
     table = recipes[name]
@@ -364,18 +376,20 @@ def _resolve(recipes: dict[str, Any], name: str, top: _Where, seen: tuple[str, .
     base = _resolve(recipes, base_name, top, (*seen, name))
     if not isinstance(base, dict):
         raise (top / "recipes" / base_name).error(f"expected a table, not {type(base).__name__}")
-    merged = {**base, **{k: v for k, v in table.items() if k not in ("extends", "stages")}}
-    if "stages" in table:
-        stages = [dict(s) if isinstance(s, dict) else s for s in _tables(base.get("stages", []), top / "recipes" / base_name / "stages")]
-        for i, change in enumerate(_tables(table["stages"], where / "stages")):
-            if not isinstance(change, dict) or not isinstance(change.get("name"), str):
-                raise (where / "stages" / i / "name").error("a stage of a recipe that extends another names the stage it changes or adds")
-            same = [s for s in stages if isinstance(s, dict) and s.get("name") == change["name"]]
+    merged = {**base, **{k: v for k, v in table.items() if k not in ("extends", *_MERGED_BY_NAME)}}
+    for key, (what, name_of) in _MERGED_BY_NAME.items():
+        if key not in table:
+            continue
+        items = [dict(t) if isinstance(t, dict) else t for t in _tables(base.get(key, []), top / "recipes" / base_name / key)]
+        for i, change in enumerate(_tables(table[key], where / key)):
+            if not isinstance(change, dict) or not isinstance(name_of(change), str):
+                raise (where / key / i).error(f"a {what} of a recipe that extends another names the {what} it changes or adds")
+            same = [t for t in items if isinstance(t, dict) and name_of(t) == name_of(change)]
             if same:
                 same[0].update(change)
             else:
-                stages.append(dict(change))
-        merged["stages"] = stages
+                items.append(dict(change))
+        merged[key] = items
     return merged
 
 

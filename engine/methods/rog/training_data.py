@@ -3,7 +3,8 @@ entities (``shortest_paths``, undirected) give the planning targets; grounding t
 paths gives the reasoning prompt whose target is the answer list.
 
 With ``targets="gold"`` a question that carries its gold relation path (a MetaQA question type,
-a PathQuestion path, a WebQSP slice chain) is supervised with that path instead. Shortest paths
+a PathQuestion path, a WebQSP slice chain) is supervised with that path instead, and one with a
+gold path but no topic entity (``webqsp-fb15k237-chains``) gives a planning sample alone. Shortest paths
 are RoG's choice, but they teach shortcuts where an answer is also reachable by a shorter path
 than the question asks for (44 % of MetaQA-3hop and 68 % of PQ-3H training questions here).
 
@@ -56,7 +57,7 @@ def _target_paths(store: Store, q: Question, max_hops: int, targets: str) -> lis
     if targets not in TARGETS:
         raise InvalidInputError(f"unknown training targets {targets!r}: use {', '.join(TARGETS)}")
     gold = gold_relation_path(q) if targets == "gold" else None
-    if gold and len(gold) <= max_hops and ground(store, q.topic_entities, [gold]).paths:
+    if gold and len(gold) <= max_hops and (not q.topic_entities or ground(store, q.topic_entities, [gold]).paths):
         return [tuple(gold)]
     return shortest_relation_paths(store, q, max_hops)
 
@@ -65,20 +66,21 @@ def training_examples(
     store: Store, questions: Iterable[Question], max_hops: int = 3, targets: str = "shortest"
 ) -> Iterator[TrainingExample]:
     """An example per question that has a target path (others are skipped): its shortest
-    paths, or with ``targets="gold"`` its gold relation path where it has one that grounds
-    (falling back to the shortest paths)."""
+    paths, or with ``targets="gold"`` its gold relation path where it has one that grounds, or
+    that has no topic entity to ground from (then no reasoning paths), falling back to the
+    shortest paths."""
     for q in questions:
         relation_paths = _target_paths(store, q, max_hops, targets)
         if relation_paths:
-            grounding = ground(store, q.topic_entities, relation_paths)
-            yield TrainingExample(q, relation_paths, grounding.rendered())
+            rendered = ground(store, q.topic_entities, relation_paths).rendered() if q.topic_entities else []
+            yield TrainingExample(q, relation_paths, rendered)
 
 
 def training_samples(store: Store, questions: Iterable[Question], config: RogConfig) -> Iterator[Sample]:
     """RoG's samples for each question with a target path (:func:`training_examples`, with
     ``config.training_targets``): one planning sample per relation path (Eq. 4/8; at most
-    ``config.plans_per_question`` of them, a sample seeded by the question's id) and one
-    reasoning sample (Eq. 10) whose prompt keeps the grounded paths that fit
+    ``config.plans_per_question`` of them, a sample seeded by the question's id) and, where
+    the paths ground, one reasoning sample (Eq. 10) whose prompt keeps the grounded paths that fit
     ``config.prompt_tokens`` of the reasoning model's tokenizer, as :func:`engine.methods.rog.reasoning.reason`
     fits them at inference."""
     from engine.models.loading import load_lm
@@ -94,6 +96,8 @@ def training_samples(store: Store, questions: Iterable[Question], config: RogCon
         for relations in paths:
             yield Sample(planning_prompt(q.question), format_plan(relations), "planning", q.id)
         kept = example.reasoning_paths
+        if not kept:  # nothing grounded to reason over (a question with no topic entity)
+            continue
         if tokens is not None:
             kept = fit_paths(tokens, reasoning_prompt(q.question, []), kept, config.prompt_tokens)
         yield Sample(reasoning_prompt(q.question, kept), "\n".join(q.answers), "reasoning", q.id)
