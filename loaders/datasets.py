@@ -47,6 +47,12 @@ BUILT_DATASETS = {
 }
 
 
+def built_together(name: str) -> list[str]:
+    """The built datasets one build writes with ``name``: those in its folder."""
+    folder = Path(BUILT_DATASETS[name][0]).parent
+    return [other for other, (file, _) in BUILT_DATASETS.items() if Path(file).parent == folder]
+
+
 def built_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Where built datasets go: ``override``, else ``$KGQA_BUILT``, else ``kgqa-data/datasets``."""
     return Path(override or os.environ.get("KGQA_BUILT") or Path("kgqa-data") / "datasets")

@@ -280,3 +280,23 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     err = capsys.readouterr().err
     assert f"{KB_TRIPLES - 1:,} of its {KB_TRIPLES:,} edges are there" in err and "load the whole KB" in err
     assert not (tmp_path / "p").exists()
+
+
+def test_a_reused_slice_store_writes_its_datasets_again_when_one_is_missing(tmp_path, tiny_kb):
+    from engine.recipes.recipe import StoreSource
+    from engine.recipes.stores import built_files, ensure_store
+
+    kb_dir, ontology = tiny_kb
+    webqsp = tmp_path / "WebQSP.train.json"
+    webqsp.write_text(json.dumps({"Version": "1.0", "Questions": QUESTIONS}))
+    source = StoreSource("slice", kind="webqsp-slice", kb=kb_dir, webqsp=webqsp, ontology=ontology, builds="webqsp-fb15k237")
+    work = tmp_path / "work"
+    first = ensure_store(source, work, progress=False)
+    files = built_files(source, work)
+    assert not first.reused and [f.name for f in files] == ["questions.jsonl", "chains.jsonl"]
+    written = {f: f.read_text() for f in files}
+    assert len(written[files[1]].splitlines()) == 2
+    files[1].unlink()  # a work directory built before the chains were part of the build
+    again = ensure_store(source, work, progress=False)
+    assert again.reused and again.content == first.content
+    assert {f: f.read_text() for f in files} == written

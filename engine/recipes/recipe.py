@@ -255,14 +255,13 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     _check_config(spec.config, config, where / "config", set())
 
     def dataset_of(value: str, store: str, w: _Where) -> str:
-        from loaders.datasets import BUILT_DATASETS, DATASETS
+        from loaders.datasets import BUILT_DATASETS, DATASETS, built_together
 
         if store not in stores:
             raise (w / "store").error(f"unknown store {store!r}: use one of {', '.join(stores)}")
         if value in BUILT_DATASETS:
-            def writes(source: StoreSource) -> bool:  # the store's load builds the folder the dataset is in
-                folder = Path(BUILT_DATASETS[value][0]).parent
-                return source.builds is not None and Path(BUILT_DATASETS[source.builds][0]).parent == folder
+            def writes(source: StoreSource) -> bool:  # the store's load builds the dataset
+                return source.builds is not None and value in built_together(source.builds)
 
             if not writes(stores[store]):
                 builders = [s.name for s in stores.values() if writes(s)]

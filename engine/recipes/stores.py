@@ -6,7 +6,9 @@ A store is loaded into ``<workdir>/stores/<name>`` (embedded Oxigraph). Beside i
 are read) and its content fingerprint after the load (a hash of its statistics,
 :func:`engine.methods.fidelis.index.fingerprint`). A later recipe reuses the store when both
 still match; a store this module loaded from other data, or whose load was cut short, is loaded
-again; a folder it did not load is never touched.
+again; a folder it did not load is never touched. A store whose load builds datasets (the WebQSP
+slice) writes them under ``<workdir>/datasets``; a reused one writes them again when one is
+missing (a dataset added to the build since).
 """
 from __future__ import annotations
 
@@ -104,6 +106,11 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     if record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists():
         content, triples = _content(path)
         if content == record["content"]:
+            if any(not f.is_file() for f in built_files(source, workdir)):
+                from engine.open import open_store
+
+                with open_store(str(path), create=False) as store:
+                    _build_datasets(source, store, workdir, progress)
             return ReadyStore(source.name, path, content, record["seconds"], True, triples)
     if path.exists():  # loaded here before, from other data, or cut short: load it again
         shutil.rmtree(path)
@@ -123,17 +130,31 @@ def built_dataset_dir(workdir: Path) -> Path:
     return workdir / "datasets"
 
 
+def built_files(source: StoreSource, workdir: Path) -> list[Path]:
+    """The dataset files the store's load writes (none but the WebQSP slice's)."""
+    from loaders.datasets import BUILT_DATASETS, built_together
+
+    if source.builds is None:
+        return []
+    return [built_dataset_dir(workdir) / BUILT_DATASETS[name][0] for name in built_together(source.builds)]
+
+
+def _build_datasets(source: StoreSource, store: Any, workdir: Path, progress: bool) -> None:
+    """Build the WebQSP slice's datasets on ``store``, loading the KB into it when it is empty."""
+    from loaders.datasets import BUILT_DATASETS
+    from loaders.webqsp_slice import build_from_files
+
+    assert source.builds and source.webqsp and source.kb and source.ontology
+    out = built_dataset_dir(workdir) / Path(BUILT_DATASETS[source.builds][0]).parent
+    build_from_files(source.webqsp, source.kb, store, out, ontology=source.ontology, progress=progress)
+
+
 def _load(source: StoreSource, path: Path, workdir: Path, progress: bool) -> None:
     from engine.open import open_store
 
     with open_store(str(path), create=True) as store:
         if source.kind == "webqsp-slice":
-            from loaders.datasets import BUILT_DATASETS
-            from loaders.webqsp_slice import build_from_files
-
-            assert source.builds and source.webqsp and source.kb and source.ontology
-            out = built_dataset_dir(workdir) / Path(BUILT_DATASETS[source.builds][0]).parent
-            build_from_files(source.webqsp, source.kb, store, out, ontology=source.ontology, progress=progress)
+            _build_datasets(source, store, workdir, progress)
         else:
             from loaders.load import load_files
 
