@@ -28,18 +28,14 @@ DATASETS = {
 }
 
 
+#: the command that builds the slice of WebQSP's training questions, and its chains beside it
+_TRAIN_SLICE_BUILD = "kgqa webqsp build --webqsp ../shared/data/webqsp/WebQSP.train.json.gz --kb ../shared/data/fb15k237"
 #: dataset name -> (its file under the build directory, the command that builds it)
 BUILT_DATASETS = {
-    "webqsp-fb15k237": (
-        "webqsp-fb15k237/questions.jsonl",
-        "kgqa webqsp build --webqsp ../shared/data/webqsp/WebQSP.train.json.gz --kb ../shared/data/fb15k237",
-    ),
+    "webqsp-fb15k237": ("webqsp-fb15k237/questions.jsonl", _TRAIN_SLICE_BUILD),
     # questions left out of the slice for a topic entity the KB lacks, with their gold relation path:
     # a planner's training questions, written by the slice's build beside it
-    "webqsp-fb15k237-chains": (
-        "webqsp-fb15k237/chains.jsonl",
-        "kgqa webqsp build --webqsp ../shared/data/webqsp/WebQSP.train.json.gz --kb ../shared/data/fb15k237",
-    ),
+    "webqsp-fb15k237-chains": ("webqsp-fb15k237/chains.jsonl", _TRAIN_SLICE_BUILD),
     "webqsp-fb15k237-test": (
         "webqsp-fb15k237-test/questions.jsonl",
         "kgqa webqsp build --webqsp WebQSP.test.json --kb ../shared/data/fb15k237",

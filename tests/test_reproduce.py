@@ -84,9 +84,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # ----------------------------------------------------------------------------- checking a recipe file
-def _error(path: Path) -> str:
+def _error(path: Path, recipe: str = "toy") -> str:
     with pytest.raises(InvalidInputError) as e:
-        load_recipe("rog", "toy", path)
+        load_recipe("rog", recipe, path)
     return str(e.value)
 
 
@@ -192,9 +192,8 @@ def test_a_bad_extending_recipe_is_named_with_its_key(tmp_path, tiny, change, wh
     path = _toy(tmp_path, tiny)
     assert change[0] in EXTENDED
     path.write_text(path.read_text() + EXTENDED.replace(change[0], change[1], 1))
-    with pytest.raises(InvalidInputError) as e:
-        load_recipe("rog", "derived", path)
-    assert str(path) in str(e.value) and where in str(e.value) and what in str(e.value)
+    message = _error(path, "derived")
+    assert str(path) in message and where in message and what in message
 
 
 def test_recipes_that_extend_each_other_in_a_circle_are_refused(tmp_path, tiny):

@@ -106,12 +106,11 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     if record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists():
         content, triples = _content(path)
         if content == record["content"]:
+            ready = ReadyStore(source.name, path, content, record["seconds"], True, triples)
             if any(not f.is_file() for f in built_files(source, workdir)):
-                from engine.open import open_store
-
-                with open_store(str(path), create=False) as store:
+                with ready.open() as store:  # the store holds the KB: the build only reads it
                     _build_datasets(source, store, workdir, progress)
-            return ReadyStore(source.name, path, content, record["seconds"], True, triples)
+            return ready
     if path.exists():  # loaded here before, from other data, or cut short: load it again
         shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
