@@ -112,6 +112,8 @@ def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     (("store = \"toy\"\nname = \"toy\"", "store = \"elsewhere\"\nname = \"toy\""), "recipes.toy.samples[0].store", "unknown store 'elsewhere'"),
     (("dataset = \"qa_dev.txt\"\nstore = \"toy\"", "dataset = \"webqsp-fb15k237-chains\"\nstore = \"toy\""),
      "recipes.toy.samples[0].store", "is built with the store fb15k237, not 'toy'"),
+    (("seed = 0\n", "seed = 0\nprecision = \"half\"\n"), "recipes.toy.stages[0].precision", "unknown precision 'half'"),
+    (("[recipes.toy]\n", "[recipes.toy]\ndtype = \"bf16\"\n"), "recipes.toy.dtype", "unknown dtype 'bf16'"),
 ])
 def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):
     path = _toy(tmp_path, tiny)
@@ -259,6 +261,13 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     with pytest.raises(InvalidInputError, match="stage"):
         reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False,
                   rerun=["stage"])
+
+    # answering in bfloat16 (the recipe's dtype): the sets answer again, the trained model is kept
+    changed.write_text(changed.read_text().replace("[recipes.toy]\n", "[recipes.toy]\ndtype = \"bfloat16\"\n", 1))
+    fifth = reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    assert _steps(fifth) == {"store:toy": True, "samples:toy": True, "stage:planner": True, "validate:toy": False,
+                             "evaluate:toy": False}
+    assert fifth["dtype"] == "bfloat16"
 
 
 def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):

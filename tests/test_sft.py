@@ -81,22 +81,36 @@ def test_prompt_tokens_carry_no_loss_and_no_gradient(tiny):
     assert encode(lm, sample, len(prompt) + 2).labels == [IGNORE] * len(prompt) + lm.encode("ap")
     assert encode(lm, sample, len(prompt)) is None
 
-    ids, mask, labels = collate([e, encode(lm, Sample("q: a longer prompt", "x"), 64)], lm._pad, "cpu")
-    logits = lm.model(input_ids=ids, attention_mask=mask).logits.detach().requires_grad_(True)
-    loss, n = target_loss(logits, labels)
+    other = encode(lm, Sample("q: a longer prompt", "x"), 64)
+    ids, mask, labels = collate([e, other], lm._pad, "cpu")
+    with torch.no_grad():
+        loss, n = target_loss(lm.model, ids, mask, labels)
+        logits = lm.model(input_ids=ids, attention_mask=mask).logits
     assert n == len("apple") + 1 + len("x") + 1
-    loss.backward()
-    # position t predicts token t + 1: only positions before a target token get a gradient
-    grad = logits.grad.abs().sum(-1)
-    first = len(prompt) - 1
-    assert torch.all(grad[0, :first] == 0) and torch.all(grad[0, first:first + n - 2] > 0)
-    assert torch.all(grad[0, len(e.ids) - 1:] == 0)  # after eos and on padding
-    # the loss equals cross-entropy over the target tokens alone
-    expected = sum(
-        -torch.log_softmax(logits[0, first + i], -1)[tok] for i, tok in enumerate(e.labels[len(prompt):])
-    )
-    per_row = target_loss(logits[:1], labels[:1])[0]
-    assert float(per_row.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    # the loss is the cross-entropy of the target tokens alone, each predicted by the position
+    # before it, on the full vocabulary projection of every position (padding and prompt carry none)
+    def expected(row: int, item) -> torch.Tensor:
+        start = len(item.labels) - sum(label != IGNORE for label in item.labels)
+        return sum(-torch.log_softmax(logits[row, start - 1 + i], -1)[tok]
+                   for i, tok in enumerate(item.labels[start:]))
+
+    assert float(loss) == pytest.approx(float(expected(0, e) + expected(1, other)), rel=1e-5)
+    with torch.no_grad():
+        alone = target_loss(lm.model, *collate([e], lm._pad, "cpu"))
+    assert alone[1] == len("apple") + 1 and float(alone[0]) == pytest.approx(float(expected(0, e)), rel=1e-5)
+
+
+def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path):
+    config = SftConfig(epochs=2, lr=5e-3, batch_size=2, device="cpu", precision="bf16")
+    summary = train(MEMORISE, tiny, tmp_path / "bf16", config, progress=False)
+    assert summary.device == "cpu (bf16)" and summary.train_loss[-1] < summary.train_loss[0]
+    # the saved weights stay float32: only the arithmetic was bfloat16
+    import safetensors.torch
+
+    weights = safetensors.torch.load_file(str(next((tmp_path / "bf16").glob("*.safetensors"))))
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+    with pytest.raises(InvalidInputError, match="precision 'half'"):
+        SftConfig(precision="half")
 
 
 # ----------------------------------------------------------------------------- training
@@ -152,11 +166,11 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
 
     calls, real_loss = [0], sft.target_loss
 
-    def stop_in_epoch_two(logits, labels):
+    def stop_in_epoch_two(*args):
         calls[0] += 1
         if calls[0] == 8 + 6:  # the 6th batch of epoch 2: 5 of its batches are checkpointed
             raise KeyboardInterrupt
-        return real_loss(logits, labels)
+        return real_loss(*args)
 
     monkeypatch.setattr(sft, "target_loss", stop_in_epoch_two)
     with pytest.raises(KeyboardInterrupt):

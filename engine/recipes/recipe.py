@@ -16,6 +16,8 @@ A recipe file holds one method's recipes (``[recipes.<name>]``), and may add sto
 - ``[validate]`` and ``[evaluate]``: ``config`` (options of the runs) and ``sets``
   (``{dataset, store, sample, seed, name, config}``), answered on the validation and the test
   split. Choices are made on validation results; test results are reported only;
+- ``dtype``: the language models' weight precision when answering the validation and test sets
+  (``kgqa <method> run --dtype``; default float32 on a CPU, bfloat16 on CUDA);
 - ``extends``: another recipe of the file that this one changes. It takes that recipe's keys,
   each key it writes in place of that recipe's (``description`` it must write), except
   ``samples`` and ``stages``: each sample set or stage it writes changes the keys it writes of
@@ -37,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
+from engine.models.sft import PRECISIONS
+from engine.models.transformers_lm import DTYPES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +65,7 @@ _RUNS_KEYS = {"config": dict, "sets": list}
 LM_KEYS = {
     "name": str, "kind": str, "mix": list, "base": str, "epochs": int, "lr": float, "schedule": str, "warmup": float,
     "batch_size": int, "grad_accum": int, "max_length": int, "seed": int, "val_fraction": float, "patience": int,
-    "weight_decay": float, "lora": bool, "lora_r": int, "lora_alpha": int, "prompt_template": str,
+    "weight_decay": float, "lora": bool, "lora_r": int, "lora_alpha": int, "prompt_template": str, "precision": str,
 }
 LM_REQUIRED = ("name", "kind", "mix", "epochs", "lr", "batch_size", "seed")
 #: ``kgqa etd train``'s settings (engine.methods.etd.training.TrainConfig)
@@ -73,7 +77,7 @@ ETD_KEYS = {
 }
 ETD_REQUIRED = ("name", "kind", "dataset", "store", "epochs", "lr", "seed")
 _RECIPE_KEYS = {"description": str, "config": dict, "samples": list, "stages": list, "validate": dict, "evaluate": dict,
-                "extends": str}
+                "extends": str, "dtype": str}
 _RECIPE_REQUIRED = ("description", "evaluate")
 _STORE_KEYS = {"files": list, "format": str}
 
@@ -164,6 +168,8 @@ class Recipe:
     stores: dict[str, StoreSource] = field(default_factory=dict)
     #: sha256 of the recipe as written and of the stores it names
     hash: str = ""
+    #: the language models' weight precision when answering (None: the device's default)
+    dtype: str | None = None
 
 
 class _Where:
@@ -253,6 +259,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     table = _check_table(resolved, _RECIPE_KEYS, _RECIPE_REQUIRED, where)
     config = table.get("config", {})
     _check_config(spec.config, config, where / "config", set())
+    if table.get("dtype") not in (None, *DTYPES):
+        raise (where / "dtype").error(f"unknown dtype {table['dtype']!r}: use one of {', '.join(DTYPES)}")
 
     def dataset_of(value: str, store: str, w: _Where) -> str:
         from loaders.datasets import BUILT_DATASETS, DATASETS, built_together
@@ -301,6 +309,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         earlier = {s.name for s in stages}
         if item["kind"] == "lm":
             t = _check_table(item, LM_KEYS, LM_REQUIRED, w)
+            if t.get("precision", "auto") not in PRECISIONS:
+                raise (w / "precision").error(f"unknown precision {t['precision']!r}: use one of {', '.join(PRECISIONS)}")
             mix = []
             for j, part in enumerate(_tables(t["mix"], w / "mix")):
                 p = _check_table(part, _MIX_KEYS, ("samples",), w / "mix" / j)
@@ -348,7 +358,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         sort_keys=True, ensure_ascii=False,
     ).encode()).hexdigest()
     return Recipe(method, name, path, table["description"], config, tuple(samples), tuple(stages), validate, evaluate,
-                  {s: stores[s] for s in sorted(used)}, digest)
+                  {s: stores[s] for s in sorted(used)}, digest, table.get("dtype"))
 
 
 #: the lists of named tables a recipe that extends another changes by name: key -> (what a table is, its name)

@@ -115,8 +115,8 @@ def reproduce(
     r = load_recipe(method, recipe, recipe_path)
     device = pick_device(device)
     workdir = Path(workdir)
-    ctx = Context(r, get(method), workdir, {}, device, "bfloat16" if device.startswith("cuda") else None, progress,
-                  data_directory, frozenset(rerun))
+    dtype = r.dtype or ("bfloat16" if device.startswith("cuda") else None)
+    ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun))
     steps: list[dict[str, Any]] = []
     from loaders.datasets import DATA_ENV
 

@@ -269,7 +269,9 @@ def answer_set(ctx: Context, e: QuestionSelection, split: str) -> dict[str, Any]
     config, seen_config = ctx.config(e.config)
     out = ctx.run_dir / ("evaluate" if split == TEST_SPLIT else "validate") / f"{e.name}.jsonl"
     wanted = digest({"step": "run", "method": ctx.recipe.method, "split": split, "dataset": ctx.dataset_digest(e.dataset),
-                     "store": ctx.stores[e.store].content, "sample": e.sample, "seed": e.seed, "config": seen_config})
+                     "store": ctx.stores[e.store].content, "sample": e.sample, "seed": e.seed, "config": seen_config,
+                     # the precision the answers were computed in (float32, the CPU default, adds nothing)
+                     **({"dtype": ctx.dtype} if ctx.dtype not in (None, "float32") else {})})
 
     def work() -> dict[str, Any]:
         from engine.methods.metrics import read_predictions
