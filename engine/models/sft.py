@@ -11,8 +11,9 @@ ARG's generator, LDR's scorer): one short PyTorch loop over transformers models.
   option read it.
 - Batches are cut from length-sorted samples (little padding, which matters on a CPU) and
   visited in a seeded random order; AdamW with a ``transformers.get_scheduler`` schedule and
-  warm-up, gradient accumulation and clipping; on a GPU the forward pass runs in bf16 where
-  supported.
+  warm-up, gradient accumulation and clipping. Only the positions that carry loss are projected
+  to the vocabulary. On a GPU the passes run in bf16 autocast where supported, and anywhere with
+  ``precision="bf16"`` (``python -m benchmarks.training`` measures both on a CPU).
 - A held-out fraction gives a validation loss per epoch; the best epoch's weights are what is
   saved, and ``patience`` epochs without a better one end training. Every epoch ends with a
   checkpoint (``out_dir/checkpoint``: trainable weights, optimiser, scheduler, state), and so
@@ -87,7 +88,7 @@ class SftConfig:
     template: str | None = None  # prompt template, as TransformersLM's (default: the tokenizer's chat template)
     #: the forward and backward passes' arithmetic; the weights stay float32 either way. auto: bfloat16
     #: autocast on a CUDA device that has it, float32 elsewhere; bf16: bfloat16 autocast on any device
-    #: (on a CPU with AVX512-BF16 about twice as fast as float32); fp32: float32 everywhere
+    #: (faster on a CPU with AVX512-BF16: benchmarks/training.py); fp32: float32 everywhere
     precision: str = "auto"
 
     def __post_init__(self) -> None:
@@ -214,8 +215,8 @@ def collate(items: Sequence[Encoded], pad_id: int, device: str) -> tuple[Any, An
 
 def target_loss(model: Any, ids: Any, mask: Any, labels: Any) -> tuple[Any, int]:
     """The summed next-token cross-entropy of ``model`` over the labelled positions, and their
-    count. Only the positions that predict a label are projected to the vocabulary (the
-    projection of every position costs about a third of a small model's step)."""
+    count. Only the positions that predict a label are projected to the vocabulary: for a small
+    model with a large vocabulary, projecting every position is a large share of a step."""
     import torch
 
     predicts = labels[:, 1:] != IGNORE
