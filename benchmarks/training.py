@@ -10,7 +10,8 @@ sorted, in a seeded order) and the first ``--batches`` are timed after one untim
 Each variant reports seconds per batch, samples and target tokens per second, peak memory, and
 the loss of the first batch before any update, so that the variants' losses can be compared.
 
-Results go to ``benchmarks/results/training/training.json``.
+Results go to ``benchmarks/results/training/training.json`` (commit it; ``python -m docs.gen``
+turns it into docs/generated/bench-training.md).
 
     python -m benchmarks.training --samples kgqa-data/runs/ldr/full/samples/*.jsonl [--batches 12]
 """

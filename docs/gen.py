@@ -336,6 +336,22 @@ def bench_gpu_check() -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_training() -> str:
+    r = json.loads((RESULTS / "training" / "training.json").read_text())
+    m = r["machine"]
+    bf16 = ", ".join(r["bf16_instructions"]) or "no bfloat16 instructions"
+    lines = [HEADER.format(source="benchmarks/results/training/training.json"),
+             f"Produced by `{' '.join(r['command'])}` on {m['cores']} cores of {m['cpu']} ({bf16}; "
+             f"torch {m['torch']}, {m['torch_threads']} threads), base model {r['base_model']}, batches of "
+             f"{r['batch_size']} samples. Each variant starts from the same weights and trains on the same batches.\n",
+             "| variant | s/batch (median) | speed-up | samples/s | target tokens/s | first-batch loss | peak MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, v in r["variants"].items():
+        lines.append(f"| {name} | {_number(v['seconds_per_batch'])} | {v['speedup']:.2f}× | {_number(v['samples_per_second'])} | "
+                     f"{_number(v['target_tokens_per_second'])} | {v['first_batch_loss']:.4f} | {_number(v['peak_memory_mib'])} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------------- all
 def pages() -> dict[str, Callable[[], str]]:
     """Every generated file (name under docs/generated) and the function that writes it."""
@@ -349,6 +365,7 @@ def pages() -> dict[str, Callable[[], str]]:
                         ("scale", bench_scale), ("methods", bench_methods), ("serve", bench_serve)):
         found[f"bench-{bench}.md"] = make
     found["bench-gpu-check.md"] = bench_gpu_check
+    found["bench-training.md"] = bench_training
     return found
 
 
