@@ -70,7 +70,7 @@ def test_bad_settings_are_refused():
 
 
 # ----------------------------------------------------------------------------- loss mask
-def test_prompt_tokens_carry_no_loss_and_no_gradient(tiny):
+def test_prompt_tokens_carry_no_loss(tiny):
     lm = TransformersLM.load(tiny, "cpu")
     sample = Sample("q: red", "apple")
     e = encode(lm, sample, 64)

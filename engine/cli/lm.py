@@ -7,6 +7,7 @@ import json
 
 from engine.cli.common import add_output_arguments
 from engine.errors import InvalidInputError
+from engine.models.sft import PRECISIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,10 +48,10 @@ def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: 
     p.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha, with --lora (default 32)")
     p.add_argument("--prompt-template", default=None, help="chat (the tokenizer's, default when it has one), raw, llama2 or a string with {prompt}: use the same at inference")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="arithmetic of the passes, weights staying float32: auto (default; bfloat16 autocast on a CUDA "
-                        "device that has it, else float32), bf16 (bfloat16 autocast on any device: about twice as fast "
-                        "as float32 on a CPU with AVX512-BF16) or fp32")
+                        "device that has it, else float32), bf16 (bfloat16 autocast on any device: faster than float32 "
+                        "on a CPU with bfloat16 instructions; python -m benchmarks.training measures it) or fp32")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if output:
         add_output_arguments(p)
