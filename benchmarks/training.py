@@ -89,19 +89,9 @@ def run(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     baseline = variants[VARIANTS[0][0]]
     for v in variants.values():
         v["speedup"] = round(baseline["seconds_per_batch"] / v["seconds_per_batch"], 2)
-    return {"command": command, "machine": machine("cpu"), "bf16_instructions": _bf16_instructions(), "base_model": args.base or "SmolLM2-135M-Instruct (offline)",
+    return {"command": command, "machine": machine("cpu"), "base_model": args.base or "SmolLM2-135M-Instruct (offline)",
             "samples": [str(p) for p in args.samples], "batch_size": args.batch_size, "seed": args.seed,
             "variants": variants, "seconds": round(time.perf_counter() - started, 1)}
-
-
-def _bf16_instructions() -> list[str]:
-    """The CPU's bfloat16 instruction sets (from /proc/cpuinfo; empty where none or unreadable)."""
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        return []
-    return sorted(f for f in set(flags) if f in ("avx512_bf16", "amx_bf16"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -339,7 +339,7 @@ def bench_gpu_check() -> str:
 def bench_training() -> str:
     r = json.loads((RESULTS / "training" / "training.json").read_text())
     m = r["machine"]
-    bf16 = ", ".join(r["bf16_instructions"]) or "no bfloat16 instructions"
+    bf16 = ", ".join(m["bf16_instructions"]) or "no bfloat16 instructions"
     lines = [HEADER.format(source="benchmarks/results/training/training.json"),
              f"Produced by `{' '.join(r['command'])}` on {m['cores']} cores of {m['cpu']} ({bf16}; "
              f"torch {m['torch']}, {m['torch_threads']} threads), base model {r['base_model']}, batches of "

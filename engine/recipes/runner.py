@@ -42,20 +42,24 @@ def commit() -> dict[str, Any] | None:
 
 
 def machine(device: str) -> dict[str, Any]:
-    """The CPU (model, cores this process may use), memory, the GPU when the device is one, versions."""
+    """The CPU (model, its bfloat16 instruction sets, cores this process may use), memory, the GPU
+    when the device is one, versions. The bfloat16 instructions say how fast bf16 autocast can be on
+    this CPU (without them torch emulates bf16, which can be slower than float32)."""
     import torch
 
     cpu = platform.processor() or platform.machine()
-    memory = None
+    memory, flags = None, []
     try:
-        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), cpu)
+        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
         kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
         memory = round(kib / 1024 ** 2, 1)
     except (OSError, StopIteration, ValueError):
         pass
     found = {
         "cpu": cpu,
+        "bf16_instructions": sorted(f for f in set(flags) if f in ("avx512_bf16", "amx_bf16")),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "memory_gib": memory,
