@@ -1,8 +1,8 @@
 """``make gpu-check``: the GPU against the CPU on the same work, in a few minutes.
 
 1. One training stage of RoG's full recipe (its LoRA planner stage, for one epoch, on train-split
-   planning samples of MetaQA-2hop and PQ-2H): on the GPU (bf16 autocast, as every recipe trains
-   there) and on the CPU, from the same samples and seed: samples and target tokens per second,
+   planning samples of MetaQA-2hop and PQ-2H): on the GPU and on the CPU, both in the stage's bf16
+   autocast, from the same samples and seed: samples and target tokens per second,
    peak memory, losses. The GPU is warmed up first by one batch of the same training, so that its
    CUDA start-up is not counted against it.
 2. Batched inference of two methods on the same test questions: RoG with the planner trained on
