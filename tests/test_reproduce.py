@@ -13,7 +13,7 @@ from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.methods.registry import names
 from engine.recipes.recipe import QUICK_RECIPE, load_recipe, recipe_file
-from engine.recipes.report import render, write_report
+from engine.recipes.report import render, stale_results, write_report
 from engine.recipes.runner import reproduce
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -319,6 +319,28 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert write_report(tmp_path / "results", out, check=True) == []
     (out / "results-rog.md").write_text(page + "typed by hand\n")
     assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]
+
+
+def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    results, out = tmp_path / "results", tmp_path / "generated"
+    reproduce("rog", "toy", recipe_path=path, workdir=tmp_path / "work", results_dir=results, device="cpu", progress=False)
+    assert main(["report", "--results", str(results), "--out", str(out)]) == 0
+    assert stale_results(results) == [] and main(["report", "--check", "--results", str(results), "--out", str(out)]) == 0
+    text = path.read_text()
+    path.write_text(text.replace("the tiny model on a toy KB", "the tiny model on a toy KB, described anew"))
+    [line] = stale_results(results)
+    assert line.startswith(str(results / "rog" / "toy.json")) and "changed since this run" in line
+    assert "kgqa reproduce rog --recipe toy" in line
+    with pytest.raises(SystemExit, match="1 results file"):
+        main(["report", "--check", "--results", str(results), "--out", str(out)])
+    assert "changed since this run" in capsys.readouterr().err
+    path.write_text(text.replace("recipes.toy", "recipes.other"))
+    [line] = stale_results(results)
+    assert "has no valid recipe 'toy'" in line
+    path.unlink()
+    [line] = stale_results(results)
+    assert line.endswith(f"its recipe file {path} is not here")
 
 
 def test_a_bar_is_met_below_within_its_interval_below_or_not_run():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from engine.cli.common import add_output_arguments
@@ -40,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Write docs/generated/results-<method>.md and results-all.md from results/*/*.json.")
     p.add_argument("--results", default="results", help="the results directory (default results)")
     p.add_argument("--out", default="docs/generated", help="where the tables go (default docs/generated)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming the tables that differ from the results")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming the tables that differ from the results, or the results files "
+                   "whose recipe has changed since they were written")
     p.set_defaults(handler=_report)
 
 
@@ -79,12 +81,17 @@ def _reproduce(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from engine.recipes.report import write_report
+    from engine.recipes.report import stale_results, write_report
 
     changed = write_report(Path(args.results), Path(args.out), check=args.check)
+    stale = stale_results(Path(args.results))
+    for line in stale:
+        print(f"kgqa report: {line}", file=sys.stderr)
     if args.check:
         if changed:
             raise SystemExit(f"kgqa report: {', '.join(changed)} differ from {args.results}: run `kgqa report` and commit them")
-        print("the tables match the results")
+        if stale:
+            raise SystemExit(f"kgqa report: {len(stale)} results file(s) no longer match their recipe (above)")
+        print("the tables match the results, and every results file its recipe")
         return
     print(f"{len(changed)} table(s) written to {args.out}" + (f": {', '.join(changed)}" if changed else " (none changed)"))

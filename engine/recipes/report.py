@@ -14,7 +14,9 @@ page), so they open with no heading of their own:
   number of the method's own summary of the run, such as ARG's logical-form ``method.em``).
 
 The output depends on the results files alone (no clock, no machine), so the committed tables
-can be checked by regenerating them (``--check``).
+can be checked by regenerating them (``--check``). ``--check`` also holds each results file against
+the recipe that wrote it: a file whose recipe has changed since (another hash) or is gone no
+longer says what its recipe gives.
 """
 from __future__ import annotations
 
@@ -272,6 +274,31 @@ def render(results_dir: Path) -> dict[str, str]:
     pages[ALL_FILE] = all_page(results)
     pages[BARS_FILE] = bars_page(results, read_bars())
     return pages
+
+
+def stale_results(results_dir: Path) -> list[str]:
+    """One line per results file under ``results_dir`` that its recipe, as the recipe file reads
+    now, would not write: the recipe changed since the run (another hash), is gone, or its file is."""
+    from engine.recipes.recipe import load_recipe
+    from engine.recipes.runner import ROOT
+
+    found = []
+    for r in read_results(results_dir):
+        where = Path(results_dir) / r["method"] / f"{r['recipe']}.json"
+        rerun = f"rerun `kgqa reproduce {r['method']} --recipe {r['recipe']}` (finished steps whose definitions are unchanged resume)"
+        path = Path(r.get("recipe_file") or "")
+        path = path if path.is_absolute() else ROOT / path
+        if not path.is_file():
+            found.append(f"{where}: its recipe file {r.get('recipe_file')} is not here")
+            continue
+        try:
+            current = load_recipe(r["method"], r["recipe"], path).hash
+        except InvalidInputError:
+            found.append(f"{where}: {path.name} has no valid recipe {r['recipe']!r} now: remove the file or restore the recipe")
+            continue
+        if current != r.get("recipe_hash"):
+            found.append(f"{where}: recipe {r['recipe']!r} of {path.name} changed since this run: {rerun}")
+    return found
 
 
 def write_report(results_dir: Path, out_dir: Path, check: bool = False) -> list[str]:
