@@ -343,6 +343,16 @@ def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path
     assert line.endswith(f"its recipe file {path} is not here")
 
 
+def test_report_names_the_cpus_bfloat16_instructions_where_a_results_file_records_them():
+    from engine.recipes.report import _machine
+
+    machine = {"cpu": "AMD EPYC", "cores": 2, "torch_threads": 2}
+    assert _machine({"device": "cpu", "machine": {**machine, "bf16_instructions": ["amx_bf16", "avx512_bf16"]}}) == (
+        "device cpu, float32; 2 cores of AMD EPYC (with amx_bf16, avx512_bf16), 2 torch threads")
+    for recorded in ({}, {"bf16_instructions": []}):  # files written before it was recorded, and CPUs without any
+        assert _machine({"device": "cpu", "machine": {**machine, **recorded}}) == "device cpu, float32; 2 cores of AMD EPYC, 2 torch threads"
+
+
 def test_a_bar_is_met_below_within_its_interval_below_or_not_run():
     from engine.recipes.report import verdict
 

@@ -140,7 +140,8 @@ def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
-    return (f"device {device}, {result.get('dtype', 'float32')}; {m.get('cores', '?')} cores of {m.get('cpu', '?')}, "
+    bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
+    return (f"device {device}, {result.get('dtype', 'float32')}; {m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}, "
             f"{m.get('torch_threads', '?')} torch threads")
 
 
