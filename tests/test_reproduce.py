@@ -331,7 +331,7 @@ def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path
     path.write_text(text.replace("the tiny model on a toy KB", "the tiny model on a toy KB, described anew"))
     [line] = stale_results(results)
     assert line.startswith(str(results / "rog" / "toy.json")) and "changed since this run" in line
-    assert "kgqa reproduce rog --recipe toy" in line
+    assert f"kgqa reproduce rog --recipe toy --recipe-file {path}`" in line
     with pytest.raises(SystemExit, match="1 results file"):
         main(["report", "--check", "--results", str(results), "--out", str(out)])
     assert "changed since this run" in capsys.readouterr().err

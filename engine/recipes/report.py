@@ -280,15 +280,17 @@ def render(results_dir: Path) -> dict[str, str]:
 def stale_results(results_dir: Path) -> list[str]:
     """One line per results file under ``results_dir`` that its recipe, as the recipe file reads
     now, would not write: the recipe changed since the run (another hash), is gone, or its file is."""
-    from engine.recipes.recipe import load_recipe
+    from engine.recipes.recipe import load_recipe, recipe_file
     from engine.recipes.runner import ROOT
 
     found = []
     for r in read_results(results_dir):
         where = Path(results_dir) / r["method"] / f"{r['recipe']}.json"
-        rerun = f"rerun `kgqa reproduce {r['method']} --recipe {r['recipe']}` (finished steps whose definitions are unchanged resume)"
         path = Path(r.get("recipe_file") or "")
         path = path if path.is_absolute() else ROOT / path
+        own = "" if path.resolve() == recipe_file(r["method"]).resolve() else f" --recipe-file {path}"
+        rerun = (f"rerun `kgqa reproduce {r['method']} --recipe {r['recipe']}{own}` (finished steps whose definitions "
+                 "are unchanged resume)")
         if not path.is_file():
             found.append(f"{where}: its recipe file {r.get('recipe_file')} is not here")
             continue
