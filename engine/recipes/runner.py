@@ -41,28 +41,35 @@ def commit() -> dict[str, Any] | None:
         return None
 
 
+def host() -> dict[str, Any]:
+    """This machine's CPU model (None where unreadable), its bfloat16 instruction sets and its memory
+    in GiB (None where unreadable), from /proc; no torch, so that any benchmark can record them."""
+    found: dict[str, Any] = {"cpu": None, "bf16_instructions": [], "memory_gib": None}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+        found["cpu"] = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None)
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+        found["bf16_instructions"] = sorted(f for f in set(flags) if f in ("avx512_bf16", "amx_bf16"))
+        kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        found["memory_gib"] = round(kib / 1024 ** 2, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    return found
+
+
 def machine(device: str) -> dict[str, Any]:
     """The CPU (model, its bfloat16 instruction sets, cores this process may use), memory, the GPU
     when the device is one, versions. The bfloat16 instructions say how fast bf16 autocast can be on
     this CPU (without them torch emulates bf16, which can be slower than float32)."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    memory, flags = None, []
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
-        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-        kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
-        memory = round(kib / 1024 ** 2, 1)
-    except (OSError, StopIteration, ValueError):
-        pass
+    this = host()
     found = {
-        "cpu": cpu,
-        "bf16_instructions": sorted(f for f in set(flags) if f in ("avx512_bf16", "amx_bf16")),
+        "cpu": this["cpu"] or platform.processor() or platform.machine(),
+        "bf16_instructions": this["bf16_instructions"],
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "memory_gib": memory,
+        "memory_gib": this["memory_gib"],
         "python": platform.python_version(),
         "torch": torch.__version__,
     }
