@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "repeatable, e.g. rog.model=models/rog rog.k=3")
     p.add_argument("--etd-checkpoints", type=Path, default=None,
                    help="directory with <question set>/best.pt EtD checkpoints (without one, EtD is listed as skipped)")
+    p.add_argument("--recipe-runs", type=Path, default=None, metavar="WORKDIR",
+                   help="a `kgqa reproduce` work directory: each method answers as its full recipe's test split does, "
+                   "with the models that recipe's run there trained (a method whose run has not trained is listed as skipped)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, predictions")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/methods in a checkout)")
     p.set_defaults(bench_handler=_methods)
@@ -166,6 +169,7 @@ def _methods(args: argparse.Namespace) -> Path:
         methods=split(args.methods), datasets=split(args.datasets), stores=split(args.stores), questions=args.questions,
         seed=args.seed, workdir=args.workdir.resolve(), device=args.device,
         method_options=registry.parse_method_options(args.method_option), etd_checkpoints=args.etd_checkpoints,
+        recipe_runs=args.recipe_runs.resolve() if args.recipe_runs else None,
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"

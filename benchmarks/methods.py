@@ -3,7 +3,9 @@ other time, with the store and LLM calls per question.
 
 Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark builds it from the
 registry's spec (:mod:`engine.methods.registry`) with the config's defaults, which are the
-command's, and the options given as ``--method-option METHOD.NAME=VALUE``, on a store the
+command's, or with ``--recipe-runs DIR`` as its ``full`` recipe answers its test split, with the
+models that recipe's run in DIR trained (:func:`engine.recipes.steps.answering_values`), and the
+options given as ``--method-option METHOD.NAME=VALUE`` over either, on a store the
 benchmark loaded, and answers a seeded sample of the held-out test split through
 :func:`engine.methods.run.run_method`. Seconds and calls come from the run protocol's meter
 (:mod:`engine.methods.run`); a method that cannot be built (no trained checkpoint, a model that
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import runner, sources
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.methods import registry
 
 #: the knowledge graphs the benchmark loads -> the question sets asked over each
@@ -46,6 +48,8 @@ class MethodsConfig:
     method_options: dict[str, dict[str, str]] = field(default_factory=dict)
     #: EtD checkpoints: <dir>/<question set>/best.pt (``kgqa etd train --checkpoint-dir``)
     etd_checkpoints: Path | None = None
+    #: a ``kgqa reproduce`` work directory: each method answers as its full recipe's run there does
+    recipe_runs: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
@@ -54,8 +58,14 @@ class MethodsConfig:
 def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> Any:
     """The method's config for one question set of the graph ``spec``, or why it cannot run."""
     from engine.methods.spec import make_config
+    from engine.recipes.recipe import DEFAULT_RECIPE, load_recipe
+    from engine.recipes.steps import answering_values
 
-    values: dict[str, Any] = dict(cfg.method_options.get(method, {}))
+    options = cfg.method_options.get(method, {})
+    values: dict[str, Any] = {}
+    if cfg.recipe_runs is not None:
+        values = answering_values(load_recipe(method, DEFAULT_RECIPE), question_set, cfg.recipe_runs, given=options)
+    values.update(options)
     if method == "etd" and "checkpoint" not in values:
         checkpoint = (cfg.etd_checkpoints or Path("-")) / question_set / "best.pt"
         if not checkpoint.is_file():
@@ -68,6 +78,13 @@ def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str)
     return make_config(registry.get(method).config, values)
 
 
+def answering_dtype(cfg: MethodsConfig, method: str) -> str | None:
+    """The weight precision the method's models answer in: its full recipe's, with ``recipe_runs``."""
+    from engine.recipes.recipe import DEFAULT_RECIPE, load_recipe
+
+    return load_recipe(method, DEFAULT_RECIPE).dtype if cfg.recipe_runs is not None else None
+
+
 def run_one(cfg: MethodsConfig, method: str, config: Any, store: Any, question_set: str, out: Path) -> dict[str, Any]:
     """One method over one question set on an opened store, as its command runs it."""
     from engine.methods.run import run_method
@@ -75,7 +92,7 @@ def run_one(cfg: MethodsConfig, method: str, config: Any, store: Any, question_s
     from loaders.datasets import QuestionSet
 
     chosen = QuestionSet(question_set, "test", sample=cfg.questions, seed=cfg.seed)
-    models = Models(device=cfg.device, questions=chosen, progress=False)
+    models = Models(device=cfg.device, dtype=answering_dtype(cfg, method), questions=chosen, progress=False)
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # model loaders may print
         method_ = registry.get(method).build(config, store, models)
@@ -89,6 +106,8 @@ def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
     unknown = sorted(set(cfg.methods) - set(registry.names()))
     if unknown:
         raise KGQAError(f"unknown method(s) {', '.join(unknown)}: use {', '.join(registry.names())}")
+    if cfg.recipe_runs is not None and cfg.etd_checkpoints is not None:
+        raise InvalidInputError("--etd-checkpoints and --recipe-runs both name EtD's checkpoints: give one of them")
     stores = runner.Stores(runner.RunConfig(
         mode="methods", datasets=cfg.datasets, stores=cfg.stores, questions=cfg.questions, batch=1, batches=1,
         budget=0.0, seed=cfg.seed, workdir=cfg.workdir,

@@ -320,6 +320,40 @@ def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_
         parse_method_options(["fidelis=--width 2"])
 
 
+def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdir(tmp_path):
+    from benchmarks.methods import MethodsConfig, answering_dtype, method_config, run_methods
+
+    runs = tmp_path / "kgqa-data"
+    cfg = MethodsConfig(methods=["ldr", "etd"], datasets=["metaqa"], stores=["oxigraph"], questions=2, seed=0,
+                        workdir=tmp_path / "bench", recipe_runs=runs)
+    # a stage that has not finished there is named with the command that trains it
+    with pytest.raises(KGQAError, match=f"not trained stage 'ldr' in {runs}: run `kgqa reproduce ldr --workdir {runs}`"):
+        method_config(cfg, "ldr", "metaqa", "metaqa-2hop")
+    stages = runs / "runs" / "ldr" / "full" / "stages"
+    stages.mkdir(parents=True)
+    (stages / "ldr.done.json").write_text(json.dumps({"state": "running"}))
+    with pytest.raises(KGQAError, match="not trained stage 'ldr'"):
+        method_config(cfg, "ldr", "metaqa", "metaqa-2hop")
+    (stages / "ldr.done.json").write_text(json.dumps({"state": "done"}))
+    assert method_config(cfg, "ldr", "metaqa", "metaqa-2hop").model == str(stages / "ldr")
+    assert answering_dtype(cfg, "ldr") == "bfloat16" and answering_dtype(MethodsConfig(
+        ["ldr"], ["metaqa"], ["oxigraph"], 2, 0, tmp_path), "ldr") is None
+    # each question set gets the checkpoint its recipe answers it with; --method-option still wins
+    etd = runs / "runs" / "etd" / "full" / "stages"
+    etd.mkdir(parents=True)
+    for name in ("metaqa-1hop", "metaqa-3hop"):
+        (etd / f"{name}.done.json").write_text(json.dumps({"state": "done"}))
+    assert method_config(cfg, "etd", "metaqa", "metaqa-3hop").checkpoint == str(etd / "metaqa-3hop" / "best.pt")
+    assert method_config(cfg, "etd", "metaqa", "metaqa-1hop").gnn_only is True
+    cfg.method_options = {"etd": {"checkpoint": "/srv/etd.pt"}}
+    assert method_config(cfg, "etd", "metaqa", "metaqa-2hop").checkpoint == "/srv/etd.pt"
+    with pytest.raises(KGQAError, match="answers no test set 'metaqa-4hop'"):
+        method_config(cfg, "ldr", "metaqa", "metaqa-4hop")
+    cfg.etd_checkpoints = tmp_path / "etd"
+    with pytest.raises(KGQAError, match="--etd-checkpoints and --recipe-runs both name EtD's checkpoints"):
+        run_methods(cfg)
+
+
 def test_limits_probes_the_longest_id_and_literal_a_store_keeps(capsys):
     assert main(["limits", "--store", "memory:", "--max-id", "300", "--max-literal", "200"]) == 0
     out = capsys.readouterr().out

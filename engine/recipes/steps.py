@@ -15,7 +15,7 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,47 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def run_directory(workdir: Path, recipe: Recipe) -> Path:
+    """Where ``recipe``'s run in ``workdir`` keeps its samples, stages and predictions."""
+    return workdir / "runs" / recipe.method / recipe.name
+
+
+def stage_directory(run_dir: Path, stage: str) -> Path:
+    return run_dir / "stages" / stage
+
+
+def stage_output(run_dir: Path, reference: str) -> tuple[str, str]:
+    """The stage and the path that ``"@stage[/file]"`` names in a run directory."""
+    stage, _, rest = reference[1:].partition("/")
+    path = stage_directory(run_dir, stage)
+    return stage, str(path / rest if rest else path)
+
+
+def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collection[str] = ()) -> dict[str, Any]:
+    """The option values with which ``recipe``'s run in ``workdir`` answers its test set
+    ``set_name``, each ``"@stage"`` the path of what that run trained; an error naming the
+    command to run where that stage has not finished there. Options in ``given``, which the
+    caller sets itself, are left out."""
+    chosen = next((e for e in recipe.evaluate if e.name == set_name), None)
+    if chosen is None:
+        sets = ", ".join(e.name for e in recipe.evaluate)
+        raise InvalidInputError(f"{recipe.method}'s {recipe.name} recipe answers no test set {set_name!r} (its sets: {sets})")
+    run_dir = run_directory(workdir, recipe)
+    values: dict[str, Any] = {}
+    for key, value in chosen.config.items():
+        if key in given:
+            continue
+        if isinstance(value, str) and value.startswith("@"):
+            stage, value = stage_output(run_dir, value)
+            done = marker(stage_directory(run_dir, stage))
+            if not done.is_file() or json.loads(done.read_text()).get("state") != "done":
+                recipe_flag = "" if recipe.name == "full" else f" --recipe {recipe.name}"
+                raise InvalidInputError(f"{recipe.method}'s {recipe.name} recipe has not trained stage {stage!r} in "
+                                        f"{workdir}: run `kgqa reproduce {recipe.method}{recipe_flag} --workdir {workdir}`")
+        values[key] = value
+    return values
+
+
 @dataclass
 class Context:
     """What every step of one ``kgqa reproduce`` run shares."""
@@ -58,10 +99,10 @@ class Context:
 
     @property
     def run_dir(self) -> Path:
-        return self.workdir / "runs" / self.recipe.method / self.recipe.name
+        return run_directory(self.workdir, self.recipe)
 
     def stage_dir(self, name: str) -> Path:
-        return self.run_dir / "stages" / name
+        return stage_directory(self.run_dir, name)
 
     def samples_file(self, name: str) -> Path:
         return self.run_dir / "samples" / f"{name}.jsonl"
@@ -88,9 +129,8 @@ class Context:
         output path, and for the hash that stage's hash (the work directory may move)."""
         if not (isinstance(value, str) and value.startswith("@")):
             return value, value
-        stage, _, rest = value[1:].partition("/")
-        path = self.stage_dir(stage) / rest if rest else self.stage_dir(stage)
-        return str(path), {"stage": self.hashes[f"stage:{stage}"], "file": rest}
+        stage, path = stage_output(self.run_dir, value)
+        return path, {"stage": self.hashes[f"stage:{stage}"], "file": value[1:].partition("/")[2]}
 
     def config(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The method's config from recipe values, and the values as its hash sees them."""
