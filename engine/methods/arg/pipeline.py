@@ -113,26 +113,53 @@ def exact_match(predicted: str | None, gold: str) -> bool:
         return False
 
 
+#: the generator the engine ships: a LoRA adapter of the offline model (:mod:`engine.models.adapters`),
+#: built by ARG's lora recipe (engine/recipes/arg.toml), trained on prompts without demonstrations
+SHIPPED_GENERATOR = "arg-generator"
+#: with any other model: the paper's few-shot demonstrations per prompt, and its references kept
+PAPER_DEMOS, PAPER_K = 10, K
+#: what the shipped generator was trained with: no demonstrations, three references per prompt
+SHIPPED_DEMOS, SHIPPED_K = 0, 3
+
+
 @dataclass(frozen=True)
 class ArgConfig:
     """Every option of ``kgqa arg run``, with their defaults (listed on docs/methods/arg.md)."""
 
-    model: str | None = option(None, "causal LM: local path, hub id, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    model: str | None = option(SHIPPED_GENERATOR, "causal LM: local path, hub id, LoRA adapter, or openai:MODEL[@URL] "
+                               f"(default: {SHIPPED_GENERATOR}, the shipped generator `kgqa reproduce arg --recipe lora` "
+                               "trains; SmolLM2-135M-Instruct: its untrained base)")
     prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
     pool: int = option(200, "demonstration candidates drawn from the train split")
     batch_size: int = option(8, "questions answered together: their greedy generations decoded together, their "
                              "retrieval store calls shared")
-    n_demos: int = option(10, "demonstrations in the prompt")
+    n_demos: int | None = option(None, f"demonstrations in the prompt (default: {SHIPPED_DEMOS} with {SHIPPED_GENERATOR}, "
+                                 f"which was trained so; {PAPER_DEMOS}, the paper's few-shot setting, with any other model)")
     demo_mode: str = option("bm25", "how demonstrations are picked", choices=("random", "bm25"))
     samples: int = option(1, "K forms generated; K > 1 votes over their answers")
     timeout: float = option(10.0, "seconds each candidate form may run before it counts as empty")
-    k: int = option(K, "paths and references kept (as in the paper)")
+    k: int | None = option(None, f"paths and references kept (default: {SHIPPED_K} with {SHIPPED_GENERATOR}, which was "
+                           f"trained so; {PAPER_K}, as in the paper, with any other model)")
     encoder: str | None = option(None, "stage-1 sentence encoder (default: offline all-MiniLM-L6-v2)")
     scorer: str | None = option(None, "a trained stage-2 scorer directory (default: the bi-encoder)")
     ontology: str | None = option(None, "GrailQA ontology folder (fb_roles) for class constraints")
 
     def __post_init__(self) -> None:
         positive_int(self.batch_size, "batch size")
+
+    @property
+    def demonstrations(self) -> int:
+        """How many demonstrations each prompt holds."""
+        if self.n_demos is not None:
+            return self.n_demos
+        return SHIPPED_DEMOS if self.model == SHIPPED_GENERATOR else PAPER_DEMOS
+
+    @property
+    def references(self) -> int:
+        """How many paths and references are kept."""
+        if self.k is not None:
+            return self.k
+        return SHIPPED_K if self.model == SHIPPED_GENERATOR else PAPER_K
 
 
 @dataclass(frozen=True)
@@ -175,9 +202,9 @@ class ArgMethod(Method):
         seed: int = 0,
     ) -> None:
         super().__init__(store, models, config.batch_size)
-        self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = lm, bi, scorer, config.k, config.samples, schema
+        self.lm, self.bi, self.scorer, self.k, self.samples, self.schema = lm, bi, scorer, config.references, config.samples, schema
         self.timeout = config.timeout
-        self.picker = DemoPicker(pool, config.n_demos, config.demo_mode, seed)
+        self.picker = DemoPicker(pool, config.demonstrations, config.demo_mode, seed)
         self.aligner = Aligner(self.store, timeout=config.timeout)
         self.pool_size = len(pool)
 
@@ -245,7 +272,7 @@ def build(config: ArgConfig, store: Store, models: Models) -> ArgMethod:
     bi, scorer, schema = retrieval_models(config)
     chosen = models.questions
     pool: list[Demo] = []
-    if config.n_demos and chosen is not None and chosen.split != "train":
+    if config.demonstrations and chosen is not None and chosen.split != "train":
         train = replace(chosen, split="train", sample=config.pool, limit=None).select()
         pool = demo_pool(store, gold_items(store, train), gold_items(store, chosen.select()))
     return ArgMethod(store, models, config, models.lm(config.model, config.prompt_template), bi, scorer, pool,
@@ -263,4 +290,4 @@ def training_samples(store: Store, questions: Sequence[Question], config: ArgCon
     from engine.methods.arg.datasets import generator_samples
 
     bi, scorer, schema = retrieval_models(config)
-    return generator_samples(store, gold_items(store, list(questions)), bi, scorer, config.k, schema)
+    return generator_samples(store, gold_items(store, list(questions)), bi, scorer, config.references, schema)
