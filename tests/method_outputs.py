@@ -57,7 +57,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "ldr": {"batch_size": 3, "match_names": True},
     "fidelis": {"width": 2, "depth": 2, "top_n": 5, "batch_size": 3, "plan_tokens": 48, "rank_tokens": 16,
                 "answer_tokens": 16},
-    "arg": {"k": 5, "batch_size": 3, "n_demos": 0},
+    "arg": {"model": "SmolLM2-135M-Instruct", "k": 5, "batch_size": 3, "n_demos": 0},
     "etd": {"batch_size": 3, "top_n": 2},
 }
 
