@@ -44,10 +44,9 @@ class Grounding:
         Titanic's own (back over its ``directed_by`` edge), which MetaQA never counts; a walk
         back over *another* edge is a fact: PathQuestion stores parents and children as two
         edges, and "X's child's parent" is often X. Chosen on validation questions
-        (``--split val --sample 100``): Hits@1 MetaQA-1/2/3hop 0.98 / 1.00 / 1.00 either way,
-        PQ-2H 0.83 → 0.94, PQ-3H 0.90 → 0.95, against the earlier rule (walks through the topic
-        after the others, the topic never); F1 on MetaQA-2hop 1.000 → 0.936, as the topic film
-        now ends the list."""
+        (``--split val``) over putting walks through the topic after the others and the topic
+        never: it raised Hits@1 on PQ-2H and PQ-3H and left MetaQA's as it was; it lowers F1 on
+        MetaQA-2hop, where the topic film ends the list."""
         once: Counter[str] = Counter()
         again: Counter[str] = Counter()
         for p in self.paths:
