@@ -47,11 +47,11 @@ def stage_directory(run_dir: Path, stage: str) -> Path:
     return run_dir / "stages" / stage
 
 
-def stage_output(run_dir: Path, reference: str) -> tuple[str, str]:
-    """The stage and the path that ``"@stage[/file]"`` names in a run directory."""
-    stage, _, rest = reference[1:].partition("/")
+def stage_output(run_dir: Path, reference: str) -> tuple[str, str, str]:
+    """The stage, the file in its output and the path that ``"@stage[/file]"`` names in a run directory."""
+    stage, _, file = reference[1:].partition("/")
     path = stage_directory(run_dir, stage)
-    return stage, str(path / rest if rest else path)
+    return stage, file, str(path / file if file else path)
 
 
 def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collection[str] = ()) -> dict[str, Any]:
@@ -69,9 +69,8 @@ def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collec
         if key in given:
             continue
         if isinstance(value, str) and value.startswith("@"):
-            stage, value = stage_output(run_dir, value)
-            done = marker(stage_directory(run_dir, stage))
-            if not done.is_file() or json.loads(done.read_text()).get("state") != "done":
+            stage, _, value = stage_output(run_dir, value)
+            if _marked_done(stage_directory(run_dir, stage)) is None:
                 recipe_flag = "" if recipe.name == "full" else f" --recipe {recipe.name}"
                 raise InvalidInputError(f"{recipe.method}'s {recipe.name} recipe has not trained stage {stage!r} in "
                                         f"{workdir}: run `kgqa reproduce {recipe.method}{recipe_flag} --workdir {workdir}`")
@@ -129,8 +128,8 @@ class Context:
         output path, and for the hash that stage's hash (the work directory may move)."""
         if not (isinstance(value, str) and value.startswith("@")):
             return value, value
-        stage, path = stage_output(self.run_dir, value)
-        return path, {"stage": self.hashes[f"stage:{stage}"], "file": value[1:].partition("/")[2]}
+        stage, file, path = stage_output(self.run_dir, value)
+        return path, {"stage": self.hashes[f"stage:{stage}"], "file": file}
 
     def config(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The method's config from recipe values, and the values as its hash sees them."""
@@ -148,12 +147,18 @@ RERUNNABLE = ("validate", "evaluate")
 EARLIER_SECONDS = "seconds_before_resuming"
 
 
-def _finished(output: Path, wanted: str) -> dict[str, Any] | None:
+def _marked_done(output: Path) -> dict[str, Any] | None:
+    """The record of ``output``'s marker where it says the step finished."""
     done = marker(output)
     if not done.is_file():
         return None
     record = json.loads(done.read_text())
-    return record if record.get("hash") == wanted and record.get("state") == "done" else None
+    return record if record.get("state") == "done" else None
+
+
+def _finished(output: Path, wanted: str) -> dict[str, Any] | None:
+    record = _marked_done(output)
+    return record if record is not None and record.get("hash") == wanted else None
 
 
 def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
