@@ -5,6 +5,8 @@ test-split questions of PathQuestion and MetaQA."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,32 +18,51 @@ from engine.methods.run import run_method
 from engine.methods.spec import Models
 from engine.models.adapters import SHIPPED, adapter_base, shipped_adapter
 from engine.models.transformers_lm import DEFAULT_LM
-from engine.recipes.recipe import load_recipe
+from engine.recipes.recipe import Stage, load_recipe
 from loaders.datasets import select_questions
 from loaders.load import load_files
 
 
-def test_the_shipped_planner_is_the_full_recipes_adapter_of_the_offline_model():
-    path = shipped_adapter(SHIPPED_PLANNER)
-    assert path == SHIPPED / SHIPPED_PLANNER
-    assert RogConfig().model == SHIPPED_PLANNER
-    assert adapter_base(path) == DEFAULT_LM
+#: the graphs and held-out question sets each shipped model answers with its method's defaults
+HELD_OUT = pytest.mark.parametrize(("dataset", "kb", "kb_format"), [
+    ("pathquestion-2h", "pathquestion/2H-kb.txt", "tsv"),
+    ("metaqa-2hop", "metaqa/kb.txt.gz", "metaqa"),
+])
+
+
+def _shipped_adapter_of(name: str, stage: Stage) -> Path:
+    """The shipped adapter ``name``, checked to be ``stage``'s adapter of the offline model, at most 16 MB."""
+    path = shipped_adapter(name)
+    assert path == SHIPPED / name and adapter_base(path) == DEFAULT_LM
     config = json.loads((path / "adapter_config.json").read_text())
-    stage = load_recipe("rog", "full").stages[0]
     assert stage.settings["lora"] and (config["r"], config["lora_alpha"]) == (stage.settings["lora_r"], stage.settings["lora_alpha"])
     assert (path / "adapter_model.safetensors").stat().st_size < 16 * 2**20
+    return path
+
+
+def _records_with_defaults(method: str, config: Any, dataset: str, kb: str, kb_format: str, shared_data: Path,
+                           make_store: Any) -> list[dict]:
+    """``method``'s records with ``config`` on 20 test-split questions of ``dataset`` over a fresh store of ``kb``."""
+    store = make_store("oxigraph")
+    load_files(store, [shared_data / kb], kb_format, progress=False)
+    questions = select_questions(dataset, "test", sample=20, seed=1, data_directory=shared_data)
+    records: list[dict] = []
+    run_method(registry.get(method).build(config, store, Models(progress=False)), questions, progress=False,
+               on_record=records.append)
+    return records
+
+
+def test_the_shipped_planner_is_the_full_recipes_adapter_of_the_offline_model():
+    _shipped_adapter_of(SHIPPED_PLANNER, load_recipe("rog", "full").stages[0])
+    assert RogConfig().model == SHIPPED_PLANNER
     assert shipped_adapter("../adapters/rog-planner") is None and shipped_adapter("no-such-adapter") is None
 
 
 def test_the_shipped_generator_is_the_lora_recipes_adapter_answering_as_that_recipe_does():
-    path = shipped_adapter(SHIPPED_GENERATOR)
-    assert path == SHIPPED / SHIPPED_GENERATOR and adapter_base(path) == DEFAULT_LM
-    config = json.loads((path / "adapter_config.json").read_text())
     recipe = load_recipe("arg", "lora")
     [stage] = recipe.stages
-    assert stage.settings["lora"] and (config["r"], config["lora_alpha"]) == (stage.settings["lora_r"], stage.settings["lora_alpha"])
+    path = _shipped_adapter_of(SHIPPED_GENERATOR, stage)
     assert (path / "prompt_template.txt").read_text().strip() == stage.settings["prompt_template"]
-    assert (path / "adapter_model.safetensors").stat().st_size < 16 * 2**20
     # ARG's defaults answer as the recipe's test split is answered; another model gets the paper's
     defaults = ArgConfig()
     assert defaults.model == SHIPPED_GENERATOR
@@ -53,17 +74,9 @@ def test_the_shipped_generator_is_the_lora_recipes_adapter_answering_as_that_rec
 
 @pytest.mark.model
 @pytest.mark.shared_data
-@pytest.mark.parametrize(("dataset", "kb", "kb_format"), [
-    ("pathquestion-2h", "pathquestion/2H-kb.txt", "tsv"),
-    ("metaqa-2hop", "metaqa/kb.txt.gz", "metaqa"),
-])
+@HELD_OUT
 def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
-    store = make_store("oxigraph")
-    load_files(store, [shared_data / kb], kb_format, progress=False)
-    questions = select_questions(dataset, "test", sample=20, seed=1, data_directory=shared_data)
-    records: list[dict] = []
-    run_method(registry.get("arg").build(ArgConfig(), store, Models(progress=False)), questions, progress=False,
-               on_record=records.append)
+    records = _records_with_defaults("arg", ArgConfig(), dataset, kb, kb_format, shared_data, make_store)
     # the lora recipe's validation split: EM 0.90 (PQ-2H) and 1.00 (MetaQA-2hop) on 50 questions each
     assert evaluate(records).overall.hits1 >= 0.8
     assert sum(r["arg"]["em"] for r in records) >= 16
@@ -71,16 +84,8 @@ def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format
 
 @pytest.mark.model
 @pytest.mark.shared_data
-@pytest.mark.parametrize(("dataset", "kb", "kb_format"), [
-    ("pathquestion-2h", "pathquestion/2H-kb.txt", "tsv"),
-    ("metaqa-2hop", "metaqa/kb.txt.gz", "metaqa"),
-])
+@HELD_OUT
 def test_rog_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
-    store = make_store("oxigraph")
-    load_files(store, [shared_data / kb], kb_format, progress=False)
-    questions = select_questions(dataset, "test", sample=20, seed=1, data_directory=shared_data)
-    spec = registry.get("rog")
-    records: list[dict] = []
-    run_method(spec.build(RogConfig(), store, Models(progress=False)), questions, progress=False, on_record=records.append)
+    records = _records_with_defaults("rog", RogConfig(), dataset, kb, kb_format, shared_data, make_store)
     # the full recipe's validation split: 0.99 (PQ-2H) and 0.99 (MetaQA-2hop) on 100 questions each
     assert evaluate(records).overall.hits1 >= 0.8
