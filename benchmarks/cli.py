@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import report, runner, scale, sources
+from engine.errors import InvalidInputError
 from engine.methods import registry
 
 _HERE = Path(__file__).resolve().parent
@@ -82,8 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--etd-checkpoints", type=Path, default=None,
                    help="directory with <question set>/best.pt EtD checkpoints (without one, EtD is listed as skipped)")
     p.add_argument("--recipe-runs", type=Path, default=None, metavar="WORKDIR",
-                   help="a `kgqa reproduce` work directory: each method answers as its full recipe's test split does, "
-                   "with the models that recipe's run there trained (a method whose run has not trained is listed as skipped)")
+                   help="a `kgqa reproduce` work directory: each method answers as its recipe's test split does (its full "
+                   "recipe unless --recipe names another), with the models that recipe's run there trained (a method whose "
+                   "run has not trained is listed as skipped)")
+    p.add_argument("--recipe", action="append", default=[], metavar="METHOD=NAME",
+                   help="with --recipe-runs, the recipe whose run a method answers as, repeatable, e.g. arg=lora "
+                   "(ARG's shipped generator; default: each method's full recipe)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, predictions")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/methods in a checkout)")
     p.set_defaults(bench_handler=_methods)
@@ -169,13 +174,24 @@ def _methods(args: argparse.Namespace) -> Path:
         methods=split(args.methods), datasets=split(args.datasets), stores=split(args.stores), questions=args.questions,
         seed=args.seed, workdir=args.workdir.resolve(), device=args.device,
         method_options=registry.parse_method_options(args.method_option), etd_checkpoints=args.etd_checkpoints,
-        recipe_runs=args.recipe_runs.resolve() if args.recipe_runs else None,
+        recipe_runs=args.recipe_runs.resolve() if args.recipe_runs else None, recipes=_method_recipes(args.recipe),
     )
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "methods"
     for path in methods.write(methods.run_methods(cfg), out):
         print(path)
     return out
+
+
+def _method_recipes(items: list[str]) -> dict[str, str]:
+    """``["arg=lora"]`` → ``{"arg": "lora"}`` (``--recipe METHOD=NAME``)."""
+    found: dict[str, str] = {}
+    for item in items:
+        method, sep, name = item.partition("=")
+        if not sep or method not in registry.names() or not name:
+            raise InvalidInputError(f"--recipe {item!r}: write METHOD=NAME with METHOD one of {', '.join(registry.names())}, e.g. arg=lora")
+        found[method] = name
+    return found
 
 
 def _overhead(args: argparse.Namespace) -> Path:
@@ -213,7 +229,6 @@ def _serve(args: argparse.Namespace) -> Path:
 
 def _scale(args: argparse.Namespace) -> Path:
     from benchmarks import scale_report
-    from engine.errors import InvalidInputError
     from engine.servers import virtuoso
 
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]

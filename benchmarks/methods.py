@@ -3,8 +3,9 @@ other time, with the store and LLM calls per question.
 
 Each method runs exactly as ``kgqa <method> run`` runs it: the benchmark builds it from the
 registry's spec (:mod:`engine.methods.registry`) with the config's defaults, which are the
-command's, or with ``--recipe-runs DIR`` as its ``full`` recipe answers its test split, with the
-models that recipe's run in DIR trained (:func:`engine.recipes.steps.answering_values`), and the
+command's, or with ``--recipe-runs DIR`` as its recipe (``full``, or the one ``--recipe
+METHOD=NAME`` names) answers its test split, with the models that recipe's run in DIR trained
+(:func:`engine.recipes.steps.answering_values`), and the
 options given as ``--method-option METHOD.NAME=VALUE`` over either, on a store the
 benchmark loaded, and answers a seeded sample of the held-out test split through
 :func:`engine.methods.run.run_method`. Seconds and calls come from the run protocol's meter
@@ -48,23 +49,31 @@ class MethodsConfig:
     method_options: dict[str, dict[str, str]] = field(default_factory=dict)
     #: EtD checkpoints: <dir>/<question set>/best.pt (``kgqa etd train --checkpoint-dir``)
     etd_checkpoints: Path | None = None
-    #: a ``kgqa reproduce`` work directory: each method answers as its full recipe's run there does
+    #: a ``kgqa reproduce`` work directory: each method answers as its recipe's run there does
     recipe_runs: Path | None = None
+    #: method -> the recipe whose run it answers as, with ``recipe_runs`` (default: ``full``)
+    recipes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
 
+def answering_recipe(cfg: MethodsConfig, method: str) -> Any:
+    """The recipe whose run in ``cfg.recipe_runs`` the method answers as."""
+    from engine.recipes.recipe import DEFAULT_RECIPE, load_recipe
+
+    return load_recipe(method, cfg.recipes.get(method, DEFAULT_RECIPE))
+
+
 def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str) -> Any:
     """The method's config for one question set of the graph ``spec``, or why it cannot run."""
     from engine.methods.spec import make_config
-    from engine.recipes.recipe import DEFAULT_RECIPE, load_recipe
     from engine.recipes.steps import answering_values
 
     options = cfg.method_options.get(method, {})
     values: dict[str, Any] = {}
     if cfg.recipe_runs is not None:
-        values = answering_values(load_recipe(method, DEFAULT_RECIPE), question_set, cfg.recipe_runs, given=options)
+        values = answering_values(answering_recipe(cfg, method), question_set, cfg.recipe_runs, given=options)
     values.update(options)
     if method == "etd" and "checkpoint" not in values:
         checkpoint = (cfg.etd_checkpoints or Path("-")) / question_set / "best.pt"
@@ -79,10 +88,8 @@ def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str)
 
 
 def answering_dtype(cfg: MethodsConfig, method: str) -> str | None:
-    """The weight precision the method's models answer in: its full recipe's, with ``recipe_runs``."""
-    from engine.recipes.recipe import DEFAULT_RECIPE, load_recipe
-
-    return load_recipe(method, DEFAULT_RECIPE).dtype if cfg.recipe_runs is not None else None
+    """The weight precision the method's models answer in: its recipe's, with ``recipe_runs``."""
+    return answering_recipe(cfg, method).dtype if cfg.recipe_runs is not None else None
 
 
 def run_one(cfg: MethodsConfig, method: str, config: Any, store: Any, question_set: str, out: Path) -> dict[str, Any]:
@@ -108,6 +115,10 @@ def run_methods(cfg: MethodsConfig) -> dict[str, Any]:
         raise KGQAError(f"unknown method(s) {', '.join(unknown)}: use {', '.join(registry.names())}")
     if cfg.recipe_runs is not None and cfg.etd_checkpoints is not None:
         raise InvalidInputError("--etd-checkpoints and --recipe-runs both name EtD's checkpoints: give one of them")
+    if cfg.recipes and cfg.recipe_runs is None:
+        raise InvalidInputError("--recipe names the recipe whose run in --recipe-runs WORKDIR a method answers as: give --recipe-runs too")
+    for method in cfg.recipes:
+        answering_recipe(cfg, method)  # an unknown method or recipe fails before any store loads
     stores = runner.Stores(runner.RunConfig(
         mode="methods", datasets=cfg.datasets, stores=cfg.stores, questions=cfg.questions, batch=1, batches=1,
         budget=0.0, seed=cfg.seed, workdir=cfg.workdir,

@@ -354,6 +354,29 @@ def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdi
         run_methods(cfg)
 
 
+def test_methods_benchmark_answers_as_the_recipe_named_for_a_method(tmp_path):
+    from benchmarks.methods import MethodsConfig, method_config, run_methods
+
+    runs = tmp_path / "kgqa-data"
+    cfg = MethodsConfig(methods=["arg"], datasets=["pathquestion"], stores=["oxigraph"], questions=2, seed=0,
+                        workdir=tmp_path / "bench", recipe_runs=runs, recipes={"arg": "lora"})
+    with pytest.raises(KGQAError, match=f"arg's lora recipe has not trained stage 'generator' in {runs}: "
+                       f"run `kgqa reproduce arg --recipe lora --workdir {runs}`"):
+        method_config(cfg, "arg", "pathquestion", "pathquestion-2h")
+    stages = runs / "runs" / "arg" / "lora" / "stages"
+    stages.mkdir(parents=True)
+    (stages / "generator.done.json").write_text(json.dumps({"state": "done"}))
+    config = method_config(cfg, "arg", "pathquestion", "pathquestion-2h")
+    assert (config.model, config.k, config.n_demos) == (str(stages / "generator"), 3, 0)
+    # an unknown recipe fails before any store loads, and --recipe means nothing without --recipe-runs
+    with pytest.raises(KGQAError, match="no recipe 'lorax': use one of full, lora, quick"):
+        run_methods(MethodsConfig(["arg"], ["metaqa"], ["oxigraph"], 2, 0, tmp_path, recipe_runs=runs, recipes={"arg": "lorax"}))
+    with pytest.raises(KGQAError, match="give --recipe-runs too"):
+        run_methods(MethodsConfig(["arg"], ["metaqa"], ["oxigraph"], 2, 0, tmp_path, recipes={"arg": "lora"}))
+    with pytest.raises(KGQAError, match="--recipe 'argx=lora': write METHOD=NAME with METHOD one of"):
+        main(["methods", "--recipe", "argx=lora", "--recipe-runs", str(runs)])
+
+
 def test_limits_probes_the_longest_id_and_literal_a_store_keeps(capsys):
     assert main(["limits", "--store", "memory:", "--max-id", "300", "--max-literal", "200"]) == 0
     out = capsys.readouterr().out
