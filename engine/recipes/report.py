@@ -141,8 +141,9 @@ def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
     bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
+    threads = m.get("torch_threads", "?")
     return (f"device {device}, {result.get('dtype', 'float32')}; {m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}, "
-            f"{m.get('torch_threads', '?')} torch threads")
+            f"{threads} torch thread{'' if threads == 1 else 's'}")
 
 
 def method_page(method: str, results: list[dict[str, Any]]) -> str:
