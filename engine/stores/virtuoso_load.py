@@ -68,10 +68,15 @@ class VirtuosoLoading:
     batch_size: int
 
     def _quad_count(self) -> int:
-        """The triples of the store's graph, counted in Virtuoso's quad table over isql."""
+        """The triples of the store's graph, counted in Virtuoso's quad table over isql.
+
+        The graph's id comes from a subquery, not as a constant: Virtuoso's optimizer samples
+        the rows of a constant graph when it compiles a query and keeps that estimate, so a
+        count of a graph still empty (the one before a bulk load) left every later query on it
+        planned for an empty graph, 20 to 300 times slower (MetaQA on Virtuoso 7.2)."""
         out = self._isql(
             f"SELECT '{_COUNT_MARK}' || cast(COUNT(*) AS VARCHAR) FROM DB.DBA.RDF_QUAD "
-            f"WHERE G = iri_to_id({_sql_string(self.graph)});"
+            f"WHERE G = (SELECT iri_to_id({_sql_string(self.graph)}));"
         )
         counts = _marked(out, _COUNT_MARK)
         if counts:
