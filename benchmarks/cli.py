@@ -7,6 +7,7 @@ commit and the machine that produced them) into its ``--out`` folder.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -288,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     out = args.bench_handler(args)
-    if out is not None:  # a run that wrote results: say what produced them
-        report.write_meta(out, "python -m benchmarks " + shlex.join(argv), append=getattr(args, "append", False))
+    if out is not None:  # a run that wrote results: say what produced them, with the thread limit it ran under
+        threads = os.environ.get("OMP_NUM_THREADS")
+        command = (f"OMP_NUM_THREADS={shlex.quote(threads)} " if threads else "") + "python -m benchmarks " + shlex.join(argv)
+        report.write_meta(out, command, append=getattr(args, "append", False))
     return 0

@@ -243,7 +243,8 @@ def test_the_virtuoso_buffer_pool_reaches_the_server_a_run_starts(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):
+def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "out"
     code = main(["load", "--datasets", "gen:2k", "--stores", "oxigraph", "--workdir", str(tmp_path / "work"), "--out", str(out)])
     assert code == 0
@@ -252,9 +253,9 @@ def test_tiny_load_run_compares_with_the_native_loader(tmp_path, generated):
     assert row["store"] == "oxigraph" and row["counts_agree"] and row["triples"] > 500
     assert row["engine_over_native"] > 0 and results["goals"]
     assert "engine ÷ native" in (out / "load.md").read_text()
-    # what produced the results: the command, the commit and the machine
+    # what produced the results: the command with the thread limit it ran under, the commit and the machine
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["commands"] == [f"python -m benchmarks load --datasets gen:2k --stores oxigraph --workdir {tmp_path / 'work'} --out {out}"]
+    assert meta["commands"] == [f"OMP_NUM_THREADS=1 python -m benchmarks load --datasets gen:2k --stores oxigraph --workdir {tmp_path / 'work'} --out {out}"]
     assert "cores" in meta["machine"] and "commit" in meta
 
 
