@@ -677,7 +677,7 @@ def test_export_names_the_questions_that_give_no_sample(tmp_path, capsys):
 
 
 @pytest.mark.model
-def test_run_with_the_offline_default_model(tmp_path, capsys):
+def test_run_with_the_default_model_the_engine_ships(tmp_path, capsys):
     kb, qa = _metaqa_files(tmp_path)
     store, out = str(tmp_path / "store"), str(tmp_path / "p.jsonl")
     assert main(["load", kb, "--format", "metaqa", "--store", store, "--no-progress"]) == 0

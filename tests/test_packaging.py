@@ -69,7 +69,7 @@ def test_the_wheel_ships_the_packages_and_their_data(installed):
     assert {n.split("/")[0] for n in names if not n.startswith("kgqa_engine-")} == set(PACKAGES)
     for needed in ("engine/data/sample_freebase.nt", "engine/servers/virtuoso.py", "engine/servers/falkordb.py",
                    "benchmarks/baselines/csr_floor.py", "engine/recipes/rog.toml",
-                   *(f"engine/models/adapters/{a}/{f}" for a in ("rog-planner", "arg-generator")
+                   *(f"engine/models/adapters/{a}/{f}" for a in ("rog-planner", "arg-generator", "ldr-model")
                      for f in ("adapter_config.json", "adapter_model.safetensors", "prompt_template.txt"))):
         assert needed in names
 

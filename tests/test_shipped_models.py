@@ -1,7 +1,7 @@
 """The models the engine ships answer real held-out questions with no training, each a LoRA
 adapter of the offline model in engine/models/adapters: RoG's planner (built by RoG's full
-recipe) and ARG's generator (built by ARG's lora recipe), with their methods' defaults, on
-test-split questions of PathQuestion and MetaQA."""
+recipe), ARG's generator (built by ARG's lora recipe) and LDR's model (built by LDR's lora
+recipe), with their methods' defaults, on test-split questions of PathQuestion and MetaQA."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,7 @@ import pytest
 
 from engine.methods import registry
 from engine.methods.arg.pipeline import SHIPPED_DEMOS, SHIPPED_GENERATOR, SHIPPED_K, ArgConfig
+from engine.methods.ldr.pipeline import SHIPPED_MODEL, LdrConfig
 from engine.methods.metrics import evaluate
 from engine.methods.rog.pipeline import SHIPPED_PLANNER, RogConfig
 from engine.methods.run import run_method
@@ -72,6 +73,16 @@ def test_the_shipped_generator_is_the_lora_recipes_adapter_answering_as_that_rec
     assert (ArgConfig(model=None, k=3, n_demos=0).references, ArgConfig(k=7).references) == (3, 7)
 
 
+def test_the_shipped_ldr_model_is_the_lora_recipes_adapter_answering_as_that_recipe_does():
+    recipe = load_recipe("ldr", "lora")
+    [stage] = recipe.stages
+    _shipped_adapter_of(SHIPPED_MODEL, stage)
+    # the recipe answers with its model alone, for search and reasoning both, as the defaults do
+    defaults = LdrConfig()
+    assert defaults.model == SHIPPED_MODEL and defaults.reasoner is None
+    assert all(set(e.config) == {"model"} for e in recipe.evaluate)
+
+
 @pytest.mark.model
 @pytest.mark.shared_data
 @HELD_OUT
@@ -88,4 +99,13 @@ def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format
 def test_rog_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
     records = _records_with_defaults("rog", RogConfig(), dataset, kb, kb_format, shared_data, make_store)
     # the full recipe's validation split: 0.99 (PQ-2H) and 0.99 (MetaQA-2hop) on 100 questions each
+    assert evaluate(records).overall.hits1 >= 0.8
+
+
+@pytest.mark.model
+@pytest.mark.shared_data
+@HELD_OUT
+def test_ldr_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
+    records = _records_with_defaults("ldr", LdrConfig(), dataset, kb, kb_format, shared_data, make_store)
+    # the lora recipe's validation split: 0.93 (PQ-2H) and 0.98 (MetaQA-2hop) on 60 questions each
     assert evaluate(records).overall.hits1 >= 0.8

@@ -127,7 +127,7 @@ class ArgConfig:
     """Every option of ``kgqa arg run``, with their defaults (listed on docs/methods/arg.md)."""
 
     model: str | None = option(SHIPPED_GENERATOR, "causal LM: local path, hub id, LoRA adapter, or openai:MODEL[@URL] "
-                               f"(default: {SHIPPED_GENERATOR}, the shipped generator `kgqa reproduce arg --recipe lora` "
+                               f"({SHIPPED_GENERATOR}: the shipped generator `kgqa reproduce arg --recipe lora` "
                                "trains; SmolLM2-135M-Instruct: its untrained base)")
     prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
     pool: int = option(200, "demonstration candidates drawn from the train split")

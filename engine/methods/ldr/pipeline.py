@@ -43,11 +43,18 @@ from engine.store import Store
 from loaders.questions import Question, gold_hops
 
 
+#: the model the engine ships, for both the search and the reasoning: a LoRA adapter of the offline
+#: model (:mod:`engine.models.adapters`), built by LDR's lora recipe (engine/recipes/ldr.toml)
+SHIPPED_MODEL = "ldr-model"
+
+
 @dataclass(frozen=True)
 class LdrConfig:
     """Every option of LDR, with their defaults (listed on docs/methods/ldr.md)."""
 
-    model: str | None = option(None, "search model: HF id, directory, .gguf, or openai:MODEL[@URL] (default: offline SmolLM2-135M-Instruct)")
+    model: str | None = option(SHIPPED_MODEL, "search model: HF id, directory, .gguf, LoRA adapter, or openai:MODEL[@URL] "
+                               f"({SHIPPED_MODEL}: the shipped model `kgqa reproduce ldr --recipe lora` trains; "
+                               "SmolLM2-135M-Instruct: its untrained base)")
     reasoner: str | None = option(None, "model for pruning and answer location if not the search model (the paper trains two)")
     prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
     normalise: str = option("sum", "option score: summed token log-probability (Eq. 7) or the mean per token "

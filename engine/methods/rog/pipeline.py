@@ -33,7 +33,7 @@ class RogConfig:
     """Every option of RoG, with their defaults (listed on docs/methods/rog.md)."""
 
     model: str | None = option(SHIPPED_PLANNER, "planning model: HF id, directory, .gguf, LoRA adapter, or openai:MODEL[@URL] "
-                               f"(default: {SHIPPED_PLANNER}, the shipped planner `kgqa reproduce rog` trains; "
+                               f"({SHIPPED_PLANNER}: the shipped planner `kgqa reproduce rog` trains; "
                                "SmolLM2-135M-Instruct: its untrained base)")
     reasoner: str | None = option(None, "reasoning model if not the planning model (plug-and-play)")
     prompt_template: str | None = option(None, "chat (tokenizer's), raw, llama2 (rmanluo/RoG) or a string with {prompt}")
