@@ -96,16 +96,11 @@ def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format
 @pytest.mark.model
 @pytest.mark.shared_data
 @HELD_OUT
-def test_rog_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
-    records = _records_with_defaults("rog", RogConfig(), dataset, kb, kb_format, shared_data, make_store)
-    # the full recipe's validation split: 0.99 (PQ-2H) and 0.99 (MetaQA-2hop) on 100 questions each
-    assert evaluate(records).overall.hits1 >= 0.8
-
-
-@pytest.mark.model
-@pytest.mark.shared_data
-@HELD_OUT
-def test_ldr_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
-    records = _records_with_defaults("ldr", LdrConfig(), dataset, kb, kb_format, shared_data, make_store)
-    # the lora recipe's validation split: 0.93 (PQ-2H) and 0.98 (MetaQA-2hop) on 60 questions each
+@pytest.mark.parametrize(("method", "config"), [
+    ("rog", RogConfig()),  # the full recipe's validation split: 0.99 (PQ-2H), 0.99 (MetaQA-2hop), 100 questions each
+    ("ldr", LdrConfig()),  # the lora recipe's validation split: 0.93 (PQ-2H), 0.98 (MetaQA-2hop), 60 questions each
+])
+def test_rog_and_ldr_answer_held_out_questions_with_their_defaults(method, config, dataset, kb, kb_format, shared_data,
+                                                                   make_store):
+    records = _records_with_defaults(method, config, dataset, kb, kb_format, shared_data, make_store)
     assert evaluate(records).overall.hits1 >= 0.8
