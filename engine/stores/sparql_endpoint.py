@@ -442,10 +442,11 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         return QueryResult(["subject", "predicate", "object"], rows)
 
     def count_triples(self) -> int:
-        # Where the bulk loader's SQL port is configured, count in the quad table. Observed on
-        # Virtuoso 7.2: right after ~1M triples were bulk-loaded into a second graph, the SPARQL
-        # COUNT over that graph ran for over five minutes (the same count took 0.2 s on another
-        # run), while the quad table answers in milliseconds.
+        # Where the bulk loader's SQL port is configured, count in the quad table, whose query
+        # takes the graph's id from a subquery (_quad_count). A SPARQL COUNT names the graph as
+        # a constant, and Virtuoso 7.2 keeps the row estimate it sampled for it: counted once
+        # while the graph was empty, the SPARQL count of 1M triples loaded since took 0.1 s,
+        # ten times the quad table's.
         if self.flavour == "virtuoso" and self.loader != "update" and self.staging_dir is not None:
             return self._quad_count()
         return super().count_triples()
