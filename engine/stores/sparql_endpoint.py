@@ -445,8 +445,8 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
         # Where the bulk loader's SQL port is configured, count in the quad table, whose query
         # takes the graph's id from a subquery (_quad_count). A SPARQL COUNT names the graph as
         # a constant, and Virtuoso 7.2 keeps the row estimate it sampled for it: counted once
-        # while the graph was empty, the SPARQL count of 1M triples loaded since took 0.1 s,
-        # ten times the quad table's.
+        # while still empty, a second graph of the server given 1M triples since took 0.1 s to
+        # count in SPARQL, ten times the quad table's.
         if self.flavour == "virtuoso" and self.loader != "update" and self.staging_dir is not None:
             return self._quad_count()
         return super().count_triples()
