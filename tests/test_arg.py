@@ -114,6 +114,23 @@ def test_retrieval_from_a_literal_anchor(make_store, store_kind, bi):
     assert to_json(got)["paths"][0]["anchor"] == {"value": "1951", "datatype": YEAR}
 
 
+def test_ask_takes_the_run_commands_options_with_their_defaults():
+    from engine.cli.arg import ASK_OPTIONS
+    from engine.cli.main import build_parser
+    from engine.methods.arg.pipeline import PAPER_K, ArgConfig
+
+    parser = build_parser()
+    asked = parser.parse_args(["arg", "ask", "q", "--entity", "m.1"])
+    defaults = ArgConfig()
+    assert {name: getattr(asked, name) for name in ASK_OPTIONS} == {name: getattr(defaults, name) for name in ASK_OPTIONS}
+    asked = parser.parse_args(["arg", "ask", "q", "--entity", "m.1", "--model", "SmolLM2-135M-Instruct", "--k", "7",
+                               "--n-demos", "2", "--timeout", "2.5", "--demo-mode", "random", "--samples", "3"])
+    assert (asked.model, asked.k, asked.n_demos, asked.timeout, asked.demo_mode, asked.samples) == (
+        "SmolLM2-135M-Instruct", 7, 2, 2.5, "random", 3)
+    # retrieving alone keeps the paper's k, whatever the generator
+    assert parser.parse_args(["arg", "retrieve", "q", "--entity", "m.1"]).k == PAPER_K
+
+
 @pytest.mark.model
 def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     from engine.stores.oxigraph import OxigraphStore

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.cli.common import (
     DATASET_HELP,
+    add_config_arguments,
     add_device_arguments,
     add_output_arguments,
     add_question_arguments,
@@ -18,16 +19,15 @@ from engine.cli.common import (
     run_questions,
 )
 from engine.methods.arg.pipeline import (
-    PAPER_DEMOS,
     PAPER_K,
-    SHIPPED_DEMOS,
-    SHIPPED_GENERATOR,
-    SHIPPED_K,
     ArgConfig,
     gold_items,
 )
 from engine.render import term_text
 from engine.results import to_json
+
+#: the options of ``kgqa arg run`` that ``ask`` takes too: those of one question's generation
+ASK_OPTIONS = ("model", "n_demos", "demo_mode", "samples", "timeout", "k", "encoder", "scorer", "ontology")
 
 
 def add_commands(arg: argparse._SubParsersAction) -> None:
@@ -52,11 +52,8 @@ def add_commands(arg: argparse._SubParsersAction) -> None:
     p.add_argument("question", help="the question, in words")
     _anchor_arguments(p)
     p.add_argument("--demos", default=None, help="JSON list of {question, s_expression} demonstrations (entities by name)")
-    p.add_argument("--model", default=SHIPPED_GENERATOR, help=f"causal LM: local path, hub id, LoRA adapter, or openai:MODEL[@URL] "
-                   f"(default: {SHIPPED_GENERATOR}, the shipped generator; SmolLM2-135M-Instruct: its untrained base)")
+    add_config_arguments(p, ArgConfig, only=ASK_OPTIONS)
     add_device_arguments(p)
-    _generation_arguments(p)
-    _ranker_arguments(p, k=None)
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_ask)
@@ -83,23 +80,9 @@ def _anchors(args: argparse.Namespace) -> list:
     return parse_anchors(args.entity, args.literal, "give the question's anchors: at least one --entity ID or --literal VALUE")
 
 
-def _generation_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-demos", type=int, default=None, help=f"demonstrations in the prompt (default {SHIPPED_DEMOS} with "
-                   f"{SHIPPED_GENERATOR}, which was trained so; {PAPER_DEMOS}, the paper's few-shot setting, with any other model)")
-    p.add_argument("--demo-mode", choices=["random", "bm25"], default="bm25",
-                   help="how demonstrations are picked: random, or the most similar questions by BM25 (default)")
-    p.add_argument("--samples", type=int, default=1, help="K forms generated; K > 1 votes over their answers")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds each candidate form may run before it counts as empty (default 10)")
-
-
-def _ranker_arguments(p: argparse.ArgumentParser, k: int | None = PAPER_K) -> None:
-    """``k``: the default of ``--k``; None where it follows ``--model`` as ARG's config has it."""
-    text = (f"{PAPER_K}, as in the paper" if k is not None else
-            f"{SHIPPED_K} with {SHIPPED_GENERATOR}, which was trained so; {PAPER_K}, as in the paper, with any other model")
-    p.add_argument("--k", type=int, default=k, help=f"paths and references kept (default {text})")
-    p.add_argument("--encoder", default=None, help="stage-1 sentence encoder (default: offline all-MiniLM-L6-v2)")
-    p.add_argument("--scorer", default=None, help="a trained stage-2 scorer directory (default: the bi-encoder)")
-    p.add_argument("--ontology", default=None, help="GrailQA ontology folder (fb_roles) for class constraints")
+def _ranker_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=PAPER_K, help=f"paths and references kept (default {PAPER_K}, as in the paper)")
+    add_config_arguments(p, ArgConfig, only=("encoder", "scorer", "ontology"))
 
 
 def _dataset_arguments(p: argparse.ArgumentParser, split: str) -> None:
@@ -166,12 +149,12 @@ def _ask(args: argparse.Namespace) -> None:
     pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
-    config = ArgConfig(model=args.model, k=args.k, n_demos=args.n_demos)
+    config = ArgConfig(**{name: getattr(args, name) for name in ASK_OPTIONS})
     with open_from_args(args) as store:
         [result] = answer_questions(
-            store, [(args.question, anchors)], load_lm(args.model, args.device, dtype=args.dtype),
-            DemoPicker(pool, config.demonstrations, args.demo_mode), bi, scorer, Aligner(store, timeout=args.timeout),
-            config.references, args.samples, schema,
+            store, [(args.question, anchors)], load_lm(config.model, args.device, dtype=args.dtype),
+            DemoPicker(pool, config.demonstrations, config.demo_mode), bi, scorer, Aligner(store, timeout=config.timeout),
+            config.references, config.samples, schema,
         )
     emit(args, result)
 
