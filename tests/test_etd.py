@@ -4,6 +4,7 @@ end-to-end training run through the CLI."""
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -84,6 +85,35 @@ def test_layer_matches_a_naive_per_edge_loop():
     )
     assert torch.allclose(out.alpha, alpha[kept], atol=1e-6)
     assert torch.allclose(out.h, h_out, atol=1e-5)
+
+
+def test_a_training_step_gives_the_same_gradients_every_time_on_two_threads():
+    """Gathers whose backward adds repeated rows with atomic adds on a multi-threaded CPU
+    (``x[index]``) make every training run differ; the model's gathers must not."""
+    rng = random.Random(0)
+    relations = [f"r{i}" for i in range(8)]
+    triples = [Triple(f"t{q}", rng.choice(relations), f"n{rng.randrange(3000)}") for q in range(20) for _ in range(200)]
+    triples += [Triple(f"n{i}", rng.choice(relations), f"n{rng.randrange(3000)}") for i in range(3000) for _ in range(3)]
+    explorer = Explorer(ReferenceStore(triples), RelationVocab(relations))
+    torch.manual_seed(0)
+    model = EtDModel(EtDConfig(2, 50, 256, None, tuple(relations), None), torch.randn(len(relations), 32))
+    questions = torch.randn(20, 32)
+    topics = [explorer.nodes([f"t{q}"]) for q in range(20)]
+    gold = [explorer.nodes([triples[q * 200].object]) for q in range(20)]
+
+    def gradients() -> list[torch.Tensor]:
+        model.zero_grad()
+        answer_loss(model(questions, topics, explorer), gold)[0].backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first = gradients()
+        for _ in range(4):
+            assert all(torch.equal(a, b) for a, b in zip(first, gradients()))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_layer_repr_parameters_and_gradients():

@@ -13,6 +13,9 @@ For edges ``(s, r, o)`` leaving the current frontier, on question ``q``:
 - propagation (Eq. 2): ``h_o = ReLU(Σ_{kept (s, r, o)} α · W (h_s ⊙ h_r))``, a scatter-add
   (``index_add_``) over the destination.
 
+Rows are gathered with :func:`rows` rather than ``x[index]``, so that training is the same from
+run to run on a multi-threaded CPU.
+
 Destinations arrive as arbitrary int64 keys (a question's node); the layer's output nodes are
 the distinct kept destinations, sorted — the next frontier. Only they are expanded by the next
 layer: a tail reached through pruned edges only is never expanded (the paper's C̃^ℓ).
@@ -37,6 +40,14 @@ class LayerOutput:
     rel: Tensor
     dst: Tensor
     alpha: Tensor
+
+
+def rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` along dimension 0. Its backward sums repeated indices with ``index_add_``,
+    in a fixed order; the backward of ``x[index]`` adds them with atomic adds on a multi-threaded
+    CPU, in whatever order the threads reach them, so gradients (and a trained model) would
+    change from run to run."""
+    return x.index_select(0, index)
 
 
 def top_k_per_head(alpha: Tensor, src: Tensor, num_src: int, k: int) -> Tensor:
@@ -83,14 +94,17 @@ class EtDLayer(nn.Module):
         w_s, w_r, w_q, w_qr = self.att
         q = node_question[src]
         per_question_relation = (h_q * w_qr) @ h_rel.T  # w_qr·(h_r ⊙ h_q) for every (q, r)
-        logit = (h @ w_s)[src] + (h_rel @ w_r)[rel] + (h_q @ w_q)[q] + per_question_relation[q, rel]
+        logit = (
+            rows(h @ w_s, src) + rows(h_rel @ w_r, rel) + rows(h_q @ w_q, q)
+            + rows(per_question_relation.reshape(-1), q * h_rel.shape[0] + rel)
+        )
         return torch.sigmoid(logit)
 
     def message(self, h: Tensor, h_rel: Tensor, src: Tensor, rel: Tensor) -> Tensor:
         """W (h_s ⊙ h_r) per edge, computed once per distinct (head, relation) pair."""
         pair = src * h_rel.shape[0] + rel
         unique, inverse = torch.unique(pair, return_inverse=True)
-        return self.lin(h[unique // h_rel.shape[0]] * h_rel[unique % h_rel.shape[0]])[inverse]
+        return rows(self.lin(rows(h, unique // h_rel.shape[0]) * rows(h_rel, unique % h_rel.shape[0])), inverse)
 
     def aggregate(self, weighted: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
         """Σ over each destination's kept edges, then ReLU."""

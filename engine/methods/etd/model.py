@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from engine.errors import KGQAError
 from engine.methods.etd.exploration import KEY_STRIDE, Explorer
-from engine.methods.etd.layers import EtDLayer, LayerOutput
+from engine.methods.etd.layers import EtDLayer, LayerOutput, rows
 from engine.models.encoders import load_encoder
 
 CAUSAL_PREFIX = "causal:"
@@ -138,7 +138,7 @@ def segment_log_softmax(logits: Tensor, segment: Tensor, num_segments: int) -> T
     peak = peak.scatter_reduce(0, segment, logits, reduce="amax").detach()
     shifted = logits - peak[segment]
     total = torch.zeros(num_segments, dtype=logits.dtype, device=logits.device).index_add_(0, segment, shifted.exp())
-    return shifted - total.log()[segment]
+    return shifted - rows(total.log(), segment)
 
 
 class EtDModel(nn.Module):
@@ -182,7 +182,7 @@ class EtDModel(nn.Module):
             torch.tensor([q * KEY_STRIDE + n for q, nodes in enumerate(topics) for n in nodes], dtype=torch.long)
         ).to(device)
         topic_keys = frontier
-        h = h_q[frontier // KEY_STRIDE]
+        h = rows(h_q, frontier // KEY_STRIDE)
         outputs: list[LayerOutput] = []
         for layer in self.layers:
             edges = explorer.expand((frontier % KEY_STRIDE).tolist())
@@ -194,7 +194,7 @@ class EtDModel(nn.Module):
         keys, inverse = torch.unique(torch.cat([o.nodes for o in outputs]), return_inverse=True)
         h_last = torch.zeros(keys.numel(), h.shape[1], dtype=h.dtype, device=device)
         h_last[inverse[inverse.numel() - frontier.numel():]] = h
-        logits = self.scorer(torch.cat([h_last, h_q[keys // KEY_STRIDE]], dim=1)).squeeze(1)
+        logits = self.scorer(torch.cat([h_last, rows(h_q, keys // KEY_STRIDE)], dim=1)).squeeze(1)
         return Exploration(keys, segment_log_softmax(logits, keys // KEY_STRIDE, len(topics)), topic_keys, outputs)
 
 
