@@ -116,15 +116,18 @@ def test_retrieval_from_a_literal_anchor(make_store, store_kind, bi):
 
 def test_ask_takes_the_run_commands_options_with_their_defaults():
     from engine.cli.arg import ASK_OPTIONS
+    from engine.cli.common import config_from_args
     from engine.cli.main import build_parser
     from engine.methods.arg.pipeline import PAPER_K, ArgConfig
 
     parser = build_parser()
-    asked = parser.parse_args(["arg", "ask", "q", "--entity", "m.1"])
+    asked = config_from_args(ArgConfig, parser.parse_args(["arg", "ask", "q", "--entity", "m.1"]))
     defaults = ArgConfig()
     assert {name: getattr(asked, name) for name in ASK_OPTIONS} == {name: getattr(defaults, name) for name in ASK_OPTIONS}
-    asked = parser.parse_args(["arg", "ask", "q", "--entity", "m.1", "--model", "SmolLM2-135M-Instruct", "--k", "7",
-                               "--n-demos", "2", "--timeout", "2.5", "--demo-mode", "random", "--samples", "3"])
+    asked = config_from_args(ArgConfig, parser.parse_args([
+        "arg", "ask", "q", "--entity", "m.1", "--model", "SmolLM2-135M-Instruct", "--k", "7", "--n-demos", "2",
+        "--timeout", "2.5", "--demo-mode", "random", "--samples", "3",
+    ]))
     assert (asked.model, asked.k, asked.n_demos, asked.timeout, asked.demo_mode, asked.samples) == (
         "SmolLM2-135M-Instruct", 7, 2, 2.5, "random", 3)
     # retrieving alone keeps the paper's k, whatever the generator

@@ -270,6 +270,42 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     assert fifth["dtype"] == "bfloat16"
 
 
+def _predictions(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_method_run_with_a_recipe_answers_as_the_recipes_run_answers_its_test_set(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    work = tmp_path / "work"
+    reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=tmp_path / "results", device="cpu", progress=False)
+    recipe_run = _predictions(work / "runs" / "rog" / "toy" / "evaluate" / "toy.jsonl")
+    argv = ["rog", "run", "--recipe", "toy", "--recipe-file", str(path), "--workdir", str(work), "--device", "cpu", "--no-progress"]
+
+    def answered(*more: str) -> list[dict]:
+        out = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}.jsonl"
+        assert main([*argv, *more, "--out", str(out)]) == 0
+        return _predictions(out)
+
+    def same(a: list[dict], b: list[dict]) -> bool:
+        return [(r["id"], r["prediction"], r["rog"]["plans"]) for r in a] == [(r["id"], r["prediction"], r["rog"]["plans"]) for r in b]
+
+    # the recipe's own set: its store and question file, the planner its run trained, its options
+    assert same(answered("--dataset", "toy"), recipe_run)
+    # a question file of one's own standing for that set: the same questions get the same answers
+    assert same(answered("--dataset", str(tmp_path / "qa_dev.txt"), "--recipe-set", "toy"), recipe_run)
+    # an option given on the command line wins over the recipe's (two plans a question there)
+    assert max(len(r["rog"]["plans"]) for r in recipe_run) == 2
+    assert all(len(r["rog"]["plans"]) == 1 for r in answered("--dataset", "toy", "--plans", "1"))
+
+    capsys.readouterr()
+    assert main([*argv, "--dataset", str(tmp_path / "qa_dev.txt")]) == 2
+    assert "give --recipe-set SET" in capsys.readouterr().err
+    assert main([*argv, "--dataset", "toy", "--workdir", str(tmp_path / "elsewhere")]) == 2
+    assert "has not trained stage 'planner'" in capsys.readouterr().err
+    assert main(["rog", "run", "--dataset", "toy", "--recipe-set", "toy"]) == 2
+    assert "go with --recipe NAME" in capsys.readouterr().err
+
+
 def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
     from engine.recipes.stores import ensure_store
 

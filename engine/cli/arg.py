@@ -13,6 +13,7 @@ from engine.cli.common import (
     add_output_arguments,
     add_question_arguments,
     add_store_arguments,
+    config_from_args,
     emit,
     open_from_args,
     parse_anchors,
@@ -93,7 +94,7 @@ def _dataset_arguments(p: argparse.ArgumentParser, split: str) -> None:
 def _models(args: argparse.Namespace):
     from engine.methods.arg.pipeline import retrieval_models
 
-    return retrieval_models(ArgConfig(encoder=args.encoder, scorer=args.scorer, ontology=args.ontology))
+    return retrieval_models(config_from_args(ArgConfig, args))
 
 
 def _retrieve(args: argparse.Namespace) -> None:
@@ -149,7 +150,7 @@ def _ask(args: argparse.Namespace) -> None:
     pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
-    config = ArgConfig(**{name: getattr(args, name) for name in ASK_OPTIONS})
+    config = config_from_args(ArgConfig, args)
     with open_from_args(args) as store:
         [result] = answer_questions(
             store, [(args.question, anchors)], load_lm(config.model, args.device, dtype=args.dtype),

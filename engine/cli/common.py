@@ -80,7 +80,9 @@ def run_questions(args: argparse.Namespace) -> list:
 
 def add_config_arguments(p: argparse.ArgumentParser, config_type: type, only: tuple[str, ...] | None = None) -> None:
     """One flag per option of ``config_type`` (of those named in ``only``), with its default and help
-    (:func:`engine.methods.spec.options`)."""
+    (:func:`engine.methods.spec.options`). A flag not given leaves no attribute behind, so that
+    :func:`given_options` can tell an option set to its default from one left alone; read the
+    options with :func:`config_from_args`."""
     from engine.methods.spec import options
 
     for o in options(config_type):
@@ -89,16 +91,24 @@ def add_config_arguments(p: argparse.ArgumentParser, config_type: type, only: tu
         names = [o.flag, *([o.short] if o.short else [])]
         shown = "" if o.default is None or o.kind is bool else f" (default {o.default})"
         if o.kind is bool:
-            p.add_argument(*names, dest=o.name, action="store_true", default=o.default, help=o.help)
+            p.add_argument(*names, dest=o.name, action="store_true", default=argparse.SUPPRESS, help=o.help)
             continue
-        p.add_argument(*names, dest=o.name, type=o.kind, default=o.default, choices=o.choices, help=o.help + shown)
+        p.add_argument(*names, dest=o.name, type=o.kind, default=argparse.SUPPRESS, choices=o.choices, help=o.help + shown)
 
 
-def config_from_args(config_type: type, args: argparse.Namespace) -> Any:
-    """The config the flags of :func:`add_config_arguments` give."""
+def given_options(config_type: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``config_type`` that the command line gave, with their values."""
     from engine.methods.spec import options
 
-    return config_type(**{o.name: getattr(args, o.name) for o in options(config_type)})
+    return {o.name: getattr(args, o.name) for o in options(config_type) if hasattr(args, o.name)}
+
+
+def config_from_args(config_type: type, args: argparse.Namespace, values: dict[str, Any] | None = None) -> Any:
+    """The config the flags of :func:`add_config_arguments` give; ``values`` (field names, as
+    :func:`engine.methods.spec.make_config` reads them) stand in for the flags not given."""
+    from engine.methods.spec import make_config
+
+    return make_config(config_type, {**(values or {}), **given_options(config_type, args)})
 
 
 def open_from_args(args: argparse.Namespace, *, write: bool = False):

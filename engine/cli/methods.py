@@ -19,6 +19,7 @@ from engine.cli.common import (
     add_question_arguments,
     add_store_arguments,
     config_from_args,
+    given_options,
     open_from_args,
     question_set,
 )
@@ -47,6 +48,7 @@ def _register_method(sub: argparse._SubParsersAction, spec: MethodSpec) -> None:
                    help=f"predictions JSONL (default {spec.name}-predictions.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(p)
+    _add_recipe_arguments(p, spec.name)
     add_output_arguments(p)
     add_config_arguments(p, spec.config)
     p.set_defaults(handler=lambda args: run_from_args(spec, args))
@@ -67,6 +69,18 @@ def _register_method(sub: argparse._SubParsersAction, spec: MethodSpec) -> None:
         extra.add_commands(commands)
 
 
+def _add_recipe_arguments(p: argparse.ArgumentParser, method: str) -> None:
+    p.add_argument("--recipe", default=None, metavar="NAME",
+                   help=f"answer as the run of this recipe (`kgqa reproduce {method} --recipe NAME`) in --workdir answers its "
+                   "test set: with the models it trained, its options and weight precision, and its store unless --store is "
+                   "given; an option given here wins over the recipe's")
+    p.add_argument("--recipe-file", default=None, help=f"with --recipe: a recipe file of your own (default engine/recipes/{method}.toml)")
+    p.add_argument("--workdir", default="kgqa-data", help="with --recipe: the work directory of its run (default kgqa-data)")
+    p.add_argument("--recipe-set", default=None, metavar="SET",
+                   help="with --recipe: the recipe's test set whose options the questions take (default --dataset); "
+                   "give it where --dataset is a question file of your own")
+
+
 def _command_module(name: str) -> Any:
     """``engine.cli.<name>``, where a method's commands besides ``run`` live, if it has one."""
     try:
@@ -81,7 +95,10 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
     """``kgqa <method> run``: the selected questions answered through the run protocol."""
     from engine.methods.run import format_summary, run_method
 
-    config = config_from_args(spec.config, args)
+    if not args.recipe and (args.recipe_file or args.recipe_set):
+        raise InvalidInputError("--recipe-file and --recipe-set go with --recipe NAME: name the recipe whose run answers")
+    recipe_values, dtype = _answer_as_recipe(spec, args) if args.recipe else ({}, args.dtype)
+    config = config_from_args(spec.config, args, recipe_values)
     selection = question_set(args)
     questions = selection.select()
     if not questions:
@@ -89,13 +106,41 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
             f"no questions selected from {args.dataset!r} (split {args.split!r}, sample {args.sample}, limit {args.limit}): "
             "nothing to answer; a small question file may need --split all"
         )
-    models = Models(device=args.device, dtype=args.dtype, questions=selection)
+    models = Models(device=args.device, dtype=dtype, questions=selection)
     with open_from_args(args) as store:
         method = spec.build(config, store, models)
         summary = run_method(method, questions, args.out, progress=not args.no_progress)
     summary = {"dataset": args.dataset, "split": args.split, **summary}
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
     return summary
+
+
+def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """``--recipe``: the options and weight precision with which that recipe's run in ``--workdir``
+    answers the test set the questions stand for; ``args.store`` and ``args.dataset`` become that
+    set's store and question file where the command line leaves them to the recipe."""
+    from pathlib import Path
+
+    from engine.recipes.recipe import load_recipe
+    from engine.recipes.steps import answering_values, dataset_source, evaluated_set
+
+    recipe = load_recipe(spec.name, args.recipe, Path(args.recipe_file) if args.recipe_file else None)
+    workdir = Path(args.workdir)
+    if args.recipe_set is None and args.dataset not in {e.name for e in recipe.evaluate}:
+        sets = ", ".join(e.name for e in recipe.evaluate)
+        raise InvalidInputError(f"--recipe {args.recipe}: --dataset {args.dataset!r} is none of its test sets ({sets}): give "
+                                "--recipe-set SET, the set whose options your questions take")
+    chosen = evaluated_set(recipe, args.recipe_set or args.dataset)
+    values = answering_values(recipe, chosen.name, workdir, given=given_options(spec.config, args))
+    if args.store is None:
+        store = workdir / "stores" / chosen.store
+        if not store.is_dir():
+            raise InvalidInputError(f"--recipe {args.recipe}: its store {chosen.store!r} is not in {workdir}/stores: run "
+                                    f"`kgqa reproduce {spec.name} --recipe {args.recipe} --workdir {workdir}`, or give --store")
+        args.store = str(store)
+    if args.recipe_set is None:
+        args.dataset = dataset_source(chosen.dataset, workdir)
+    return values, args.dtype or recipe.dtype
 
 
 def export_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:

@@ -54,15 +54,31 @@ def stage_output(run_dir: Path, reference: str) -> tuple[str, str, str]:
     return stage, file, str(path / file if file else path)
 
 
+def evaluated_set(recipe: Recipe, set_name: str) -> QuestionSelection:
+    """The test set of ``recipe`` named ``set_name``; an error naming its sets where it has none of that name."""
+    chosen = next((e for e in recipe.evaluate if e.name == set_name), None)
+    if chosen is None:
+        sets = ", ".join(e.name for e in recipe.evaluate)
+        raise InvalidInputError(f"{recipe.method}'s {recipe.name} recipe answers no test set {set_name!r} (its sets: {sets})")
+    return chosen
+
+
+def dataset_source(dataset: str, workdir: Path) -> str:
+    """What the dataset readers take for a recipe's ``dataset``: a built dataset's file under the
+    work directory, else the name itself."""
+    from loaders.datasets import BUILT_DATASETS
+
+    if dataset in BUILT_DATASETS:
+        return str(built_dataset_dir(workdir) / BUILT_DATASETS[dataset][0])
+    return dataset
+
+
 def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collection[str] = ()) -> dict[str, Any]:
     """The option values with which ``recipe``'s run in ``workdir`` answers its test set
     ``set_name``, each ``"@stage"`` the path of what that run trained; an error naming the
     command to run where that stage has not finished there. Options in ``given``, which the
     caller sets itself, are left out."""
-    chosen = next((e for e in recipe.evaluate if e.name == set_name), None)
-    if chosen is None:
-        sets = ", ".join(e.name for e in recipe.evaluate)
-        raise InvalidInputError(f"{recipe.method}'s {recipe.name} recipe answers no test set {set_name!r} (its sets: {sets})")
+    chosen = evaluated_set(recipe, set_name)
     run_dir = run_directory(workdir, recipe)
     values: dict[str, Any] = {}
     for key, value in chosen.config.items():
@@ -107,12 +123,8 @@ class Context:
         return self.run_dir / "samples" / f"{name}.jsonl"
 
     def dataset(self, dataset: str) -> str:
-        """What the dataset readers take for ``dataset``: a built dataset's file under the work directory, else itself."""
-        from loaders.datasets import BUILT_DATASETS
-
-        if dataset in BUILT_DATASETS:
-            return str(built_dataset_dir(self.workdir) / BUILT_DATASETS[dataset][0])
-        return dataset
+        """What the dataset readers take for ``dataset`` (:func:`dataset_source`)."""
+        return dataset_source(dataset, self.workdir)
 
     def dataset_digest(self, dataset: str) -> str:
         """A hash of the question file behind ``dataset``."""
