@@ -49,6 +49,9 @@ def test_every_config_option_is_a_run_flag_with_the_configs_default(name):
         argv = [o.flag] if o.kind is bool else [o.flag, str(value)]
         config = config_from_args(spec.config, parser.parse_args([name, "run", "--dataset", "d", *argv]))
         assert getattr(config, o.name) == value, o.flag
+        if o.kind is bool:  # switched off too, as against a recipe that switches it on
+            off = config_from_args(spec.config, parser.parse_args([name, "run", "--dataset", "d", "--no-" + o.flag[2:]]))
+            assert getattr(off, o.name) is False, o.flag
         # the same value given as text, as a benchmark or a recipe gives it
         assert getattr(make_config(spec.config, {o.name: str(value)}), o.name) == value
 

@@ -90,8 +90,9 @@ def add_config_arguments(p: argparse.ArgumentParser, config_type: type, only: tu
             continue
         names = [o.flag, *([o.short] if o.short else [])]
         shown = "" if o.default is None or o.kind is bool else f" (default {o.default})"
-        if o.kind is bool:
-            p.add_argument(*names, dest=o.name, action="store_true", default=argparse.SUPPRESS, help=o.help)
+        if o.kind is bool:  # --flag and --no-flag: either may differ from a recipe's value (``kgqa <method> run --recipe``)
+            p.add_argument(*names, dest=o.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                           help=o.help + f" (default {'on' if o.default else 'off'})")
             continue
         p.add_argument(*names, dest=o.name, type=o.kind, default=argparse.SUPPRESS, choices=o.choices, help=o.help + shown)
 
