@@ -88,8 +88,11 @@ def method_config(cfg: MethodsConfig, method: str, spec: str, question_set: str)
 
 
 def answering_dtype(cfg: MethodsConfig, method: str) -> str | None:
-    """The weight precision the method's models answer in: its recipe's, with ``recipe_runs``."""
-    return answering_recipe(cfg, method).dtype if cfg.recipe_runs is not None else None
+    """The weight precision the method's models answer in: as its recipe's run answers, with ``recipe_runs``."""
+    from engine.models.device import pick_device
+    from engine.recipes.steps import answering_dtype as recipe_dtype
+
+    return recipe_dtype(answering_recipe(cfg, method), pick_device(cfg.device)) if cfg.recipe_runs is not None else None
 
 
 def run_one(cfg: MethodsConfig, method: str, config: Any, store: Any, question_set: str, out: Path) -> dict[str, Any]:

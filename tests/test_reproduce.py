@@ -306,6 +306,15 @@ def test_a_method_run_with_a_recipe_answers_as_the_recipes_run_answers_its_test_
     assert "go with --recipe NAME" in capsys.readouterr().err
 
 
+def test_a_recipe_answers_in_its_own_dtype_else_bfloat16_on_a_gpu_only(tmp_path, tiny):
+    from engine.recipes.steps import answering_dtype
+
+    plain = load_recipe("rog", "toy", _toy(tmp_path, tiny))
+    assert (answering_dtype(plain, "cpu"), answering_dtype(plain, "cuda:0")) == (None, "bfloat16")
+    assert answering_dtype(dataclasses.replace(plain, dtype="float32"), "cuda") == "float32"
+    assert answering_dtype(load_recipe("ldr", "full"), "cpu") == "bfloat16"
+
+
 def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
     from engine.recipes.stores import ensure_store
 

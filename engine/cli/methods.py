@@ -121,8 +121,9 @@ def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[
     set's store and question file where the command line leaves them to the recipe."""
     from pathlib import Path
 
+    from engine.models.device import pick_device
     from engine.recipes.recipe import load_recipe
-    from engine.recipes.steps import answering_values, dataset_source, evaluated_set
+    from engine.recipes.steps import answering_dtype, answering_values, dataset_source, evaluated_set
 
     recipe = load_recipe(spec.name, args.recipe, Path(args.recipe_file) if args.recipe_file else None)
     workdir = Path(args.workdir)
@@ -140,7 +141,7 @@ def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[
         args.store = str(store)
     if args.recipe_set is None:
         args.dataset = dataset_source(chosen.dataset, workdir)
-    return values, args.dtype or recipe.dtype
+    return values, args.dtype or answering_dtype(recipe, pick_device(args.device))
 
 
 def export_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:

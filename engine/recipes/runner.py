@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
-from engine.recipes.steps import RERUNNABLE, Context, answer_set, export_samples, train_stage
+from engine.recipes.steps import RERUNNABLE, Context, answer_set, answering_dtype, export_samples, train_stage
 from engine.recipes.stores import ensure_store
 
 #: the checkout this code runs from (where the commit is read)
@@ -126,7 +126,7 @@ def reproduce(
     r = load_recipe(method, recipe, recipe_path)
     device = pick_device(device)
     workdir = Path(workdir)
-    dtype = r.dtype or ("bfloat16" if device.startswith("cuda") else None)
+    dtype = answering_dtype(r, device)
     ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun))
     steps: list[dict[str, Any]] = []
     from loaders.datasets import DATA_ENV

@@ -73,6 +73,12 @@ def dataset_source(dataset: str, workdir: Path) -> str:
     return dataset
 
 
+def answering_dtype(recipe: Recipe, device: str) -> str | None:
+    """The weight precision ``recipe``'s run answers in on ``device`` (a picked device, not
+    None): the recipe's ``dtype``, else bfloat16 on a CUDA GPU, else the model's own."""
+    return recipe.dtype or ("bfloat16" if device.startswith("cuda") else None)
+
+
 def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collection[str] = ()) -> dict[str, Any]:
     """The option values with which ``recipe``'s run in ``workdir`` answers its test set
     ``set_name``, each ``"@stage"`` the path of what that run trained; an error naming the
