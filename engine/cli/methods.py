@@ -124,17 +124,19 @@ def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[
     from engine.models.device import pick_device
     from engine.recipes.recipe import load_recipe
     from engine.recipes.steps import answering_dtype, answering_values, dataset_source, evaluated_set
+    from engine.recipes.stores import store_directory
 
     recipe = load_recipe(spec.name, args.recipe, Path(args.recipe_file) if args.recipe_file else None)
     workdir = Path(args.workdir)
-    if args.recipe_set is None and args.dataset not in {e.name for e in recipe.evaluate}:
-        sets = ", ".join(e.name for e in recipe.evaluate)
-        raise InvalidInputError(f"--recipe {args.recipe}: --dataset {args.dataset!r} is none of its test sets ({sets}): give "
-                                "--recipe-set SET, the set whose options your questions take")
-    chosen = evaluated_set(recipe, args.recipe_set or args.dataset)
+    try:
+        chosen = evaluated_set(recipe, args.recipe_set or args.dataset)
+    except InvalidInputError as e:
+        if args.recipe_set is not None:
+            raise
+        raise InvalidInputError(f"--dataset: {e}: give --recipe-set SET, the set whose options your questions take") from None
     values = answering_values(recipe, chosen.name, workdir, given=given_options(spec.config, args))
     if args.store is None:
-        store = workdir / "stores" / chosen.store
+        store = store_directory(workdir, chosen.store)
         if not store.is_dir():
             raise InvalidInputError(f"--recipe {args.recipe}: its store {chosen.store!r} is not in {workdir}/stores: run "
                                     f"`kgqa reproduce {spec.name} --recipe {args.recipe} --workdir {workdir}`, or give --store")

@@ -96,7 +96,7 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     """The store ``source`` defines, under ``workdir/stores``: reused when it holds exactly that
     data, else loaded (a store loaded here before from other data is loaded again)."""
     source = resolve(source, data_directory)
-    path = workdir / "stores" / source.name
+    path = store_directory(workdir, source.name)
     done = marker(path)
     wanted = source_hash(source)
     record = json.loads(done.read_text()) if done.is_file() else None
@@ -122,6 +122,11 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     done.write_text(json.dumps({"hash": wanted, "state": "done", "content": content, "seconds": seconds,
                                 "triples": triples}, indent=2) + "\n")
     return ReadyStore(source.name, path, content, seconds, False, triples)
+
+
+def store_directory(workdir: Path, name: str) -> Path:
+    """Where the store a recipe names ``name`` is loaded in a work directory."""
+    return workdir / "stores" / name
 
 
 def built_dataset_dir(workdir: Path) -> Path:
