@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -305,6 +306,21 @@ def test_a_method_run_with_a_recipe_answers_as_the_recipes_run_answers_its_test_
     assert main(["rog", "run", "--dataset", "toy", "--recipe-set", "toy"]) == 2
     assert "go with --recipe NAME" in capsys.readouterr().err
 
+    # the recipe's store is opened only when its load finished: a load cut short is refused
+    done = work / "stores" / "toy.done.json"
+    finished = done.read_text()
+    done.write_text(json.dumps({**json.loads(finished), "state": "loading"}))
+    assert main([*argv, "--dataset", "toy"]) == 2
+    assert "was not loaded to the end" in capsys.readouterr().err
+    done.unlink()
+    assert main([*argv, "--dataset", "toy"]) == 2
+    assert "was not loaded by `kgqa reproduce`" in capsys.readouterr().err
+    done.write_text(finished)
+    shutil.move(work / "stores" / "toy", tmp_path / "moved")
+    assert main([*argv, "--dataset", "toy"]) == 2
+    assert f"`kgqa reproduce rog --recipe toy --workdir {work}`, or give --store" in capsys.readouterr().err
+    assert same(answered("--dataset", "toy", "--store", str(tmp_path / "moved")), recipe_run)
+
 
 def test_a_recipe_answers_in_its_own_dtype_else_bfloat16_on_a_gpu_only(tmp_path, tiny):
     from engine.recipes.steps import answering_dtype
@@ -325,6 +341,10 @@ def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
     (tmp_path / "kb.txt").write_text("Heat|directed_by|Michael Mann\n")
     again = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
     assert not again.reused and again.triples == 1 and again.content != first.content
+    (tmp_path / "work" / "stores" / "toy.done.json").write_text('{"hash": "cut sh')  # a marker's write cut short
+    reloaded = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    assert not reloaded.reused and reloaded.content == again.content
+    assert ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False).reused
 
 
 def test_a_folder_reproduce_did_not_load_is_left_alone(tmp_path, tiny):

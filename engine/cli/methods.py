@@ -124,7 +124,7 @@ def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[
     from engine.models.device import pick_device
     from engine.recipes.recipe import load_recipe
     from engine.recipes.steps import answering_dtype, answering_values, dataset_source, evaluated_set
-    from engine.recipes.stores import store_directory
+    from engine.recipes.stores import loaded_store
 
     recipe = load_recipe(spec.name, args.recipe, Path(args.recipe_file) if args.recipe_file else None)
     workdir = Path(args.workdir)
@@ -136,11 +136,8 @@ def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[
         raise InvalidInputError(f"--dataset: {e}: give --recipe-set SET, the set whose options your questions take") from None
     values = answering_values(recipe, chosen.name, workdir, given=given_options(spec.config, args))
     if args.store is None:
-        store = store_directory(workdir, chosen.store)
-        if not store.is_dir():
-            raise InvalidInputError(f"--recipe {args.recipe}: its store {chosen.store!r} is not in {workdir}/stores: run "
-                                    f"`kgqa reproduce {spec.name} --recipe {args.recipe} --workdir {workdir}`, or give --store")
-        args.store = str(store)
+        reproduce = f"kgqa reproduce {spec.name} --recipe {args.recipe} --workdir {workdir}"
+        args.store = str(loaded_store(workdir, chosen.store, reproduce))
     if args.recipe_set is None:
         args.dataset = dataset_source(chosen.dataset, workdir)
     return values, args.dtype or answering_dtype(recipe, pick_device(args.device))

@@ -84,6 +84,19 @@ def marker(path: Path) -> Path:
     return path.with_name(path.name + ".done.json")
 
 
+def _load_record(path: Path) -> dict[str, Any] | None:
+    """What the marker beside the store at ``path`` records of its load; None without a marker,
+    nothing recorded when it cannot be read (a write cut short: the store is loaded again)."""
+    done = marker(path)
+    if not done.is_file():
+        return None
+    try:
+        record = json.loads(done.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _content(path: Path) -> tuple[str, int]:
     from engine.methods.fidelis.index import fingerprint
     from engine.open import open_store
@@ -99,7 +112,7 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     path = store_directory(workdir, source.name)
     done = marker(path)
     wanted = source_hash(source)
-    record = json.loads(done.read_text()) if done.is_file() else None
+    record = _load_record(path)
     if record is None and path.exists():
         raise InvalidInputError(f"{path} exists but was not loaded by `kgqa reproduce` (no {done.name} beside it): "
                                 "remove it, or give another --workdir")
@@ -127,6 +140,19 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
 def store_directory(workdir: Path, name: str) -> Path:
     """Where the store a recipe names ``name`` is loaded in a work directory."""
     return workdir / "stores" / name
+
+
+def loaded_store(workdir: Path, name: str, reproduce: str) -> Path:
+    """The store named ``name`` in ``workdir`` when a recipe's load of it finished; otherwise an
+    error naming the ``reproduce`` command that loads it (a load cut short is never opened, so
+    nothing answers from part of a graph)."""
+    path = store_directory(workdir, name)
+    record = _load_record(path)
+    if not path.is_dir() or record is None or record.get("state") != "done":
+        state = ("is not there" if not path.exists() else f"was not loaded by `kgqa reproduce` (no {marker(path).name} beside it)"
+                 if record is None else "was not loaded to the end (its load was cut short)")
+        raise InvalidInputError(f"store {name!r} in {workdir / 'stores'} {state}: run `{reproduce}`, or give --store")
+    return path
 
 
 def built_dataset_dir(workdir: Path) -> Path:
