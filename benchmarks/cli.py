@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import report, runner, scale, sources
+from engine.cli.common import count, seconds
 from engine.errors import InvalidInputError
 from engine.methods import registry
 
@@ -41,10 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "one that cannot start is reported as skipped")
         p.add_argument("--store", action="append", default=[], metavar="URI",
                        help="also benchmark a running store (http://…/sparql, bolt://…); each dataset is loaded into it")
-        p.add_argument("--questions", type=int, help="questions per MetaQA hop class, PathQuestion questions, random walks")
-        p.add_argument("--batch", type=int, help="questions per batched follow_paths call")
-        p.add_argument("--batches", type=int, help="batched calls per question group")
-        p.add_argument("--budget", type=float, help="seconds per implementation and workload before later tasks are left out")
+        p.add_argument("--questions", type=count, help="questions per MetaQA hop class, PathQuestion questions, random walks")
+        p.add_argument("--batch", type=count, help="questions per batched follow_paths call")
+        p.add_argument("--batches", type=count, help="batched calls per question group")
+        p.add_argument("--budget", type=seconds, help="seconds per implementation and workload before later tasks are left out")
         p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
         p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench",
                        help="stores, servers and generated graphs (default kgqa-data/bench)")
@@ -56,12 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("scale", help=text, description=text)
     p.add_argument("--sizes", default=scale.DEFAULT_SIZES, help=f"comma-separated graph sizes in triples (default {scale.DEFAULT_SIZES}; 50M allowed)")
     p.add_argument("--stores", default=scale.DEFAULT_STORES, help=f"comma-separated: oxigraph, virtuoso (default {scale.DEFAULT_STORES}); servers are started by the run")
-    p.add_argument("--questions", type=int, default=50, help="random walks per size (default 50)")
-    p.add_argument("--batch", type=int, default=64, help="questions per batched follow_paths call (default 64)")
-    p.add_argument("--batches", type=int, default=3, help="batched calls per size (default 3)")
-    p.add_argument("--budget", type=float, default=20.0, help="seconds per store and workload before later tasks are left out (default 20)")
+    p.add_argument("--questions", type=count, default=50, help="random walks per size (default 50)")
+    p.add_argument("--batch", type=count, default=64, help="questions per batched follow_paths call (default 64)")
+    p.add_argument("--batches", type=count, default=3, help="batched calls per size (default 3)")
+    p.add_argument("--budget", type=seconds, default=20.0, help="seconds per store and workload before later tasks are left out (default 20)")
     p.add_argument("--hub-share", type=float, default=0.1, help="share of each graph's triples in the hub pool (default 0.1: 1M edges at 10M)")
-    p.add_argument("--hub-limit", type=int, default=None, help="limit of the hub calls (default: the engine's default limit)")
+    p.add_argument("--hub-limit", type=count, default=None, help="limit of the hub calls (default: the engine's default limit)")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
@@ -75,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default="rog,etd,arg", help="comma-separated: rog, etd, arg, fidelis, ldr (default rog,etd,arg)")
     p.add_argument("--datasets", default="metaqa,pathquestion", help="comma-separated: metaqa, pathquestion (default both)")
     p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds or URIs (default oxigraph,virtuoso)")
-    p.add_argument("--questions", type=int, default=20, help="questions per question set (default 20)")
+    p.add_argument("--questions", type=count, default=20, help="questions per question set (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--device", default=None, help="torch device for every method (default: cuda when available)")
     p.add_argument("--method-option", action="append", default=[], metavar="METHOD.OPTION=VALUE",
@@ -99,8 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a few tasks per workload (default: full)")
     p.add_argument("--datasets", help="comma-separated: metaqa, pathquestion, fb15k237, gen:SIZE (default metaqa,fb15k237)")
     p.add_argument("--stores", default=DEFAULT_STORES, help=f"comma-separated store kinds (default {DEFAULT_STORES})")
-    p.add_argument("--questions", type=int, help="questions per MetaQA hop class, random walks (quick 5, full 10)")
-    p.add_argument("--repeats", type=int, help="timed runs of each side per task; the best counts (quick and full 3)")
+    p.add_argument("--questions", type=count, help="questions per MetaQA hop class, random walks (quick 5, full 10)")
+    p.add_argument("--repeats", type=count, help="timed runs of each side per task; the best counts (quick and full 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/overhead in a checkout)")
@@ -115,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     text = "the longest id and literal a store keeps exactly (the numbers in engine/limits.py); writes probe triples"
     p = sub.add_parser("limits", help=text, description=text)
     p.add_argument("--store", required=True, metavar="URI", help="the store to probe: use a scratch store, probe triples stay in it")
-    p.add_argument("--max-id", type=int, default=20_000, help="largest id size tried, in bytes (default 20000)")
+    p.add_argument("--max-id", type=count, default=20_000, help="largest id size tried, in bytes (default 20000)")
     p.add_argument("--max-literal", type=int, default=100_000,
                    help="largest literal size tried, in bytes (default 100000; 0 skips literals)")
     p.set_defaults(bench_handler=_limits)
@@ -124,8 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", help=text, description=text)
     p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds started by the run (default oxigraph,virtuoso)")
     p.add_argument("--dataset", default="gen:100k", help="metaqa, pathquestion, fb15k237 or gen:SIZE (default gen:100k)")
-    p.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
-    p.add_argument("--ops", type=int, default=200, help="mixed calls per client (default 200)")
+    p.add_argument("--clients", type=count, default=8, help="concurrent clients (default 8)")
+    p.add_argument("--ops", type=count, default=200, help="mixed calls per client (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload and a generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/serve in a checkout)")
@@ -215,8 +216,6 @@ def _overhead(args: argparse.Namespace) -> Path:
 def _serve(args: argparse.Namespace) -> Path:
     from benchmarks import serve_load
 
-    if args.clients < 1 or args.ops < 1:
-        raise SystemExit("kgqa bench serve: --clients and --ops must be positive")
     cfg = serve_load.ServeLoadConfig(
         stores=[s.strip() for s in args.stores.split(",") if s.strip()], dataset=args.dataset, clients=args.clients,
         ops=args.ops, seed=args.seed, workdir=args.workdir.resolve(),
@@ -239,8 +238,6 @@ def _scale(args: argparse.Namespace) -> Path:
         virtuoso.buffers_for(args.virtuoso_buffer_pool_gib)
     except InvalidInputError as e:
         raise SystemExit(f"kgqa bench scale: --virtuoso-buffer-pool-gib: {e}") from None
-    if args.hub_limit is not None and args.hub_limit < 1:
-        raise SystemExit(f"kgqa bench scale: --hub-limit {args.hub_limit} must be a positive number of rows")
     try:
         sizes = [sources.parse_size(s) for s in split(args.sizes)]
     except ValueError:
@@ -280,6 +277,8 @@ def _generate(args: argparse.Namespace) -> None:
 def _limits(args: argparse.Namespace) -> None:
     from benchmarks.probe_limits import probe
 
+    if args.max_literal < 0:
+        raise InvalidInputError(f"--max-literal {args.max_literal}: give a size in bytes, or 0 to skip literals")
     probe(args.store, args.max_id, args.max_literal)
 
 

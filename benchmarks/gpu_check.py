@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.cli.common import count
+
 OUT = Path(__file__).resolve().parent / "results" / "gpu-check" / "gpu-check.json"
 #: (dataset, store) pairs the check trains and answers on
 SETS = (("metaqa-2hop", "metaqa"), ("pathquestion-2h", "pathquestion-2h"))
@@ -168,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu", default="cuda", help="the device to check against the CPU (default cuda)")
     p.add_argument("--workdir", default="kgqa-data", help="stores and models (default kgqa-data)")
-    p.add_argument("--questions", type=int, default=24, help="test questions per set (default 24)")
-    p.add_argument("--train-questions", type=int, default=64, help="train-split questions per set for the planner (default 64)")
-    p.add_argument("--gpu-batch", type=int, default=32, help="questions per batch of the GPU's large-batch run (default 32)")
+    p.add_argument("--questions", type=count, default=24, help="test questions per set (default 24)")
+    p.add_argument("--train-questions", type=count, default=64, help="train-split questions per set for the planner (default 64)")
+    p.add_argument("--gpu-batch", type=count, default=32, help="questions per batch of the GPU's large-batch run (default 32)")
     p.add_argument("--base", default=None, help="base model (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--out", default=str(OUT), help=f"results file (default {OUT.relative_to(OUT.parents[3])})")
     args = p.parse_args(argv)

@@ -34,6 +34,7 @@ from benchmarks.workloads import (
     sample,
     walk_seeds,
 )
+from engine.errors import InvalidInputError
 from engine.methods.meter import percentile
 from engine.open import open_store
 from engine.store import Store
@@ -137,7 +138,7 @@ class Stores:
                     return self.servers[kind].new_store(name, timeout=SPARQL_TIMEOUT)
                 return self.servers[kind].new_store(name)
             if "://" not in kind:
-                raise ValueError(f"unknown store kind {kind!r}: use oxigraph, {', '.join(SERVER_KINDS)} or a store URI")
+                raise InvalidInputError(f"unknown store kind {kind!r}: use oxigraph, {', '.join(SERVER_KINDS)} or a store URI")
             return open_store(kind)
         except Exception as e:  # noqa: BLE001 — any failure means: report the store as skipped
             self.skipped[kind] = f"{type(e).__name__}: {e}".strip()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Literal, Triple
 from engine.results import LoadReport
 from engine.servers import falkordb, virtuoso
@@ -76,7 +77,7 @@ def real_dataset(name: str, data_dir: Path | None = None) -> Dataset:
     if name == "pathquestion":
         folder = data_dir / "pathquestion"
         return Dataset(name, (folder / "2H-kb.txt", folder / "3H-kb.txt"), "tsv", "PathQuestion PQ-2H + PQ-3H KBs")
-    raise ValueError(f"unknown dataset {name!r}: use metaqa, fb15k237, pathquestion or gen:SIZE (e.g. gen:1M)")
+    raise InvalidInputError(f"unknown dataset {name!r}: use metaqa, fb15k237, pathquestion or gen:SIZE (e.g. gen:1M)")
 
 
 def generated_dataset(size: int, seed: int, workdir: Path) -> Dataset:

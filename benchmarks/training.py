@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.cli.common import count
+
 OUT = Path(__file__).resolve().parent / "results" / "training" / "training.json"
 #: (name, precision, loss) of each variant, the baseline first
 VARIANTS = (("float32, every position", "fp32", "full"), ("float32, labelled positions", "fp32", "target"),
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.training", description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", nargs="+", required=True, help="JSONL files of training samples (kgqa <method> export-training)")
     p.add_argument("--base", default=None, help="base model (default: the offline SmolLM2-135M-Instruct)")
-    p.add_argument("--batches", type=int, default=12, help="timed batches per variant, after one warm-up batch (default 12)")
+    p.add_argument("--batches", type=count, default=12, help="timed batches per variant, after one warm-up batch (default 12)")
     p.add_argument("--batch-size", type=int, default=8, help="samples per batch (default 8)")
     p.add_argument("--seed", type=int, default=0, help="the batches' order (default 0)")
     p.add_argument("--out", default=str(OUT), help=f"results file (default {OUT.relative_to(OUT.parents[3])})")

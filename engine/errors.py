@@ -22,7 +22,7 @@ class ParseError(KGQAError, ValueError):
     """A malformed line of an input file (carries the file and line number)."""
 
     def __init__(self, message: str, *, source: str = "", line: int = 0) -> None:
-        where = f"{source}:{line}: " if source else (f"line {line}: " if line else "")
+        where = (f"{source}:{line}: " if line else f"{source}: ") if source else (f"line {line}: " if line else "")
         super().__init__(where + message)
         self.source = source
         self.line = line

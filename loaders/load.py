@@ -43,7 +43,7 @@ from loaders.source import Reject, Source, is_gzip, verify_gzip
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192
 # the first lines of a file (triples and rejects) that must show it is read in the right format
-_FORMAT_SAMPLE = 1000
+FORMAT_SAMPLE = 1000  # the first lines of a file that tell whether it is in the format it is read as
 
 
 def load_files(
@@ -89,10 +89,7 @@ def load_files(
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
     verify_inputs(files, progress)
-    if max_reject_share is not None and (
-        isinstance(max_reject_share, bool) or not isinstance(max_reject_share, (int, float)) or not 0 <= max_reject_share <= 1
-    ):
-        raise InvalidInputError(f"invalid max_reject_share {max_reject_share!r}: use a fraction from 0 to 1, or None")
+    check_reject_share(max_reject_share)
     rejects_file = Path(rejects_path) if rejects_path is not None else default_rejects_path(store, files[0])
     _refuse_input_as_rejects(rejects_file, files)
     _refuse_unsafe_rejects(rejects_file)
@@ -126,8 +123,8 @@ def load_files(
                 triples: list[Triple] = []
                 pending = seen = 0
                 # Nothing of a file goes to the store before its first lines show it is in the
-                # format it is read as (_FormatCheck).
-                judge = _FormatCheck(path, fmt, max_reject_share, rejects)
+                # format it is read as (FormatCheck).
+                judge = FormatCheck(path, fmt, max_reject_share, rejects)
                 for seen, item in enumerate(fmt.read(src, **options), 1):
                     kind = item.__class__
                     if kind is str:
@@ -141,7 +138,7 @@ def load_files(
                         triples.append(item)  # type: ignore[arg-type]
                         pending += 1
                     if not judge.done:
-                        if seen >= _FORMAT_SAMPLE:
+                        if seen >= FORMAT_SAMPLE:
                             judge.judge(seen)
                             lines, triples = _put_full_batches(writer, lines, triples, batch_size)
                             pending = len(lines) + len(triples)
@@ -255,12 +252,13 @@ def _put_full_batches(
     return lines, triples
 
 
-class _FormatCheck:
+class FormatCheck:
     """Judges a file by its first lines: when most are rejected, it is in another format than
-    the one it is read as (a wrong ``--format``, or a misleading file name)."""
+    the one it is read as (a wrong ``--format``, or a misleading file name). ``verb`` says what
+    was not done with the file (``loaded``, ``exported``)."""
 
-    def __init__(self, path: Path, fmt: Format, share: float | None, rejects: RejectsFile) -> None:
-        self.path, self.fmt, self.share, self.rejects = path, fmt, share, rejects
+    def __init__(self, path: Path, fmt: Format, share: float | None, rejects: RejectsFile, verb: str = "loaded") -> None:
+        self.path, self.fmt, self.share, self.rejects, self.verb = path, fmt, share, rejects, verb
         self.done = share is None
         self.count = 0
         self.first: Reject | None = None
@@ -287,9 +285,15 @@ class _FormatCheck:
             hint = f"check that it is in that format; formats read: {format_names()}"
         raise InvalidInputError(
             f"{self.path}: {self.count:,} of its first {seen:,} lines were rejected as {self.fmt.name} "
-            f"(line {self.first.line_no}: {self.first.reason}); {hint}. Nothing of this file was loaded; "
+            f"(line {self.first.line_no}: {self.first.reason}); {hint}. Nothing of this file was {self.verb}; "
             f"its rejects are in {self.rejects.path}"
         )
+
+
+def check_reject_share(share: float | None) -> None:
+    """Refuse a ``max_reject_share`` that is not a fraction from 0 to 1 (None: never stop)."""
+    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1):
+        raise InvalidInputError(f"invalid max_reject_share {share!r}: use a fraction from 0 to 1, or None")
 
 
 def verify_inputs(files: list[Path], progress: bool) -> None:

@@ -36,7 +36,7 @@ from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 from loaders.formats import detect_format, get_format
-from loaders.load import RejectsFile, check_paths, verify_inputs
+from loaders.load import FORMAT_SAMPLE, FormatCheck, RejectsFile, check_paths, check_reject_share, verify_inputs
 from loaders.source import Reject
 
 NODE_HEADER = ("id:ID(Entity)", "name", ":LABEL")
@@ -47,6 +47,9 @@ LITERAL_EDGE_HEADER = (":START_ID(Entity)", ":END_ID(Literal)", ":TYPE")
 FLUSH_ROWS = 50_000
 #: where :func:`export_files` writes the lines it rejected, in the import directory
 REJECTS_FILE = "rejects.tsv"
+NODE_FILE, LITERAL_FILE, SCHEMA_FILE = "nodes.csv", "literals.csv", "schema.cypher"
+#: what an export writes besides its rel-*.csv files
+EXPORT_FILES = (NODE_FILE, LITERAL_FILE, SCHEMA_FILE)
 
 
 @dataclass
@@ -158,14 +161,14 @@ def export_neo4j_import(
             edges.add(t.relation, False, t.subject, t.object)
     report.relationship_files = edges.close()
 
-    node_file, literal_file = out / "nodes.csv", out / "literals.csv"
+    node_file, literal_file = out / NODE_FILE, out / LITERAL_FILE
     with node_file.open("w", encoding="utf-8") as f:
         f.write(_csv_line(NODE_HEADER))
         f.writelines(_csv_line((i, None if n is None else n.value, "Entity")) for i, n in names.items())
     with literal_file.open("w", encoding="utf-8") as f:
         f.write(_csv_line(LITERAL_HEADER))
         f.writelines(_csv_line((k, lit.value, lit.datatype, lit.lang, "Literal")) for k, lit in literals.items())
-    schema_file = out / "schema.cypher"
+    schema_file = out / SCHEMA_FILE
     schema_file.write_text("".join(statement + ";\n" for statement in NEO4J_SCHEMA), encoding="utf-8")
 
     report.node_files = [str(node_file), str(literal_file)]
@@ -191,6 +194,7 @@ def export_files(
     namespace: str = FREEBASE_NS,
     database: str = "neo4j",
     progress: bool = False,
+    max_reject_share: float | None = 0.5,
 ) -> Neo4jImport:
     """:func:`export_neo4j_import` of the triples in dump or dataset files, read by the readers
     ``kgqa load`` uses: ``format`` for every file, else each file's own
@@ -200,9 +204,12 @@ def export_files(
     A line that cannot become a triple, or whose triple Neo4j cannot keep
     (:data:`engine.limits.NEO4J`), is rejected: counted in ``rejected`` and written, as
     ``kgqa load`` writes them, to :data:`REJECTS_FILE` in ``directory`` (``rejects_file``;
-    written only when there are rejects, and an earlier export's removed).
+    written only when there are rejects, and an earlier export's removed). As in ``kgqa load``,
+    a file whose first lines are more than ``max_reject_share`` rejected is in another format than
+    the one it is read as: the export stops, and the files it wrote are removed (the rejects stay).
     """
     files = check_paths(paths)
+    check_reject_share(max_reject_share)
     readers = []
     for path in files:
         fmt = get_format(format if format is not None else detect_format(path))
@@ -219,15 +226,26 @@ def export_files(
     def triples() -> Iterator[Triple]:
         nonlocal rejected
         for path, fmt, options in readers:
-            for item in fmt.read(path, check=check, **options):
+            judge = FormatCheck(path, fmt, max_reject_share, rejects, verb="exported")
+            seen = 0
+            for seen, item in enumerate(fmt.read(path, check=check, **options), 1):
                 if isinstance(item, Reject):
                     rejected += 1
                     rejects.write(path, item)
+                    judge.rejected(item)
                 else:
                     yield item
+                if not judge.done and seen >= FORMAT_SAMPLE:
+                    judge.judge(seen)
+            if not judge.done:
+                judge.judge(seen)
 
     try:
         plan = export_neo4j_import(triples(), out, database, progress=progress)
+    except InvalidInputError:
+        for written in (*out.glob("rel-*.csv"), *(out / name for name in EXPORT_FILES)):
+            written.unlink(missing_ok=True)  # a part of an export must not be imported as a whole one
+        raise
     finally:
         rejects.close()
     plan.rejected, plan.rejects_file = rejected, rejects.written

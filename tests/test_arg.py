@@ -134,6 +134,18 @@ def test_ask_takes_the_run_commands_options_with_their_defaults():
     assert parser.parse_args(["arg", "retrieve", "q", "--entity", "m.1"]).k == PAPER_K
 
 
+def test_ask_names_a_demonstrations_file_it_cannot_use(tmp_path, capsys):
+    from engine.cli.main import main
+
+    demos = tmp_path / "demos.json"
+    for content, says in ((None, "cannot read it"), (b"[{", "not a JSON file"), (b'["\xff"]', "not a JSON file"),
+                          (b'[{"question": "q"}]', 'give a JSON list of {"question": ..., "s_expression": ...} objects')):
+        if content is not None:
+            demos.write_bytes(content)
+        assert main(["arg", "ask", "q", "--entity", "m.1", "--demos", str(demos)]) == 2
+        assert f"--demos {demos}: {says}" in capsys.readouterr().err
+
+
 @pytest.mark.model
 def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     from engine.stores.oxigraph import OxigraphStore
@@ -367,7 +379,7 @@ def test_batched_generation_answers_as_one_by_one(bi, tmp_path):
     one_by_one = outputs([method.answer([q])[0] for q in questions])
     assert outputs(method.answer(questions)) == one_by_one
     assert all(out[0][0] for out in one_by_one)  # something was generated for every question
-    with pytest.raises(InvalidInputError, match="batch size"):
+    with pytest.raises(InvalidInputError, match="option batch_size"):
         ArgMethod(store, Models(), ArgConfig(n_demos=0, batch_size=0), lm, bi, Scorer(bi), [])
 
 

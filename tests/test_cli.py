@@ -215,6 +215,15 @@ def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, c
     kb.write_text("A|r|B\n", encoding="utf-8")
     code, printed, _ = run(capsys, "neo4j-import", str(kb), "--out", str(out), "--no-progress", "--json")
     assert code == 0 and json.loads(printed)["rejected"] == 0 and not (out / "rejects.tsv").exists()
+    # a file in another format than it is read as stops the export, as it stops `kgqa load`, and no
+    # part of an export is left to import (the earlier export's files go too: they were to be replaced)
+    kb.write_text("A\tr\tB\nB\ts\tC\n", encoding="utf-8")
+    code, _, err = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress")
+    assert code == 2 and "2 of its first 2 lines were rejected as metaqa" in err and "--format tsv" in err
+    assert "Nothing of this file was exported" in err and sorted(p.name for p in out.iterdir()) == ["rejects.tsv"]
+    code, printed, _ = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress",
+                           "--max-reject-share", "1", "--json")
+    assert code == 0 and json.loads(printed)["rejected"] == 2
 
 
 def test_sexpr_prints_a_table(demo_store, capsys):
@@ -233,6 +242,13 @@ def test_arguments_that_are_not_utf8_get_the_engines_error(demo_store, capsys):
         assert err.startswith("kgqa: error: the argument") and "not valid UTF-8" in err and "Traceback" not in err
 
 
+def test_a_path_the_command_cannot_use_is_named_without_a_traceback(tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    code, _, err = run(capsys, "neo4j-import", str(kb), "--out", str(kb / "import"), "--no-progress")
+    assert code == 2 and err.startswith(f"kgqa: error: cannot use {kb}") and "Traceback" not in err
+
+
 def test_a_closed_pipe_ends_quietly(demo_store):
     # the reader is gone before anything is written (as `kgqa stats | head` once head has its lines)
     read, write = os.pipe()
@@ -244,3 +260,32 @@ def test_a_closed_pipe_ends_quietly(demo_store):
     )
     os.close(write)
     assert process.returncode == 0 and process.stderr == b""
+
+
+def test_a_device_torch_cannot_use_here_is_named(tmp_path, monkeypatch, capsys):
+    import re
+
+    import torch
+
+    from engine.errors import InvalidInputError
+    from engine.models.device import pick_device
+
+    for device, says in (("tpu", "--device 'tpu' is not a torch device: use cpu, cuda or cuda:N"), ("cuda:99", "--device cuda:99: "),
+                         ("mps" if not torch.backends.mps.is_available() else "tpu", "--device ")):
+        with pytest.raises(InvalidInputError, match=re.escape(says)):
+            pick_device(device)
+    assert pick_device("cpu") == "cpu"
+    monkeypatch.setenv("KGQA_DEVICE", "gpu")
+    pick_device.cache_clear()
+    try:
+        with pytest.raises(InvalidInputError, match=re.escape("$KGQA_DEVICE 'gpu' is not a torch device")):
+            pick_device()
+    finally:
+        pick_device.cache_clear()
+    monkeypatch.delenv("KGQA_DEVICE")
+    # a command names it before any work: here before a recipe loads a store
+    assert main(["reproduce", "rog", "--quick", "--device", "tpu", "--workdir", str(tmp_path / "work")]) == 2
+    assert "--device 'tpu' is not a torch device" in capsys.readouterr().err and not (tmp_path / "work").exists()
+    (tmp_path / "file").write_text("")
+    assert main(["reproduce", "rog", "--quick", "--device", "cpu", "--workdir", str(tmp_path / "file")]) == 2
+    assert f"--workdir {tmp_path / 'file'} is a file" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from engine.cli.main import main
+from engine.errors import InvalidInputError
 from engine.methods.etd.determination import answer_settled, parse_choice
 from engine.methods.etd.evidence import Fact, backtrack, facts
 from engine.methods.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
@@ -501,6 +502,40 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
 
 
 @pytest.mark.model
+def test_bad_training_settings_are_refused_before_training():
+    from engine.methods.etd.training import TrainConfig
+
+    for bad, says in (({"epochs": 0}, "epochs must be an integer"), ({"lr": float("nan")}, "lr must be a number, not negative"),
+                      ({"dim": 0}, "dim must be"), ({"max_degree": 0}, "max_degree must be"),
+                      ({"val_fraction": 0.5, "test_fraction": 0.5}, "the validation and test fractions"),
+                      ({"time_budget": -1.0}, "the time budget must be seconds, not negative")):
+        with pytest.raises(InvalidInputError, match=f"EtD training settings: {says}"):
+            TrainConfig.for_dataset("metaqa-1hop", **bad)
+    assert TrainConfig.for_dataset("metaqa-1hop", max_degree=None, test_fraction=0.0).max_degree == 1000  # None: the default
+
+
+def test_a_file_that_is_no_checkpoint_is_named_and_never_run(tmp_path, capsys):
+    import pickle
+
+    class Runs:
+        def __reduce__(self):  # unpickling it would call print: a checkpoint is read as tensors only
+            return (print, ("ran",))
+
+    files = {"text.pt": b"[recipes]\n", "code.pt": pickle.dumps(Runs(), protocol=2), "plain.pt": None, "broken.pt": None}
+    for name, content in files.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+    torch.save({"a": 1}, tmp_path / "plain.pt")
+    torch.save({"model": {"dim": 4}, "train": {}, "state_dict": {}}, tmp_path / "broken.pt")
+    for name, says in (("text.pt", "torch cannot read it"), ("code.pt", "torch cannot read it"),
+                       ("plain.pt", "no model, train and state_dict in it"), ("broken.pt", "its model does not load")):
+        with pytest.raises(InvalidInputError, match=f"{name} is not an EtD checkpoint: .*{says}"):
+            load_checkpoint(tmp_path / name)
+    assert "ran" not in capsys.readouterr().out
+    with pytest.raises(InvalidInputError, match="missing.pt does not exist: train one with `kgqa etd train --checkpoint-dir DIR`"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
 def test_training_takes_the_question_flags_of_every_command(tmp_path, capsys):
     """``kgqa etd train`` selects its questions as every command does (``--split --sample
     --limit --seed --split-seed``) and refuses a split holding the validation questions."""
@@ -546,10 +581,11 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
     assert code == 0
     again, _ = load_checkpoint(tmp_path / "again" / "best.pt")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
-    with pytest.raises(ValueError, match="was trained with"):
-        main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
-              "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
-              "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")])
+    capsys.readouterr()
+    assert main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", store, "--no-progress",
+                 "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
+                 "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")]) == 2
+    assert "was trained with" in capsys.readouterr().err
 
 
 def test_masked_question_texts_replace_every_topic_mention():

@@ -7,7 +7,7 @@ import pytest
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError
-from engine.methods.metrics import evaluate, matches, normalize, score_question
+from engine.methods.metrics import evaluate, matches, normalize, read_predictions, score_question
 
 
 def test_normalisation_is_rogs():
@@ -93,3 +93,21 @@ def test_kgqa_eval(tmp_path, capsys):
     path.write_text('{"answers": ["a"]}\n')
     assert main(["eval", str(path)]) == 2
     assert "needs 'answers' and 'prediction'" in capsys.readouterr().err
+    path.write_text("\n")
+    assert main(["eval", str(path)]) == 2
+    assert "holds no predictions: nothing to score" in capsys.readouterr().err
+    path.write_bytes(b'{"answers": ["\xff"], "prediction": []}\n')
+    assert main(["eval", str(path)]) == 2
+    assert f"{path}: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_prediction_holding_a_unicode_line_separator_is_one_record(tmp_path):
+    """A run writes JSON lines with ``ensure_ascii=False``: U+2028 and U+0085 inside a name stay
+    raw, and only a newline ends a record."""
+    path = tmp_path / "predictions.jsonl"
+    names = ["Line\u2028Separator", "Next\x85Line", "Form\x0cFeed"]
+    path.write_text("".join(json.dumps({"id": n, "answers": [n], "prediction": [n]}, ensure_ascii=False) + "\n" for n in names),
+                    encoding="utf-8")
+    records = read_predictions(path)
+    assert [r["id"] for r in records] == names
+    assert evaluate(records).overall.hits1 == 1.0

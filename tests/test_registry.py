@@ -4,6 +4,7 @@ plus one registry line."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 
 import pytest
@@ -61,11 +62,33 @@ def test_make_config_names_what_it_does_not_know():
 
     with pytest.raises(InvalidInputError, match=r"RogConfig has no option 'plans': use model, reasoner"):
         make_config(RogConfig, {"plans": "2"})
-    with pytest.raises(InvalidInputError, match=r"option k='two': give a int"):
+    with pytest.raises(InvalidInputError, match=r"option k='two': give an integer"):
         make_config(RogConfig, {"k": "two"})
     with pytest.raises(InvalidInputError, match=r"option plan_mode='wild': use one of free, vocabulary, grounded"):
         make_config(RogConfig, {"plan_mode": "wild"})
     assert make_config(RogConfig, {"path_limit": "none", "k": "2"}) == RogConfig(path_limit=None, k=2)
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_number_option_is_held_to_its_least_value_however_it_is_given(name, tmp_path, capsys):
+    spec = registry.get(name)
+    numbers = [o for o in options(spec.config) if o.kind in (int, float)]
+    assert numbers and all(o.least is not None for o in numbers)  # a count is at least 1 unless its option says
+    for o in numbers:
+        below = o.least - 1 if o.kind is int else o.least - 0.5
+        says = f"option {o.name} ({o.flag}) = {below!r}: use"
+        with pytest.raises(InvalidInputError, match=re.escape(says)):
+            spec.config(**{o.name: below})
+        with pytest.raises(InvalidInputError, match=re.escape(says)):
+            make_config(spec.config, {o.name: str(below)})
+        assert spec.config(**{o.name: o.least if o.kind is float else int(o.least)}) is not None
+        # the command refuses it before it opens a store or loads a model
+        assert main([name, "run", "--dataset", "d", "--store", str(tmp_path / "none"), o.flag, str(below)]) == 2
+        assert says in capsys.readouterr().err
+    if any(o.kind is float for o in numbers):
+        o = next(o for o in numbers if o.kind is float)
+        with pytest.raises(InvalidInputError, match="use a number"):
+            spec.config(**{o.name: float("nan")})
 
 
 # ----------------------------------------------------------------------------- a new method

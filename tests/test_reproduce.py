@@ -97,6 +97,14 @@ def test_an_unknown_stage_key_is_named_with_the_file(tmp_path, tiny):
     assert str(path) in message and "recipes.toy.stages[0]" in message and "unknown key 'epoch'" in message
 
 
+def test_a_recipe_file_that_is_not_toml_text_is_named(tmp_path, tiny):
+    path = tmp_path / "recipes.toml"
+    path.write_bytes(b"[recipes.toy]\ndescription = \"\xff\"\n")
+    assert f"recipe file {path}: not UTF-8 text" in _error(path)
+    path.write_text("[recipes.toy\n")
+    assert f"recipe file {path}: not valid TOML" in _error(path)
+
+
 def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     path = _toy(tmp_path, tiny)
     path.write_text(path.read_text().replace("lr = 1e-3\n", ""))
@@ -384,6 +392,13 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert write_report(tmp_path / "results", out, check=True) == []
     (out / "results-rog.md").write_text(page + "typed by hand\n")
     assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]
+
+
+def test_report_refuses_a_folder_without_results_files(tmp_path, capsys):
+    for folder in (tmp_path / "absent", tmp_path):
+        assert main(["report", "--results", str(folder), "--out", str(tmp_path / "generated")]) == 2
+        assert f"no results files (<method>/<recipe>.json) in {folder}" in capsys.readouterr().err
+    assert not (tmp_path / "generated").exists()
 
 
 def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path, tiny, capsys):

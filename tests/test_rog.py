@@ -281,7 +281,7 @@ def test_batched_reasoning_answers_as_one_by_one(lm, make_store):
     assert [p.trace.output for p in batched] == [p.trace.output for p in one_by_one]
     assert [p.answers for p in batched] == [p.answers for p in one_by_one]
     assert all(p.trace.output is not None and p.trace.paths for p in batched)
-    with pytest.raises(InvalidInputError, match="batch size"):
+    with pytest.raises(InvalidInputError, match="option batch_size"):
         RogConfig(batch_size=0)
 
 

@@ -60,6 +60,12 @@ def test_read_samples_names_the_file_and_line(tmp_path: Path):
         read_samples(empty)
     with pytest.raises(InvalidInputError, match="missing.jsonl"):
         read_samples(tmp_path / "missing.jsonl")
+    bad.write_bytes(b'{"prompt": "a", "target": "\xff"}\n')
+    with pytest.raises(ParseError, match=r"bad\.jsonl: not UTF-8 text"):
+        read_samples(bad)
+    separated = [Sample("a\u2028b", "c\x85d", "", None)]  # raw in the file: only a newline ends a sample
+    write_samples(separated, good)
+    assert read_samples(good) == separated
 
 
 def test_bad_settings_are_refused():
@@ -67,6 +73,12 @@ def test_bad_settings_are_refused():
         SftConfig(patience=2)
     with pytest.raises(InvalidInputError, match="epochs"):
         SftConfig(epochs=0)
+    for bad, says in (({"lr": float("nan")}, "lr must be a number"), ({"lr": -1.0}, "lr must be a number"),
+                      ({"weight_decay": float("inf")}, "weight decay"), ({"max_grad_norm": 0.0}, "the gradient norm"),
+                      ({"lora": True, "lora_r": 0}, "a LoRA rank"), ({"lora": True, "lora_dropout": 1.0}, "the LoRA dropout")):
+        with pytest.raises(InvalidInputError, match=f"fine-tuning settings: {says}"):
+            SftConfig(**bad)
+    assert SftConfig(lora_r=0).lora_r == 0  # without LoRA its settings are not read
 
 
 # ----------------------------------------------------------------------------- loss mask

@@ -3,7 +3,9 @@ method's spec (the generator trains with ``kgqa lm train`` on what ``export-trai
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from engine.cli.common import (
@@ -19,11 +21,13 @@ from engine.cli.common import (
     parse_anchors,
     run_questions,
 )
+from engine.errors import InvalidInputError
 from engine.methods.arg.pipeline import (
     PAPER_K,
     ArgConfig,
     gold_items,
 )
+from engine.methods.arg.prompts import Demo
 from engine.render import term_text
 from engine.results import to_json
 
@@ -138,16 +142,12 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _ask(args: argparse.Namespace) -> None:
-    import json
-    from pathlib import Path
-
     from engine.methods.arg.alignment import Aligner
     from engine.methods.arg.generation import DemoPicker
     from engine.methods.arg.pipeline import answer_questions
-    from engine.methods.arg.prompts import Demo
     from engine.models.loading import load_lm
 
-    pool = [Demo(d["question"], d["s_expression"]) for d in json.loads(Path(args.demos).read_text())] if args.demos else []
+    pool = _read_demos(Path(args.demos)) if args.demos else []
     anchors = _anchors(args)
     bi, scorer, schema = _models(args)
     config = config_from_args(ArgConfig, args)
@@ -159,6 +159,21 @@ def _ask(args: argparse.Namespace) -> None:
         )
     emit(args, result)
 
+
+
+def _read_demos(path: Path) -> list[Demo]:
+    """``--demos``: a JSON list of ``{"question", "s_expression"}`` objects."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidInputError(f"--demos {path}: cannot read it: {e.strerror}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInputError(f"--demos {path}: not a JSON file ({e}): give a JSON list of "
+                                '{"question": ..., "s_expression": ...} objects') from e
+    if not isinstance(raw, list) or not all(isinstance(d, dict) and isinstance(d.get("question"), str)
+                                            and isinstance(d.get("s_expression"), str) for d in raw):
+        raise InvalidInputError(f'--demos {path}: give a JSON list of {{"question": ..., "s_expression": ...}} objects (strings)')
+    return [Demo(d["question"], d["s_expression"]) for d in raw]
 
 def _recall(args: argparse.Namespace) -> None:
     from engine.methods.arg.datasets import recall

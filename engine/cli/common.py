@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from engine.errors import InvalidInputError, KGQAError
@@ -32,6 +33,42 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (questions, batches, clients, repeats)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
+def add_reject_share_argument(p: argparse.ArgumentParser, doing: str) -> None:
+    """``--max-reject-share``: when a file read in the wrong format stops ``kgqa load`` and ``kgqa neo4j-import``."""
+    p.add_argument(
+        "--max-reject-share", type=float, default=0.5, metavar="FRACTION",
+        help=f"stop, {doing} nothing of a file, when more than this share of its first 1000 lines is rejected "
+        "(a wrong --format); default 0.5, 1 never stops",
+    )
+
+
+def reject_share(args: argparse.Namespace) -> float | None:
+    """``--max-reject-share`` as the loaders take it (None: never stop)."""
+    return None if args.max_reject_share >= 1 else args.max_reject_share
 
 
 def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int | None = None) -> None:

@@ -11,11 +11,13 @@ from typing import Any
 
 from engine.cli.common import (
     add_output_arguments,
+    add_reject_share_argument,
     add_store_arguments,
     emit,
     emit_explained,
     open_from_args,
     parse_anchors,
+    reject_share,
 )
 from engine.errors import KGQAError
 from engine.identifiers import DEFAULT_LIMIT, UNBOUNDED
@@ -230,7 +232,7 @@ def _run_load(args: argparse.Namespace) -> None:
                 rejects_path=args.rejects,
                 batch_size=args.batch_size,
                 progress=not args.no_progress,
-                max_reject_share=None if args.max_reject_share >= 1 else args.max_reject_share,
+                max_reject_share=reject_share(args),
                 summary=False,  # printed below, once
             )
     finally:
@@ -268,11 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="file for malformed lines (default, when there are any: <store folder>.rejects.tsv beside an embedded store, "
         "else <first file's name>.rejects.tsv in the current directory)",
     )
-    p.add_argument(
-        "--max-reject-share", type=float, default=0.5, metavar="FRACTION",
-        help="stop, loading nothing of a file, when more than this share of its first 1000 lines is rejected "
-        "(a wrong --format); default 0.5, 1 never stops",
-    )
+    add_reject_share_argument(p, "loading")
     p.add_argument("--batch-size", type=int, default=None, help="triples per store call (default: the store's own)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(p)
@@ -318,6 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KGQAError as e:
         print(f"kgqa: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.filename is None:  # not a path the command was given or made from one: a defect to see whole
+            raise
+        # a path that cannot be used as the command needs it (a file where a folder goes, no
+        # permission, a full disk): name it, without a traceback
+        where = f"{e.filename} → {e.filename2}" if e.filename2 else str(e.filename)
+        print(f"kgqa: error: cannot use {where}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kgqa: interrupted", file=sys.stderr)

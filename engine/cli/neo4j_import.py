@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli.common import add_output_arguments
+from engine.cli.common import add_output_arguments, add_reject_share_argument, reject_share
 from engine.graph import FREEBASE_NS
 from engine.results import to_json
 
@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
     p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF input (default: Freebase's)")
     p.add_argument("--database", default="neo4j", help="the Neo4j database to import into (default neo4j)")
+    add_reject_share_argument(p, "exporting")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_output_arguments(p)
     p.set_defaults(handler=_run_neo4j_import)
@@ -35,7 +36,8 @@ def _run_neo4j_import(args: argparse.Namespace) -> None:
     from loaders.neo4j_import import export_files
 
     plan = export_files(
-        args.files, args.out, args.format, namespace=args.namespace, database=args.database, progress=not args.no_progress
+        args.files, args.out, args.format, namespace=args.namespace, database=args.database, progress=not args.no_progress,
+        max_reject_share=reject_share(args),
     )
     if args.json:
         print(json.dumps(to_json(plan), indent=2, ensure_ascii=False))

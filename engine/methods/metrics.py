@@ -27,7 +27,6 @@ without gold answers are counted, not scored.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import string
 from collections import Counter, defaultdict
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
+from engine.jsonl import json_lines
 
 MATCH_MODES = ("exact", "contains")
 #: what answers are compared by: ids where both sides have them (auto), ids, or names
@@ -284,20 +284,13 @@ def coverage_ratio(retrieved: Iterable[Sequence[str]], gold: Iterable[Sequence[s
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     """The records of a predictions JSONL file (each needs ``answers`` and ``prediction``)."""
     records = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InvalidInputError(f"cannot read predictions file {str(path)!r}: {e}") from e
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ParseError(f"not JSON: {e}", source=str(path), line=n) from e
+    for n, record in json_lines(path, "predictions file"):
         if not isinstance(record, dict) or "answers" not in record or "prediction" not in record:
             raise ParseError("a record needs 'answers' and 'prediction'", source=str(path), line=n)
         records.append(record)
+    if not records:
+        raise InvalidInputError(f"predictions file {str(path)!r} holds no predictions: nothing to score "
+                                "(a method's run writes one JSON object a question, with --out)")
     return records
 
 

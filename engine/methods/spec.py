@@ -19,6 +19,7 @@ it:
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -49,11 +50,13 @@ class Prediction:
 
 
 def option(default: Any, help: str, *, flag: str | None = None, short: str | None = None,
-           choices: Sequence[str] | None = None) -> Any:
+           choices: Sequence[str] | None = None, least: float | None = None) -> Any:
     """A config field that is an option: its default, its help, and where the command line's
-    flag differs from the field's name, the flag (``--plans`` for ``k``)."""
+    flag differs from the field's name, the flag (``--plans`` for ``k``). ``least`` is the
+    smallest value a number may take (default 1 for an int: a count; none for a float);
+    :func:`check_options` holds a config to it."""
     return field(default=default, metadata={"help": help, "flag": flag, "short": short,
-                                            "choices": tuple(choices) if choices else None})
+                                            "choices": tuple(choices) if choices else None, "least": least})
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Option:
     flag: str
     short: str | None
     choices: tuple[str, ...] | None
+    least: float | None  # the smallest value a number may take
 
 
 def options(config_type: type) -> list[Option]:
@@ -79,11 +83,27 @@ def options(config_type: type) -> list[Option]:
         meta = f.metadata
         if "help" not in meta:
             raise TypeError(f"{config_type.__name__}.{f.name} has no help: declare it with engine.methods.spec.option")
+        least = meta.get("least")
         found.append(Option(
             f.name, kind, optional, f.default, meta["help"], meta.get("flag") or "--" + f.name.replace("_", "-"),
-            meta.get("short"), meta.get("choices"),
+            meta.get("short"), meta.get("choices"), 1 if least is None and kind is int else least,
         ))
     return found
+
+
+def check_options(config: Any) -> None:
+    """Every number option of ``config`` at least its smallest value (:func:`option`'s ``least``),
+    and a number: an error naming the option and its flag. Each config's ``__post_init__`` calls it,
+    so a command line, a recipe, an HTTP request and Python code are held to the same bounds."""
+    for o in options(type(config)):
+        value = getattr(config, o.name)
+        if o.kind not in (int, float) or value is None or o.least is None:
+            continue
+        number = isinstance(value, int) if o.kind is int else isinstance(value, (int, float)) and math.isfinite(value)
+        if isinstance(value, bool) or not number or value < o.least:
+            least = int(o.least) if float(o.least).is_integer() else o.least
+            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {'an integer' if o.kind is int else 'a number'} "
+                                    f"of at least {least}")
 
 
 def _scalar(hint: Any, owner: type, name: str) -> tuple[type, bool]:
@@ -124,7 +144,8 @@ def _read(o: Option, value: Any) -> Any:
             return value.lower() in ("true", "1", "yes")
         return o.kind(value)
     except ValueError:
-        raise InvalidInputError(f"option {o.name}={value!r}: give a {o.kind.__name__}") from None
+        wanted = {int: "an integer", float: "a number", bool: "true or false"}[o.kind]
+        raise InvalidInputError(f"option {o.name}={value!r}: give {wanted}") from None
 
 
 @dataclass

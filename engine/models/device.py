@@ -5,16 +5,44 @@ import functools
 import logging
 import os
 
+from engine.errors import InvalidInputError
+
 log = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=None)
 def pick_device(preferred: str | None = None) -> str:
-    """``cuda`` when available, CPU otherwise; ``preferred`` (or ``$KGQA_DEVICE``) overrides."""
+    """``cuda`` when available, CPU otherwise; ``preferred`` (or ``$KGQA_DEVICE``) overrides, and
+    is checked: a device torch cannot use here is an error naming it, never a crash at load."""
     import torch
 
-    choice = preferred or os.environ.get("KGQA_DEVICE")
-    if choice is None:
+    if preferred is not None:
+        choice = _usable(preferred, "--device")
+    elif os.environ.get("KGQA_DEVICE"):
+        choice = _usable(os.environ["KGQA_DEVICE"], "$KGQA_DEVICE")
+    else:
         choice = "cuda" if torch.cuda.is_available() else "cpu"
     log.info("torch device: %s", choice)
     return choice
+
+
+def _usable(name: str, given_as: str) -> str:
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise InvalidInputError(f"{given_as} {name!r} is not a torch device: use cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InvalidInputError(f"{given_as} {name}: torch {torch.__version__} sees no CUDA GPU on this machine: "
+                                    "use cpu (or leave the device out)")
+        if device.index is not None and device.index >= count:
+            raise InvalidInputError(f"{given_as} {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise InvalidInputError(f"{given_as} {name}: Apple's MPS is not available here: use cpu")
+    elif device.type != "cpu":
+        raise InvalidInputError(f"{given_as} {name}: the engine runs on cpu, cuda or mps, not {device.type}")
+    return name

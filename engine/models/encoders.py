@@ -59,7 +59,7 @@ def load_encoder(name_or_path: str | None = None, device: str | None = None) -> 
     from sentence_transformers import SentenceTransformer  # after the name is checked: a bad one fails at once
 
     try:
-        return SentenceTransformer(path, device=device or pick_device(), **options)
+        return SentenceTransformer(path, device=pick_device(device), **options)
     except OSError as e:
         raise KGQAError(f"cannot load the sentence encoder {name_or_path or path!r}: {e}") from e
 
@@ -81,4 +81,4 @@ def load_sequence_classifier(name_or_path: str, device: str | None = None, num_l
         raise KGQAError(f"cannot load the sequence classifier {str(name_or_path)!r}: {e}") from e
     finally:
         hf_logging.set_verbosity(verbosity)
-    return tokenizer, model.to(device or pick_device())
+    return tokenizer, model.to(pick_device(device))

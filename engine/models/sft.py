@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
+from engine.jsonl import json_lines
 from engine.models.device import pick_device
 from engine.models.templates import TEMPLATE_FILE
 from engine.models.transformers_lm import DEFAULT_LM
@@ -92,10 +93,15 @@ class SftConfig:
     precision: str = "auto"
 
     def __post_init__(self) -> None:
+        # written so that NaN fails each check: every comparison with NaN is false
         problems = [
-            (self.epochs < 1, "epochs must be at least 1"),
-            (self.lr < 0, "lr must not be negative"),
+            (not self.epochs >= 1, "epochs must be at least 1"),
+            (not 0 <= self.lr < math.inf, "lr must be a number, not negative"),
             (not 0 <= self.warmup < 1, "warmup is a share of the steps, in [0, 1)"),
+            (not 0 <= self.weight_decay < math.inf, "weight decay must be a number, not negative"),
+            (not 0 < self.max_grad_norm <= math.inf, "the gradient norm bound must be above 0 (inf: no bound)"),
+            (self.lora and not (self.lora_r >= 1 and self.lora_alpha >= 1), "a LoRA rank and alpha are at least 1"),
+            (self.lora and not 0 <= self.lora_dropout < 1, "the LoRA dropout is a share, in [0, 1)"),
             (self.batch_size < 1 or self.grad_accum < 1, "batch size and gradient accumulation must be at least 1"),
             (self.max_length < 2, "max length must be at least 2 tokens"),
             (not 0 <= self.val_fraction < 1, "the validation fraction must be in [0, 1)"),
@@ -137,17 +143,10 @@ def read_jsonl(path: str | Path, keys: Sequence[str] = ("prompt", "target")) -> 
     if not path.is_file():
         raise InvalidInputError(f"training data {str(path)!r} is not a file: give a JSONL file with {', '.join(keys)} on each line")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ParseError(f"not JSON ({e.msg})", source=str(path), line=n) from e
-            if not isinstance(row, dict) or not all(isinstance(row.get(k), list if k == "paths" else str) for k in keys):
-                raise ParseError(f"each line must be an object with {', '.join(repr(k) for k in keys)}", source=str(path), line=n)
-            rows.append(row)
+    for n, row in json_lines(path, "training data"):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), list if k == "paths" else str) for k in keys):
+            raise ParseError(f"each line must be an object with {', '.join(repr(k) for k in keys)}", source=str(path), line=n)
+        rows.append(row)
     if not rows:
         raise InvalidInputError(f"training data {str(path)!r} holds no samples: write one object per line")
     return rows

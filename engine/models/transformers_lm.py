@@ -80,7 +80,7 @@ class TransformersLM(LanguageModel):
 
         from engine.models import float32_cache
 
-        device = device or pick_device()
+        device = pick_device(device)
         if template is None:
             template = saved_template(found.path)
         source, options = found.path, dict(found.options)

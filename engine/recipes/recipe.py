@@ -226,6 +226,8 @@ def read_file(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise InvalidInputError(f"recipe file {path}: not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"recipe file {path}: not UTF-8 text ({e.reason} at byte {e.start}): give a TOML file") from e
     except OSError as e:
         raise InvalidInputError(f"cannot read recipe file {path}: {e.strerror}") from e
 

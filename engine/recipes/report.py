@@ -42,11 +42,15 @@ def read_results(results_dir: Path) -> list[dict[str, Any]]:
     from engine.methods.registry import names
 
     order = {name: i for i, name in enumerate(names())}
+    paths = sorted(Path(results_dir).glob("*/*.json"))
+    if not paths:
+        raise InvalidInputError(f"no results files (<method>/<recipe>.json) in {results_dir}: give --results DIR, the folder "
+                                "`kgqa reproduce` writes them in (--results), or run a recipe first")
     found = []
-    for path in sorted(Path(results_dir).glob("*/*.json")):
+    for path in paths:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise InvalidInputError(f"results file {path} cannot be read: {e}") from e
         if not isinstance(data, dict) or not {"method", "recipe", "evaluation"} <= set(data):
             raise InvalidInputError(f"{path} is not a results file of `kgqa reproduce` (no method, recipe, evaluation)")

@@ -126,6 +126,8 @@ def reproduce(
     r = load_recipe(method, recipe, recipe_path)
     device = pick_device(device)
     workdir = Path(workdir)
+    if workdir.exists() and not workdir.is_dir():
+        raise InvalidInputError(f"--workdir {workdir} is a file: give a directory (made where it does not exist)")
     dtype = answering_dtype(r, device)
     ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun))
     steps: list[dict[str, Any]] = []

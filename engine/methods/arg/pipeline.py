@@ -24,14 +24,13 @@ from engine.methods.arg.ranker import BiEncoder, Scorer
 from engine.methods.arg.retrieval import K, retrieve_batch
 from engine.errors import KGQAError
 from engine.graph import Literal, Term, term_key
-from engine.identifiers import positive_int
 from engine.methods.lockstep import NamesOf, ask, serve
 from engine.methods.meter import Meter
 from engine.methods.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
 from engine.models.sft import Sample
 from engine.methods.run import topic_last
-from engine.methods.spec import Method, Models, Prediction, option
+from engine.methods.spec import Method, Models, Prediction, check_options, option
 from engine.sexpr import parse
 from engine.store import Store
 from loaders.questions import Question
@@ -134,10 +133,11 @@ class ArgConfig:
     batch_size: int = option(8, "questions answered together: their greedy generations decoded together, their "
                              "retrieval store calls shared")
     n_demos: int | None = option(None, f"demonstrations in the prompt (default: {SHIPPED_DEMOS} with {SHIPPED_GENERATOR}, "
-                                 f"which was trained so; {PAPER_DEMOS}, the paper's few-shot setting, with any other model)")
+                                 f"which was trained so; {PAPER_DEMOS}, the paper's few-shot setting, with any other model)",
+                                 least=0)
     demo_mode: str = option("bm25", "how demonstrations are picked", choices=("random", "bm25"))
     samples: int = option(1, "K forms generated; K > 1 votes over their answers")
-    timeout: float = option(10.0, "seconds each candidate form may run before it counts as empty")
+    timeout: float = option(10.0, "seconds each candidate form may run before it counts as empty", least=0.001)
     k: int | None = option(None, f"paths and references kept (default: {SHIPPED_K} with {SHIPPED_GENERATOR}, which was "
                            f"trained so; {PAPER_K}, as in the paper, with any other model)")
     encoder: str | None = option(None, "stage-1 sentence encoder (default: offline all-MiniLM-L6-v2)")
@@ -145,7 +145,7 @@ class ArgConfig:
     ontology: str | None = option(None, "GrailQA ontology folder (fb_roles) for class constraints")
 
     def __post_init__(self) -> None:
-        positive_int(self.batch_size, "batch size")
+        check_options(self)
 
     @property
     def demonstrations(self) -> int:

@@ -69,7 +69,7 @@ class Scorer:
 
             if not (self.path / SCORER_FILE).is_file():
                 raise KGQAError(f"{self.path} holds no trained ARG scorer ({SCORER_FILE}); train one with kgqa arg train-ranker")
-            self.device = device or pick_device()
+            self.device = pick_device(device)
             self.tokenizer, self.model = load_sequence_classifier(str(self.path), self.device)
             self.model.eval()
 
@@ -132,7 +132,7 @@ def train_scorer(
         raise KGQAError("no training examples: the dataset gave no gold paths")
     started = time.perf_counter()
     torch.manual_seed(seed)
-    device = device or pick_device()
+    device = pick_device(device)
     source = base or default_encoder_path()
     tokenizer, model = load_sequence_classifier(source, device, num_labels=1)
     model.train()

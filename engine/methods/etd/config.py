@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.identifiers import positive_int
-from engine.methods.spec import option
+from engine.methods.spec import check_options, option
 
 
 @dataclass(frozen=True)
@@ -21,5 +20,4 @@ class EtdConfig:
     encoding_cache: str | None = option(None, "directory keeping the frozen text encodings between runs")
 
     def __post_init__(self) -> None:
-        positive_int(self.batch_size, "batch size")
-        positive_int(self.top_n, "top_n")
+        check_options(self)

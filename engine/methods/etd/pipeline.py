@@ -16,7 +16,6 @@ from engine.methods.etd.prompts import LABELS, Option, render_prompt
 from engine.methods.etd.training import explore, peak_memory_mb, question_texts
 from engine.graph import Literal
 from engine.methods.metrics import aggregate, score_question
-from engine.models.device import pick_device
 from engine.models.lm import LanguageModel
 from engine.methods.etd.config import EtdConfig
 from engine.methods.spec import Method, Models, Prediction
@@ -126,7 +125,8 @@ class EtdMethod(Method):
             for r in records
             if r["answers"] or r["answer_ids"]
         ]
-        return {"hits1_gnn": round(aggregate(scored).hits1, 5), "device": pick_device(), "peak_memory_mb": peak_memory_mb()}
+        device = str(self.model.relation_features.device)
+        return {"hits1_gnn": round(aggregate(scored).hits1, 5), "device": device, "peak_memory_mb": peak_memory_mb()}
 
 
 def build(config: EtdConfig, store: Store, models: Models) -> EtdMethod:
@@ -136,7 +136,7 @@ def build(config: EtdConfig, store: Store, models: Models) -> EtdMethod:
 
     if not config.checkpoint:
         raise InvalidInputError("EtD needs a trained GNN: give --checkpoint best.pt (written by `kgqa etd train`)")
-    model, saved = load_checkpoint(config.checkpoint)
+    model, saved = load_checkpoint(config.checkpoint, models.device)
     settings = saved["train"]
     split_seed = settings.get("split_seed", settings["seed"])  # checkpoints from before --split-seed split with --seed
     chosen = models.questions

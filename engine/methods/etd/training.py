@@ -3,6 +3,8 @@ stopping, checkpoints, progress and a summary."""
 from __future__ import annotations
 
 import json
+import math
+import pickle
 import random
 import re
 import resource
@@ -15,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from engine.errors import InvalidInputError
 from engine.methods.etd.exploration import Explorer, RelationVocab, relation_text
 from engine.methods.etd.model import (
     EtDConfig,
@@ -73,6 +76,26 @@ class TrainConfig:
     init_from: str | None = None
     #: encode questions with their topic entities' mentions replaced by a placeholder [inf]
     mask_topic: bool = False
+
+    def __post_init__(self) -> None:
+        # written so that NaN fails each check: every comparison with NaN is false
+        counts = {"layers": self.num_layers, "top_k": self.top_k, "dim": self.dim, "batch size": self.batch_size,
+                  "epochs": self.epochs, "patience": self.patience}
+        optional = {"max_degree": self.max_degree, "max_frontier": self.max_frontier, "max_train": self.max_train}
+        problems = [
+            *((not (isinstance(v, int) and v >= 1), f"{name} must be an integer of at least 1") for name, v in counts.items()),
+            *((v is not None and not (isinstance(v, int) and v >= 1), f"{name} must be an integer of at least 1 (or none)")
+              for name, v in optional.items()),
+            (not 0 <= self.lr < math.inf, "lr must be a number, not negative"),
+            (not 0 <= self.weight_decay < math.inf, "weight decay must be a number, not negative"),
+            (not (0 < self.val_fraction < 1 and 0 <= self.test_fraction < 1 and self.val_fraction + self.test_fraction < 1),
+             "the validation and test fractions are shares of the questions, above 0 and below 1 together"),
+            (self.time_budget is not None and not 0 <= self.time_budget < math.inf,
+             "the time budget must be seconds, not negative (0: one epoch)"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise InvalidInputError(f"EtD training settings: {message}")
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
@@ -190,13 +213,27 @@ def build_model(config: TrainConfig, vocab: RelationVocab) -> EtDModel:
     return EtDModel(model_config, relation_features).to(pick_device())
 
 
-def load_checkpoint(path: str | Path) -> tuple[EtDModel, dict]:
-    """The model of a checkpoint file (on the chosen device) and the checkpoint's metadata."""
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    config = EtDConfig(**{**saved["model"], "relations": tuple(saved["model"]["relations"])})
-    model = EtDModel(config, saved["state_dict"]["relation_features"])
-    model.load_state_dict(saved["state_dict"])
-    return model.to(pick_device()).eval(), saved
+def load_checkpoint(path: str | Path, device: str | None = None) -> tuple[EtDModel, dict]:
+    """The model of a checkpoint file (on ``device``, default the chosen one) and the checkpoint's
+    metadata. Tensors and plain values only are read (``weights_only``): a file is never run."""
+    wrong = (f"{path} is not an EtD checkpoint: give the best.pt that `kgqa etd train` (or a recipe's EtD stage) "
+             "writes")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InvalidInputError(f"EtD checkpoint {path} does not exist: train one with "
+                                "`kgqa etd train --checkpoint-dir DIR` (it writes DIR/best.pt)") from None
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
+        raise InvalidInputError(f"{wrong} (torch cannot read it as a file of tensors and plain values)") from e
+    if not isinstance(saved, dict) or not {"model", "train", "state_dict"} <= set(saved):
+        raise InvalidInputError(f"{wrong} (no model, train and state_dict in it)")
+    try:
+        config = EtDConfig(**{**saved["model"], "relations": tuple(saved["model"]["relations"])})
+        model = EtDModel(config, saved["state_dict"]["relation_features"])
+        model.load_state_dict(saved["state_dict"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise InvalidInputError(f"{wrong} (its model does not load: {str(e).splitlines()[0][:200]})") from e
+    return model.to(pick_device(device)).eval(), saved
 
 
 def _save(path: Path, model: EtDModel, config: TrainConfig, **extra) -> None:
@@ -226,7 +263,8 @@ def train(
     if config.init_from is not None:
         start, _ = load_checkpoint(config.init_from)
         if start.config != model.config:
-            raise ValueError(f"{config.init_from} was trained with {start.config}, not {model.config}")
+            raise InvalidInputError(f"--init-from {config.init_from} was trained with {start.config}, not {model.config}: "
+                                    "give the settings it was trained with")
         model.load_state_dict(start.state_dict())
     started = time.perf_counter()
     features = encode_texts(question_texts(train_questions, config.mask_topic), config.encoder, cache_dir=config.encoding_cache)

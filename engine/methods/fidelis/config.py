@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from engine.identifiers import positive_int
-from engine.methods.spec import option
+from engine.methods.spec import check_options, option
 
 #: Path-RAG's lookahead weight (Eq. 3) and the candidates kept per beam, as the authors' code
 ALPHA = 0.3
@@ -25,7 +24,7 @@ class FidelisConfig:
     width: int = option(3, "beam width K (3, as the authors' code; the paper uses 4)")
     depth: int = option(3, "beam depth D")
     top_n: int = option(TOP_N, "Path-RAG candidates kept per beam")
-    alpha: float = option(ALPHA, "lookahead weight of Eq. 3")
+    alpha: float = option(ALPHA, "lookahead weight of Eq. 3", least=0.0)
     verifier: str = option("deductive", "deductive: F.2 with the declarative statement; adequacy: F.3",
                            choices=("deductive", "adequacy"))
     answer_mode: str = option("llm", "llm: answer with F.5; paths: the reasoning paths' ends are the answers",
@@ -39,4 +38,4 @@ class FidelisConfig:
     lookahead_limit: int | None = option(200_000, "most edges of one batched lookahead fetch")
 
     def __post_init__(self) -> None:
-        positive_int(self.batch_size, "--batch-size")
+        check_options(self)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.graph import Literal
-from engine.identifiers import positive_int
 from engine.methods.ldr.constraints import Target, locate_constraints, prune, question_values
 from engine.methods.lockstep import (
     Chooser,
@@ -37,7 +36,7 @@ from engine.methods.ldr.search import Search, SearchLimits, Step, top_scores
 from engine.methods.ldr.structure import Subgraph, term_text
 from engine.methods.metrics import graph_hit, relation_recall, tree_edit_distance
 from engine.methods.run import topic_last
-from engine.methods.spec import Method, Models, Prediction, option
+from engine.methods.spec import Method, Models, Prediction, check_options, option
 from engine.results import shown_when_set
 from engine.store import Store
 from loaders.questions import Question, gold_hops
@@ -67,10 +66,10 @@ class LdrConfig:
     edge_limit: int = option(20_000, "edges per expand call (hubs)")
     match_names: bool = option(False, "constraint entities also from the names of G_k's entities that the question "
                                "mentions (one more names call)")
-    record_triples: int = option(100, "G_k triples kept in a record (g_k_size counts them all)")
+    record_triples: int = option(100, "G_k triples kept in a record (g_k_size counts them all)", least=0)
 
     def __post_init__(self) -> None:
-        positive_int(self.batch_size, "batch size")
+        check_options(self)
         self.limits  # noqa: B018 — checks the search limits
 
     @property

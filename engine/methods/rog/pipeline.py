@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import InvalidInputError
-from engine.identifiers import positive_int
 from engine.models.lm import LanguageModel
 from engine.methods.lockstep import run, serve
 from engine.methods.rog.grounding import Grounding, grounding
@@ -18,7 +17,7 @@ from engine.methods.rog.planning import (
     relation_vocabulary,
 )
 from engine.methods.rog.reasoning import REASONING_MODES, reason
-from engine.methods.spec import Method, Models, Prediction, option
+from engine.methods.spec import Method, Models, Prediction, check_options, option
 from engine.store import Store
 from loaders.questions import Question
 
@@ -62,7 +61,7 @@ class RogConfig:
             raise InvalidInputError(f"unknown planning mode {self.plan_mode!r}: use {', '.join(PLAN_MODES)}")
         if self.answer_mode not in REASONING_MODES:
             raise InvalidInputError(f"unknown answer mode {self.answer_mode!r}: use {', '.join(REASONING_MODES)}")
-        positive_int(self.batch_size, "batch size")
+        check_options(self)
 
 
 @dataclass(frozen=True)
