@@ -371,9 +371,11 @@ def test_answer_runs_a_registered_method_as_the_run_protocol_does(oxigraph, echo
         for body, status, message in [
             ({"method": "echo", "question": "q", "config": {"label": "/etc/passwd"}}, 400,
              "only the server's operator sets: start kgqa serve with --method-option echo.label=VALUE"),
-            ({"method": "echo", "question": "q", "config": {"batch_size": "two"}}, 400, "option batch_size='two': give a int"),
+            ({"method": "echo", "question": "q", "config": {"batch_size": "two"}}, 400, "option batch_size='two': give an integer"),
             ({"method": "echo", "question": "q", "config": {"batch_size": 5}}, 400,
              "option batch_size=5 of echo is above this server's 4: a request may only lower it"),
+            ({"method": "rog", "question": "q", "config": {"k": 0}}, 400,
+             "option k (--plans) = 0: use an integer of at least 1"),  # lowering has a floor too
             ({"method": "echo", "question": "q", "config": {"style": "loud"}}, 400, "use one of name, id"),
             ({"method": "echo", "question": "q", "config": {"sytle": "id"}}, 400, "echo has no option 'sytle'"),
             ({"method": "ehco", "question": "q"}, 400, "unknown method 'ehco': use one of rog, ldr, etd, fidelis, arg, echo"),

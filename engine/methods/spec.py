@@ -73,6 +73,11 @@ class Option:
     choices: tuple[str, ...] | None
     least: float | None  # the smallest value a number may take
 
+    def wanted(self) -> str:
+        """What a value of this option is, in words ("an integer", "a number or null")."""
+        kind = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[self.kind]
+        return kind + (" or null" if self.optional else "")
+
 
 def options(config_type: type) -> list[Option]:
     """The options of a config dataclass, in field order."""
@@ -103,7 +108,7 @@ def check_options(config: Any) -> None:
         if isinstance(value, bool) or not number or value < o.least:
             least = int(o.least) if float(o.least).is_integer() else o.least
             raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {'an integer' if o.kind is int else 'a number'} "
-                                    f"of at least {least}")
+                                    f"of at least {least}" + (" (or none)" if o.optional else ""))
 
 
 def _scalar(hint: Any, owner: type, name: str) -> tuple[type, bool]:
@@ -144,8 +149,7 @@ def _read(o: Option, value: Any) -> Any:
             return value.lower() in ("true", "1", "yes")
         return o.kind(value)
     except ValueError:
-        wanted = {int: "an integer", float: "a number", bool: "true or false"}[o.kind]
-        raise InvalidInputError(f"option {o.name}={value!r}: give {wanted}") from None
+        raise InvalidInputError(f"option {o.name}={value!r}: give {o.wanted()}") from None
 
 
 @dataclass

@@ -103,7 +103,7 @@ def _checked(o: Option, value: Any) -> Any:
         return float(value)
     elif o.kind is str and isinstance(value, str):
         return value  # one of its choices: make_config checks
-    raise InvalidInputError(f"option {o.name}={value!r}: give a {o.kind.__name__}" + (" or null" if o.optional else ""))
+    raise InvalidInputError(f"option {o.name}={value!r}: give {o.wanted()}")
 
 
 @dataclass
