@@ -420,6 +420,12 @@ def write_slice(
     return questions
 
 
+def check_webqsp_file(webqsp: str | os.PathLike[str]) -> None:
+    """Refuse a WebQSP path that is not a file, naming the files it should be."""
+    if not Path(webqsp).is_file():
+        raise InvalidInputError(f"WebQSP file {str(webqsp)!r} does not exist: give WebQSP.train.json or WebQSP.test.json (.gz allowed)")
+
+
 def build_from_files(
     webqsp: str | os.PathLike[str],
     kb_dir: str | os.PathLike[str],
@@ -432,14 +438,13 @@ def build_from_files(
 ) -> SliceReport:
     """Read a WebQSP JSON file and an FB15k-237 directory, load the KB into ``store`` when it
     is empty, build the slice and write it to ``out`` (:func:`write_slice`)."""
-    if not Path(webqsp).is_file():
-        raise InvalidInputError(f"WebQSP file {str(webqsp)!r} does not exist: give WebQSP.train.json or WebQSP.test.json (.gz allowed)")
-    kb = read_kb(kb_dir, ontology)
-    loaded = ensure_loaded(store, kb_dir, kb, progress=progress)
-    try:
+    check_webqsp_file(webqsp)
+    try:  # before the KB is read and loaded: a wrong file is named at once
         questions = read_questions(webqsp)
     except (ValueError, KeyError) as e:
         raise InvalidInputError(f"{str(webqsp)!r} is not WebQSP JSON (an object with 'Questions'): {e}") from e
+    kb = read_kb(kb_dir, ontology)
+    loaded = ensure_loaded(store, kb_dir, kb, progress=progress)
     records, report = build_slice(
         questions, kb, store, strict_constraints=strict_constraints, source=Path(webqsp).name, progress=progress
     )

@@ -280,6 +280,15 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     err = capsys.readouterr().err
     assert f"{KB_TRIPLES - 1:,} of its {KB_TRIPLES:,} edges are there" in err and "load the whole KB" in err
     assert not (tmp_path / "p").exists()
+    # a questions file that is none, or is not there: named before the KB is read or any store made
+    fresh = ["--kb", str(kb_dir), "--ontology", str(ontology), "--store", str(tmp_path / "fresh"), "--no-progress"]
+    (tmp_path / "WebQSP.train.json").write_bytes(b"\xff\xfe")
+    assert main(["webqsp", "build", "--webqsp", str(tmp_path / "WebQSP.train.json"), *fresh]) == 2
+    assert "is not WebQSP JSON" in capsys.readouterr().err
+    assert main(["webqsp", "build", "--webqsp", str(tmp_path / "nothing.json"), *fresh]) == 2
+    err = capsys.readouterr().err
+    assert f"WebQSP file {str(tmp_path / 'nothing.json')!r} does not exist" in err and "cannot tell train from test" not in err
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_a_reused_slice_store_writes_its_datasets_again_when_one_is_missing(tmp_path, tiny_kb):

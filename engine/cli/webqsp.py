@@ -67,8 +67,9 @@ def default_out(webqsp: str) -> Path:
 
 def _run_build(args: argparse.Namespace) -> None:
     from loaders.datasets import data_dir
-    from loaders.webqsp_slice import build_from_files, format_report
+    from loaders.webqsp_slice import build_from_files, check_webqsp_file, format_report
 
+    check_webqsp_file(args.webqsp)  # before the store is opened (or made) and the name read
     out = Path(args.out) if args.out else default_out(args.webqsp)
     with open_from_args(args, write=True) as store:  # it loads the KB when the store lacks it
         report = build_from_files(
