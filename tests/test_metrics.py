@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from engine.cli.main import main
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, ParseError
 from engine.methods.metrics import evaluate, matches, normalize, read_predictions, score_question
 
 
@@ -99,6 +100,29 @@ def test_kgqa_eval(tmp_path, capsys):
     path.write_bytes(b'{"answers": ["\xff"], "prediction": []}\n')
     assert main(["eval", str(path)]) == 2
     assert f"{path}: not UTF-8 text" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("record, says", [
+    ({"answers": "Heat", "prediction": ["Heat"]}, "'answers' must be a list"),  # would be scored letter by letter
+    ({"answers": None, "prediction": []}, "'answers' must be a list"),
+    ({"answers": ["Heat"], "prediction": [None]}, "'prediction' must be a list of answers"),
+    ({"answers": ["Heat"], "prediction": [["Heat"]]}, "'prediction' must be a list of answers"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "prediction_ids": "m.1"}, "'prediction_ids' must be a list of ids"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "hops": "2"}, "'hops' must be a whole number"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "qtype": 3}, "'qtype' must be a string"),
+])
+def test_a_record_field_of_the_wrong_kind_is_named_with_its_line(tmp_path, record, says):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(json.dumps({"answers": ["a"], "prediction": ["a"]}) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(ParseError, match=re.escape(f"predictions.jsonl:2: {says}")):
+        read_predictions(path)
+
+
+def test_a_record_may_hold_an_llms_text_numbers_and_no_prediction(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    records = [{"answers": [1994], "prediction": "1994"}, {"answers": ["Heat"], "prediction": None, "hops": None}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_predictions(path) == records and evaluate(records).overall.hits1 == 0.5
 
 
 def test_a_prediction_holding_a_unicode_line_separator_is_one_record(tmp_path):

@@ -287,11 +287,38 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     for n, record in json_lines(path, "predictions file"):
         if not isinstance(record, dict) or "answers" not in record or "prediction" not in record:
             raise ParseError("a record needs 'answers' and 'prediction'", source=str(path), line=n)
+        problem = _record_problem(record)
+        if problem:
+            raise ParseError(problem, source=str(path), line=n)
         records.append(record)
     if not records:
         raise InvalidInputError(f"predictions file {str(path)!r} holds no predictions: nothing to score "
                                 "(a method's run writes one JSON object a question, with --out)")
     return records
+
+
+def _values(value: Any) -> bool:
+    """A list of answer values: strings, or numbers (a year written as one)."""
+    return isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+
+
+def _record_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with a prediction record's fields, if anything: a string where a list goes
+    would be scored letter by letter, so each field's kind is checked."""
+    if not _values(record["answers"]):
+        return "'answers' must be a list of the gold answers (strings)"
+    prediction = record["prediction"]
+    if not (prediction is None or isinstance(prediction, str) or _values(prediction)):
+        return "'prediction' must be a list of answers, best first (strings), or an LLM's text"
+    for key in ("answer_ids", "prediction_ids"):
+        if record.get(key) is not None and not _values(record[key]):
+            return f"'{key}' must be a list of ids (strings), or null"
+    hops = record.get("hops")
+    if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int)):
+        return "'hops' must be a whole number, or null"
+    if record.get("qtype") is not None and not isinstance(record["qtype"], str):
+        return "'qtype' must be a string, or null"
+    return None
 
 
 def format_report(report: Report) -> str:
