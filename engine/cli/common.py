@@ -95,7 +95,8 @@ DATASET_HELP = (
 
 def add_device_arguments(p: argparse.ArgumentParser) -> None:
     """Where and in what precision a local language model runs."""
-    p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    p.add_argument("--device", default=None, help="torch device: cpu, cuda or cuda:N (default: $KGQA_DEVICE, else cuda when "
+                   "available, else cpu)")
     # checked where the model loads (engine.models.transformers_lm.DTYPES): this module needs nothing from engine.models,
     # whose cli.py imports it
     p.add_argument("--dtype", default=None, help="the language model's weight precision: float32, bfloat16, float16 or "
