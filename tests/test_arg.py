@@ -308,6 +308,15 @@ def _named_store():
     return ReferenceStore(TRIPLES + names)
 
 
+def test_a_question_without_a_topic_entity_has_no_gold_form():
+    from engine.methods.arg.datasets import gold_form
+    from loaders.questions import Question
+
+    q = Question("t:3", "who directed it", ["Joseph Losey"], [], [], 1, qtype="movie_to_director")
+    with pytest.raises(InvalidInputError, match="'t:3' has no topic entity"):  # was an IndexError out of the run
+        gold_form(_named_store(), q)
+
+
 @pytest.mark.model
 def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
     from engine.methods.arg.generation import demo_pool

@@ -36,6 +36,8 @@ def gold_form(store: Store, q: Question) -> str:
     """The question's gold logical form (with ids): the dataset's, else built from its gold path."""
     if q.sexpr is not None:
         return q.sexpr
+    if not q.topic_entities:
+        raise InvalidInputError(f"question {q.id!r} has no topic entity to build its gold form from")
     return to_text(path_forms(q.topic_entities[0], gold_path(q))[0])
 
 
