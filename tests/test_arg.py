@@ -310,11 +310,15 @@ def _named_store():
 
 def test_a_question_without_a_topic_entity_has_no_gold_form():
     from engine.methods.arg.datasets import gold_form
+    from engine.methods.arg.pipeline import gold_items
     from loaders.questions import Question
 
     q = Question("t:3", "who directed it", ["Joseph Losey"], [], [], 1, qtype="movie_to_director")
     with pytest.raises(InvalidInputError, match="'t:3' has no topic entity"):  # was an IndexError out of the run
         gold_form(_named_store(), q)
+    # nor a demonstration or a training sample: the export counts it among the questions that gave none
+    with_topic = Question("t:1", "who directed [The Prowler]", ["Joseph Losey"], ["The Prowler"], [], 1, qtype="movie_to_director")
+    assert gold_items(_named_store(), [q, with_topic]) == [(with_topic, "(JOIN (R directed_by) [The Prowler])")]
 
 
 @pytest.mark.model

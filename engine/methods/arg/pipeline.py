@@ -22,7 +22,7 @@ from engine.methods.arg.order import edge_distinct_first
 from engine.methods.arg.prompts import Demo, build_prompt
 from engine.methods.arg.ranker import BiEncoder, Scorer
 from engine.methods.arg.retrieval import K, retrieve_batch
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.graph import Literal, Term, term_key
 from engine.methods.lockstep import NamesOf, ask, serve
 from engine.methods.meter import Meter
@@ -280,8 +280,15 @@ def build(config: ArgConfig, store: Store, models: Models) -> ArgMethod:
 
 
 def gold_items(store: Store, questions: Sequence[Question]) -> list[tuple[Question, str]]:
-    """(question, gold form with ids) for each question."""
-    return [(q, gold_form(store, q)) for q in questions]
+    """(question, gold form with ids) for each question that has one: a question without a gold
+    path or topic entity gives no demonstration and no training sample (the export counts it)."""
+    items = []
+    for q in questions:
+        try:
+            items.append((q, gold_form(store, q)))
+        except InvalidInputError:
+            continue
+    return items
 
 
 def training_samples(store: Store, questions: Sequence[Question], config: ArgConfig) -> list[Sample]:
