@@ -586,6 +586,16 @@ def test_time_budget_stops_training_and_the_frontier_cap_is_saved(tmp_path, caps
                  "--checkpoint-dir", str(tmp_path / "other"), "--epochs", "1", "--dim", "8",
                  "--encoding-cache", str(tmp_path / "enc"), "--init-from", str(tmp_path / "ckpt" / "best.pt")]) == 2
     assert "was trained with" in capsys.readouterr().err
+    # questions over another graph: not one reaches an answer, and nothing is trained from them
+    (tmp_path / "elsewhere.txt").write_text("film99|directed_by|director99\n")
+    assert main(["load", str(tmp_path / "elsewhere.txt"), "--format", "metaqa", "--store", str(tmp_path / "elsewhere"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["etd", "train", "--dataset", str(qa), "--paper-config", "metaqa-1hop", "--store", str(tmp_path / "elsewhere"),
+                 "--no-progress", "--checkpoint-dir", str(tmp_path / "nothing"), "--epochs", "1", "--dim", "8",
+                 "--encoding-cache", str(tmp_path / "enc")]) == 2
+    assert "none of the 38 training questions reaches a gold answer within 1 hop" in capsys.readouterr().err
+    assert not (tmp_path / "nothing" / "best.pt").exists()
 
 
 def test_masked_question_texts_replace_every_topic_mention():

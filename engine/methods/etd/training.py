@@ -303,9 +303,16 @@ def train(
         summary.epoch_loss.append(round(total_loss / max(steps, 1), 5))
         summary.val_hits1.append(round(hits, 5))
         summary.unreached_train = round(unreached / max(len(train_questions), 1), 5)
+        if train_questions and unreached == len(train_questions):
+            raise InvalidInputError(
+                f"none of the {len(train_questions):,} training questions reaches a gold answer within "
+                f"{config.num_layers} hop{'s' if config.num_layers != 1 else ''} of its topic entities in the store, so there is nothing to learn from: "
+                "is the store this dataset's graph (and are its topic entities in it)? No checkpoint was written"
+            )
         print(  # one line per epoch, with or without the progress bar
             f"epoch {epoch}: loss {summary.epoch_loss[-1]:.4f}  val Hits@1 {hits:.4f}  "
-            f"{summary.epoch_seconds[-1]:.1f} s (store {summary.epoch_store_seconds[-1]:.1f} s)",
+            f"{summary.epoch_seconds[-1]:.1f} s (store {summary.epoch_store_seconds[-1]:.1f} s)  "
+            f"unreached {summary.unreached_train:.1%} of the training questions",
             file=sys.stderr,
         )
         _save(out_dir / "last.pt", model, config, epoch=epoch, val_hits1=hits)
