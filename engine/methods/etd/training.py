@@ -304,10 +304,11 @@ def train(
         summary.val_hits1.append(round(hits, 5))
         summary.unreached_train = round(unreached / max(len(train_questions), 1), 5)
         if train_questions and unreached == len(train_questions):
+            hops = f"{config.num_layers} hop{'s' if config.num_layers != 1 else ''}"
             raise InvalidInputError(
-                f"none of the {len(train_questions):,} training questions reaches a gold answer within "
-                f"{config.num_layers} hop{'s' if config.num_layers != 1 else ''} of its topic entities in the store, so there is nothing to learn from: "
-                "is the store this dataset's graph (and are its topic entities in it)? No checkpoint was written"
+                f"none of the {len(train_questions):,} training questions reaches a gold answer within {hops} of its "
+                "topic entities in the store, so there is nothing to learn from: is the store this dataset's graph "
+                "(and are its topic entities in it)? No checkpoint was written"
             )
         print(  # one line per epoch, with or without the progress bar
             f"epoch {epoch}: loss {summary.epoch_loss[-1]:.4f}  val Hits@1 {hits:.4f}  "
