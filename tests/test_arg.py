@@ -171,6 +171,27 @@ def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
 
 
 @pytest.mark.model
+def test_recall_command_reports_in_words_and_refuses_questions_without_gold_forms(tmp_path, capsys):
+    from engine.stores.oxigraph import OxigraphStore
+
+    path = str(tmp_path / "store")
+    with OxigraphStore(path) as store:
+        store.add_triples(TRIPLES)
+    (tmp_path / "qa.txt").write_text("who directed [The Prowler]\tJoseph Losey\nwhat genre is [M]\tThriller\n")
+    (tmp_path / "qa_qtype.txt").write_text("movie_to_director\nmovie_to_genre\n")
+    argv = ["arg", "recall", "--dataset", str(tmp_path / "qa.txt"), "--split", "all", "--k", "3", "--store", path]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "recall@3 1.000 over 2 questions (1-hop 1.000); without a gold form: 0"
+    assert lines[1].startswith("seconds per question: store ") and "RecallReport(" not in "".join(lines)
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["recall_at_k"] == 1.0
+    (tmp_path / "free.jsonl").write_text(json.dumps({"id": "1", "question": "who directed it", "q_entity": [], "answer": ["x"]}) + "\n")
+    assert main(["arg", "recall", "--dataset", str(tmp_path / "free.jsonl"), "--split", "all", "--store", path]) == 2
+    assert "none of the 1 questions has a gold form" in capsys.readouterr().err
+
+
+@pytest.mark.model
 def test_trained_scorer_round_trip(tmp_path, bi):
     examples = [Example("who directed [M]", "Relation: directed_by", 1.0), Example("who directed [M]", "Relation: has_genre", 0.0)] * 4
     report = train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4)

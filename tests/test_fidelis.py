@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.methods.fidelis import prompts
-from engine.methods.fidelis.index import EmbeddingIndex, StaleIndexError
+from engine.methods.fidelis.index import EmbeddingIndex, StaleIndexError, index_dir
 from engine.methods.fidelis.parsing import (
     indices_settled,
     parse_answers,
@@ -169,6 +169,9 @@ def test_index_finds_exact_matches_first_and_refuses_a_stale_store(make_store, t
         index.check(make_store("oxigraph", MOVIE_TRIPLES), encoder="another-encoder")
     with pytest.raises(InvalidInputError, match="no FiDeLiS index"):
         EmbeddingIndex.load(tmp_path / "nothing")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(InvalidInputError, match="index path .*a-file is a file: give --index DIR"):
+        index_dir(store, str(tmp_path / "a-file"))  # named before the index is built, not after
 
 
 # ----------------------------------------------------------------------------- beam search

@@ -181,7 +181,17 @@ def _recall(args: argparse.Namespace) -> None:
     bi, scorer, schema = _models(args)
     started = time.perf_counter()
     with open_from_args(args) as store:
-        report = recall(store, gold_items(store, run_questions(args)), bi, scorer, args.k, schema)
-    emit(args, report)
-    if not args.json:
-        print(f"({time.perf_counter() - started:.1f} s)")
+        questions = run_questions(args)
+        items = gold_items(store, questions)
+        if not items:
+            raise InvalidInputError(f"none of the {len(questions):,} questions has a gold form to measure recall against "
+                                    "(a topic entity and a MetaQA question type, a PathQuestion path or an S-expression)")
+        report = recall(store, items, bi, scorer, args.k, schema)
+    if args.json:
+        emit(args, report)
+        return
+    hops = ", ".join(f"{h}-hop {r:.3f}" for h, r in sorted(report.by_hops.items()))
+    print(f"recall@{report.k} {report.recall_at_k:.3f} over {report.questions:,} questions ({hops}); without a gold "
+          f"form: {len(questions) - len(items):,}")
+    print(f"seconds per question: store {report.store_seconds_per_question}, ranking {report.model_seconds_per_question} "
+          f"({report.scorer}); {time.perf_counter() - started:.1f} s in all")

@@ -57,6 +57,8 @@ def index_dir(store: Store, given: str | None = None) -> Path:
     directory = Path(given) if given else beside_store(store, ".fidelis-index")
     if directory is None:
         raise InvalidInputError(f"the store {store.uri} is not an embedded store on disk: give --index DIR for its FiDeLiS index")
+    if directory.exists() and not directory.is_dir():  # found before minutes of encoding, not after
+        raise InvalidInputError(f"the FiDeLiS index path {directory} is a file: give --index DIR, a folder")
     return directory
 
 
