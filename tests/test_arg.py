@@ -170,6 +170,21 @@ def test_retrieve_command_takes_literal_anchors(tmp_path, capsys):
     assert any(line.split("\t")[1:2] == ["1951"] for line in lines)
 
 
+def test_an_answer_prints_as_text_not_a_python_repr():
+    from engine.cli.arg import render_answer
+    from engine.methods.arg.pipeline import ArgAnswer
+
+    answer = ArgAnswer("who directed [M]", ["(JOIN (R directed_by) [M])"], ["(JOIN (R directed_by) [M])", "(JOIN"],
+                       ["(JOIN (R directed_by) m.1)", None], "(JOIN (R directed_by) m.1)", ["m.9", Literal.make("1951")])
+    text = render_answer(answer, {"m.9": "Joseph Losey"})
+    assert text.splitlines() == [
+        "question\twho directed [M]", "", "references", "  (JOIN (R directed_by) [M])", "", "generated",
+        "  (JOIN (R directed_by) [M])", "  (JOIN", "", "executed\t(JOIN (R directed_by) m.1)", "answers", "  Joseph Losey", "  1951",
+    ]
+    counted = render_answer(ArgAnswer("how many", [], [], [], None, [], count=3, timed_out=2), {})
+    assert "executed\t(none answered)" in counted and "count\t3" in counted and "(2 candidate form(s) stopped" in counted
+
+
 @pytest.mark.model
 def test_recall_command_reports_in_words_and_refuses_questions_without_gold_forms(tmp_path, capsys):
     from engine.stores.oxigraph import OxigraphStore

@@ -22,6 +22,7 @@ from engine.cli.common import (
     run_questions,
 )
 from engine.errors import InvalidInputError
+from engine.graph import Literal
 from engine.methods.arg.pipeline import (
     PAPER_K,
     ArgConfig,
@@ -138,7 +139,12 @@ def _train(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         items = [(q, gold_path(q)) for q in run_questions(args)]
         examples = training_examples(store, items, seed=args.seed)
-    emit(args, train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed))
+    report = train_scorer(examples, args.out, args.base, epochs=args.epochs, seed=args.seed)
+    if args.json:
+        emit(args, report)
+        return
+    print(f"ranker trained on {report.examples:,} examples ({report.positives:,} positive), {report.epochs} epoch(s), "
+          f"final loss {report.final_loss:.4f}, {report.seconds:.1f} s; saved to {report.path} (give it as --scorer)")
 
 
 def _ask(args: argparse.Namespace) -> None:
@@ -157,7 +163,26 @@ def _ask(args: argparse.Namespace) -> None:
             DemoPicker(pool, config.demonstrations, config.demo_mode), bi, scorer, Aligner(store, timeout=config.timeout),
             config.references, config.samples, schema,
         )
-    emit(args, result)
+        names = {} if args.json else store.names([a for a in result.answers if not isinstance(a, Literal)])
+    if args.json:
+        emit(args, result)
+        return
+    print(render_answer(result, names))
+
+
+def render_answer(result: Any, names: dict[str, str | None]) -> str:
+    """An :class:`engine.methods.arg.pipeline.ArgAnswer` as text: the references the generator saw,
+    the forms it generated, the one executed, and its answers."""
+    lines = [f"question\t{result.question}", "", "references"] + [f"  {r}" for r in result.references]
+    lines += ["", "generated"] + [f"  {g}" for g in result.generated]
+    lines += ["", f"executed\t{result.sexpr if result.sexpr is not None else '(none answered)'}"]
+    if result.count is not None:
+        lines.append(f"count\t{result.count}")
+    else:
+        lines += ["answers"] + [f"  {term_text(a, names)}" for a in result.answers]
+    if result.timed_out:
+        lines.append(f"({result.timed_out} candidate form(s) stopped at the timeout)")
+    return "\n".join(lines)
 
 
 
