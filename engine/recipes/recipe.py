@@ -322,6 +322,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
             if not mix:
                 raise (w / "mix").error("an lm stage trains on at least one sample set")
             _check_ref(t.get("base"), earlier, w / "base")
+            _check_lm_settings({k: v for k, v in t.items() if k not in ("name", "kind", "mix", "base", "prompt_template")}, w)
             stage = Stage(t["name"], "lm", {k: v for k, v in t.items() if k not in ("name", "kind", "mix")}, tuple(mix))
         else:
             t = _check_table(item, ETD_KEYS, ETD_REQUIRED, w)
@@ -410,6 +411,17 @@ def _check_ref(value: Any, stages: set[str], where: _Where) -> None:
         stage = value[1:].split("/", 1)[0]
         if stage not in stages:
             raise where.error(f"{value!r} names no earlier stage: use one of {', '.join('@' + s for s in sorted(stages)) or '(none)'}")
+
+
+def _check_lm_settings(settings: dict[str, Any], where: _Where) -> None:
+    """A training stage's settings as ``kgqa lm train`` holds them (epochs at least 1, a finite
+    learning rate …), checked when the recipe is read rather than when the stage starts."""
+    from engine.models.sft import SftConfig
+
+    try:
+        SftConfig(**settings)
+    except InvalidInputError as e:
+        raise where.error(str(e)) from None
 
 
 def _check_config(config_type: type, values: dict[str, Any], where: _Where, stages: set[str]) -> None:
