@@ -43,7 +43,7 @@ from loaders.source import Reject, Source, is_gzip, verify_gzip
 # how many items to read between two progress-bar updates
 _PROGRESS_EVERY = 8192
 # the first lines of a file (triples and rejects) that must show it is read in the right format
-FORMAT_SAMPLE = 1000  # the first lines of a file that tell whether it is in the format it is read as
+FORMAT_SAMPLE = 1000
 
 
 def load_files(

@@ -185,7 +185,6 @@ def render_answer(result: Any, names: dict[str, str | None]) -> str:
     return "\n".join(lines)
 
 
-
 def _read_demos(path: Path) -> list[Demo]:
     """``--demos``: a JSON list of ``{"question", "s_expression"}`` objects."""
     try:
@@ -199,6 +198,7 @@ def _read_demos(path: Path) -> list[Demo]:
                                             and isinstance(d.get("s_expression"), str) for d in raw):
         raise InvalidInputError(f'--demos {path}: give a JSON list of {{"question": ..., "s_expression": ...}} objects (strings)')
     return [Demo(d["question"], d["s_expression"]) for d in raw]
+
 
 def _recall(args: argparse.Namespace) -> None:
     from engine.methods.arg.datasets import recall

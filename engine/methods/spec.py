@@ -73,10 +73,13 @@ class Option:
     choices: tuple[str, ...] | None
     least: float | None  # the smallest value a number may take
 
+    def kind_words(self) -> str:
+        """The option's kind in words ("an integer")."""
+        return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[self.kind]
+
     def wanted(self) -> str:
         """What a value of this option is, in words ("an integer", "a number or null")."""
-        kind = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[self.kind]
-        return kind + (" or null" if self.optional else "")
+        return self.kind_words() + (" or null" if self.optional else "")
 
 
 def options(config_type: type) -> list[Option]:
@@ -107,8 +110,8 @@ def check_options(config: Any) -> None:
         number = isinstance(value, int) if o.kind is int else isinstance(value, (int, float)) and math.isfinite(value)
         if isinstance(value, bool) or not number or value < o.least:
             least = int(o.least) if float(o.least).is_integer() else o.least
-            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {'an integer' if o.kind is int else 'a number'} "
-                                    f"of at least {least}" + (" (or none)" if o.optional else ""))
+            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {o.kind_words()} of at least {least}"
+                                    + (" (or none)" if o.optional else ""))
 
 
 def _scalar(hint: Any, owner: type, name: str) -> tuple[type, bool]:

@@ -148,11 +148,15 @@ def loaded_store(workdir: Path, name: str, reproduce: str) -> Path:
     nothing answers from part of a graph)."""
     path = store_directory(workdir, name)
     record = _load_record(path)
-    if not path.is_dir() or record is None or record.get("state") != "done":
-        state = ("is not there" if not path.exists() else f"was not loaded by `kgqa reproduce` (no {marker(path).name} beside it)"
-                 if record is None else "was not loaded to the end (its load was cut short)")
-        raise InvalidInputError(f"store {name!r} in {workdir / 'stores'} {state}: run `{reproduce}`, or give --store")
-    return path
+    if not path.is_dir():
+        state = "is not there"
+    elif record is None:
+        state = f"was not loaded by `kgqa reproduce` (no {marker(path).name} beside it)"
+    elif record.get("state") != "done":
+        state = "was not loaded to the end (its load was cut short)"
+    else:
+        return path
+    raise InvalidInputError(f"store {name!r} in {workdir / 'stores'} {state}: run `{reproduce}`, or give --store")
 
 
 def built_dataset_dir(workdir: Path) -> Path:
