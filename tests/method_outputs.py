@@ -64,7 +64,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
 
 def etd_checkpoint(store: Any, directory: Path) -> str:
     """A small GNN trained for two epochs on the questions (seeded: the same weights every time)."""
-    from engine.methods.etd.training import TrainConfig, train
+    from engine.methods.etd.config import TrainConfig
+    from engine.methods.etd.training import train
 
     config = TrainConfig.for_dataset("metaqa-1hop", num_layers=2, top_k=10, dim=16, epochs=2, batch_size=4, lr=0.01)
     train(store, QUESTIONS, QUESTIONS, config, directory, progress=False)

@@ -503,7 +503,7 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
 
 @pytest.mark.model
 def test_bad_training_settings_are_refused_before_training():
-    from engine.methods.etd.training import TrainConfig
+    from engine.methods.etd.config import TrainConfig
 
     for bad, says in (({"epochs": 0}, "epochs must be an integer"), ({"lr": float("nan")}, "lr must be a number, not negative"),
                       ({"dim": 0}, "dim must be"), ({"max_degree": 0}, "max_degree must be"),

@@ -136,6 +136,37 @@ def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, wh
     assert str(path) in message and where in message and what in message
 
 
+ETD_STAGE = """
+[[recipes.toy.stages]]
+name = "gnn"
+kind = "etd"
+dataset = "qa_dev.txt"
+store = "toy"
+paper_config = "metaqa-1hop"
+epochs = 1
+lr = 1e-3
+seed = 0
+"""
+
+
+@pytest.mark.parametrize("change, where, what", [
+    (("paper_config = \"metaqa-1hop\"\n", ""), "recipes.toy.stages[1].dataset", "no paper settings for"),
+    (("\"metaqa-1hop\"", "\"metaqa-9hop\""), "recipes.toy.stages[1].paper_config", "no paper settings for 'metaqa-9hop'"),
+    (("epochs = 1", "epochs = 0"), "recipes.toy.stages[1]", "EtD training settings: epochs must be an integer of at least 1"),
+    (("lr = 1e-3", "lr = nan"), "recipes.toy.stages[1]", "EtD training settings: lr must be a number"),
+    (("seed = 0", "seed = 0\nmax_frontier = -1"), "recipes.toy.stages[1]", "max_frontier must be an integer of at least 1"),
+])
+def test_an_etd_stages_settings_are_checked_when_the_recipe_is_read(tmp_path, tiny, change, where, what):
+    path = _toy(tmp_path, tiny)
+    toy = path.read_text()
+    path.write_text(toy + ETD_STAGE)
+    assert load_recipe("rog", "toy", path).stages[1].settings["paper_config"] == "metaqa-1hop"
+    assert change[0] in ETD_STAGE
+    path.write_text(toy + ETD_STAGE.replace(change[0], change[1], 1))
+    message = _error(path)
+    assert str(path) in message and where in message and what in message
+
+
 EXTENDED = """
 [recipes.derived]
 description = "the toy recipe trained longer"

@@ -61,7 +61,8 @@ def _run_train(args: argparse.Namespace) -> None:
     also seeds the initialisation and the batch order), validating on the split's ``val`` part."""
     from dataclasses import replace
 
-    from engine.methods.etd.training import PAPER_LAYERS_TOP_K, TrainConfig, train
+    from engine.methods.etd.config import PAPER_LAYERS_TOP_K, TrainConfig
+    from engine.methods.etd.training import train
 
     paper = args.paper_config or args.dataset
     if paper not in PAPER_LAYERS_TOP_K:

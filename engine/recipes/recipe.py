@@ -68,7 +68,7 @@ LM_KEYS = {
     "weight_decay": float, "lora": bool, "lora_r": int, "lora_alpha": int, "prompt_template": str, "precision": str,
 }
 LM_REQUIRED = ("name", "kind", "mix", "epochs", "lr", "batch_size", "seed")
-#: ``kgqa etd train``'s settings (engine.methods.etd.training.TrainConfig)
+#: ``kgqa etd train``'s settings (engine.methods.etd.config.TrainConfig)
 ETD_KEYS = {
     "name": str, "kind": str, "dataset": str, "store": str, "paper_config": str, "epochs": int, "patience": int,
     "batch_size": int, "lr": float, "weight_decay": float, "dim": int, "num_layers": int, "top_k": int,
@@ -327,8 +327,10 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         else:
             t = _check_table(item, ETD_KEYS, ETD_REQUIRED, w)
             _check_ref(t.get("init_from"), earlier, w / "init_from")
-            stage = Stage(t["name"], "etd", {k: v for k, v in t.items() if k not in ("name", "kind", "dataset", "store")},
-                          dataset=dataset_of(t["dataset"], t["store"], w), store=t["store"])
+            settings = {k: v for k, v in t.items() if k not in ("name", "kind", "dataset", "store")}
+            dataset = dataset_of(t["dataset"], t["store"], w)
+            _check_etd_settings(settings, dataset, w)
+            stage = Stage(t["name"], "etd", settings, dataset=dataset, store=t["store"])
         if stage.name in earlier:
             raise (w / "name").error(f"two stages are named {stage.name!r}")
         stages.append(stage)
@@ -420,6 +422,22 @@ def _check_lm_settings(settings: dict[str, Any], where: _Where) -> None:
 
     try:
         SftConfig(**settings)
+    except InvalidInputError as e:
+        raise where.error(str(e)) from None
+
+
+def _check_etd_settings(settings: dict[str, Any], dataset: str, where: _Where) -> None:
+    """An EtD stage's settings as ``kgqa etd train`` holds them, checked when the recipe is read
+    rather than when the stage starts: the paper's settings it starts from (``paper_config``, else
+    its dataset's) must exist, and every number must be one training takes."""
+    from engine.methods.etd.config import PAPER_LAYERS_TOP_K, TrainConfig
+
+    paper = settings.get("paper_config", dataset)
+    if paper not in PAPER_LAYERS_TOP_K:
+        raise (where / ("paper_config" if "paper_config" in settings else "dataset")).error(
+            f"no paper settings for {paper!r}: name them with paper_config ({', '.join(PAPER_LAYERS_TOP_K)})")
+    try:
+        TrainConfig.for_dataset(paper, **{k: v for k, v in settings.items() if k != "paper_config"})
     except InvalidInputError as e:
         raise where.error(str(e)) from None
 

@@ -294,21 +294,17 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
 
 
 def _etd_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
-    from engine.methods.etd.training import PAPER_LAYERS_TOP_K
-
     assert stage.dataset is not None and stage.store is not None
-    settings = dict(stage.settings)
+    settings = dict(stage.settings)  # checked when the recipe was read
     init_from, seen_init = ctx.resolve(settings.pop("init_from", None))
     paper = settings.pop("paper_config", None) or stage.dataset
-    if paper not in PAPER_LAYERS_TOP_K:
-        raise InvalidInputError(f"stage {stage.name!r}: no paper settings for {paper!r}: name them with paper_config "
-                                f"({', '.join(PAPER_LAYERS_TOP_K)})")
     out = ctx.stage_dir(stage.name)
     wanted = digest({"step": "etd", "settings": settings, "paper": paper, "init_from": seen_init,
                      "dataset": ctx.dataset_digest(stage.dataset), "store": ctx.stores[stage.store].content})
 
     def work() -> dict[str, Any]:
-        from engine.methods.etd.training import TrainConfig, train
+        from engine.methods.etd.config import TrainConfig
+        from engine.methods.etd.training import train
         from loaders.datasets import load_dataset, split_questions
 
         config = TrainConfig.for_dataset(paper, **settings, init_from=init_from,

@@ -1,9 +1,10 @@
 """EtD (Explore-then-Determine): a question-conditioned GNN explores the graph through the
 store, then a language model picks the answer from a multiple-choice prompt.
 
-Modules: ``exploration`` (batched expansion through ``Store.expand``), ``layers`` (Eq. 1–2),
-``model`` (encodings, layers, scorer, loss), ``training``, ``evidence`` (Algorithm 2),
-``prompts``, ``determination``, ``pipeline`` and ``cli``. The method's page: docs/methods/etd.md.
+Modules: ``config`` (the run options and training settings, without torch), ``exploration``
+(batched expansion through ``Store.expand``), ``layers`` (Eq. 1–2), ``model`` (encodings, layers,
+scorer, loss), ``training``, ``evidence`` (Algorithm 2), ``prompts``, ``determination``,
+``pipeline``; its commands are in ``engine.cli.etd``. The method's page: docs/methods/etd.md.
 """
 from __future__ import annotations
 
