@@ -48,8 +48,9 @@ FLUSH_ROWS = 50_000
 #: where :func:`export_files` writes the lines it rejected, in the import directory
 REJECTS_FILE = "rejects.tsv"
 NODE_FILE, LITERAL_FILE, SCHEMA_FILE = "nodes.csv", "literals.csv", "schema.cypher"
-#: what an export writes besides its rel-*.csv files
+#: what an export writes besides its relationship files (named as RELATION_FILES matches)
 EXPORT_FILES = (NODE_FILE, LITERAL_FILE, SCHEMA_FILE)
+RELATION_FILES = "rel-*.csv"
 
 
 @dataclass
@@ -136,7 +137,7 @@ def export_neo4j_import(
     started = time.monotonic()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("rel-*.csv"):
+    for old in out.glob(RELATION_FILES):
         old.unlink()
     names: dict[str, Literal | None] = {}
     literals: dict[str, Literal] = {}
@@ -243,7 +244,7 @@ def export_files(
     try:
         plan = export_neo4j_import(triples(), out, database, progress=progress)
     except InvalidInputError:
-        for written in (*out.glob("rel-*.csv"), *(out / name for name in EXPORT_FILES)):
+        for written in (*out.glob(RELATION_FILES), *(out / name for name in EXPORT_FILES)):
             written.unlink(missing_ok=True)  # a part of an export must not be imported as a whole one
         raise
     finally:

@@ -270,8 +270,8 @@ def test_a_device_torch_cannot_use_here_is_named(tmp_path, monkeypatch, capsys):
     from engine.errors import InvalidInputError
     from engine.models.device import pick_device
 
-    for device, says in (("tpu", "--device 'tpu' is not a torch device: use cpu, cuda or cuda:N"), ("cuda:99", "--device cuda:99: "),
-                         ("mps" if not torch.backends.mps.is_available() else "tpu", "--device ")):
+    for device, says in (("tpu", "device 'tpu' is not a torch device: use cpu, cuda or cuda:N"), ("cuda:99", "device cuda:99: "),
+                         ("mps" if not torch.backends.mps.is_available() else "tpu", "device ")):
         with pytest.raises(InvalidInputError, match=re.escape(says)):
             pick_device(device)
     assert pick_device("cpu") == "cpu"
@@ -285,7 +285,7 @@ def test_a_device_torch_cannot_use_here_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KGQA_DEVICE")
     # a command names it before any work: here before a recipe loads a store
     assert main(["reproduce", "rog", "--quick", "--device", "tpu", "--workdir", str(tmp_path / "work")]) == 2
-    assert "--device 'tpu' is not a torch device" in capsys.readouterr().err and not (tmp_path / "work").exists()
+    assert "device 'tpu' is not a torch device" in capsys.readouterr().err and not (tmp_path / "work").exists()
     (tmp_path / "file").write_text("")
     assert main(["reproduce", "rog", "--quick", "--device", "cpu", "--workdir", str(tmp_path / "file")]) == 2
     assert f"--workdir {tmp_path / 'file'} is a file" in capsys.readouterr().err

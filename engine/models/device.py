@@ -17,7 +17,7 @@ def pick_device(preferred: str | None = None) -> str:
     import torch
 
     if preferred is not None:
-        choice = _usable(preferred, "--device")
+        choice = _usable(preferred, "device")  # given by --device or by a Python caller
     elif os.environ.get("KGQA_DEVICE"):
         choice = _usable(os.environ["KGQA_DEVICE"], "$KGQA_DEVICE")
     else:
