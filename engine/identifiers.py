@@ -62,7 +62,18 @@ def validate_relation(name: object) -> str:
     return name
 
 
-def validate_relations(names: Iterable[object]) -> list[str]:
+def check_list(value: object, argument: str, of: str) -> None:
+    """Refuse ``value`` as the list ``argument`` unless it is a collection: a bare string would be
+    taken character by character, and None or a number would fail inside the engine."""
+    if isinstance(value, (str, bytes)):
+        shown = clipped(repr(value), 200)
+        raise InvalidInputError(f"expected a list of {of} as {argument}, got the string {shown}; wrap it: [{shown}]")
+    if not isinstance(value, Iterable):
+        raise InvalidInputError(f"expected a list of {of} as {argument}, got {clipped(repr(value), 200)}")
+
+
+def validate_relations(names: Iterable[object], argument: str = "relations") -> list[str]:
+    check_list(names, argument, "relation names")
     return [validate_relation(n) for n in names]
 
 
@@ -89,9 +100,7 @@ def _id_problem(node_id: object) -> str:
 def validate_ids(ids: Iterable[object] | str, argument: str = "ids") -> list[str]:
     """Validate a collection of ids, the argument named ``argument``; deduplicate, keeping
     first-seen order."""
-    if isinstance(ids, str):
-        shown = clipped(repr(ids), 200)
-        raise InvalidInputError(f"expected a list of ids as {argument}, got the string {shown}; wrap it: [{shown}]")
+    check_list(ids, argument, "ids")
     seen: dict[str, None] = {}
     for position, node_id in enumerate(ids):
         seen[validate_id(node_id, argument, position)] = None

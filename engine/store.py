@@ -35,7 +35,7 @@ import contextlib
 import dataclasses
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import (
@@ -60,6 +60,7 @@ from engine.graph import (
 from engine.identifiers import (
     MAX_ID_LENGTH,
     SEARCH_MODES,
+    check_list,
     validate_direction,
     validate_hops,
     validate_id,
@@ -166,9 +167,10 @@ def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -
 def split_anchors(anchors: Iterable[str | Literal] | str, argument: str = "ids") -> tuple[list[str], list[Literal]]:
     """Validate anchors (node ids and literals), the argument named ``argument``; deduplicate
     each kind, keeping first-seen order."""
-    if isinstance(anchors, (str, Literal)):
+    if isinstance(anchors, Literal):
         shown = clipped(repr(anchors), 200)
         raise InvalidInputError(f"expected a list of ids or literals as {argument}, got {shown}; wrap it: [{shown}]")
+    check_list(anchors, argument, "ids or literals")
     ids: dict[str, None] = {}
     literals: dict[Literal, None] = {}
     for position, anchor in enumerate(anchors):
@@ -203,11 +205,8 @@ def validate_parameters(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate_exclude(exclude: Sequence[str]) -> tuple[str, ...]:
-    """The relations a call leaves out, checked and sorted (a bare string would exclude its
-    characters)."""
-    if isinstance(exclude, str):
-        raise InvalidInputError(f"exclude must be a list of relation names, got the string {exclude!r}; wrap it: [{exclude!r}]")
-    return tuple(sorted(set(validate_relations(exclude))))
+    """The relations a call leaves out, checked and sorted."""
+    return tuple(sorted(set(validate_relations(exclude, "exclude"))))
 
 
 def _cut(rows: list, limit: int | None, key) -> tuple[list, bool]:
@@ -425,9 +424,7 @@ class Store(ABC):
         ``distinct_edges=False`` lets a walk use one stored edge more than once (there and
         back), as RoG's own BFS and PathQuestion's answer generation do."""
         seeds = validate_ids(seeds, "seeds")
-        if isinstance(path, str):
-            raise InvalidInputError(f"path must be a list of relation names, got the string {path!r}")
-        hops = validate_relations(path)
+        hops = validate_relations(path, "path")
         if not 1 <= len(hops) <= MAX_PATH_HOPS:
             raise InvalidInputError(f"path {list(path)!r} must have 1 to {MAX_PATH_HOPS} relations")
         direction = validate_direction(direction)
@@ -685,6 +682,9 @@ class Store(ABC):
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("query text must be a non-empty string")
         validate_text(text, "the query text")
+        if params is not None and not isinstance(params, Mapping):
+            raise InvalidInputError(f"query parameters must be a mapping of names to values, such as {{'film': 'm.0kq01'}}, "
+                                    f"got {clipped(repr(params), 200)}")
         params = validate_parameters(dict(params or {}))
         return self._query(text, params, bool(allow_service), validate_timeout(timeout))
 

@@ -143,6 +143,25 @@ def test_ids_with_control_characters_are_rejected(hostile_store):
         hostile_store.expand("plain")  # a bare string is not a list of ids
 
 
+def test_an_argument_that_is_not_a_list_is_named_before_anything_runs(hostile_store):
+    """A bare string where a list goes would be taken character by character ("r.s" as the
+    relations r, ., s); None or a number would fail inside the engine: each is named instead."""
+    calls = [
+        (lambda: hostile_store.expand(["plain"], "r"), "expected a list of relation names as relations, got the string 'r'; wrap it: ['r']"),
+        (lambda: hostile_store.follow_paths(["plain"], "r"), "expected a list of relation names as path, got the string 'r'"),
+        (lambda: hostile_store.subgraph(["plain"], 1, relations="r"), "as relations, got the string 'r'"),
+        (lambda: hostile_store.follow_paths(["plain"], None), "expected a list of relation names as path, got None"),
+        (lambda: hostile_store.relations(None), "expected a list of ids or literals as ids, got None"),
+        (lambda: hostile_store.expand(5), "expected a list of ids as ids, got 5"),
+        (lambda: hostile_store.shortest_paths(["plain"], None), "expected a list of ids as targets, got None"),
+        (lambda: hostile_store.query("RETURN 1", "plain"), "query parameters must be a mapping of names to values"),
+    ]
+    for call, says in calls:
+        with pytest.raises(InvalidInputError) as e:
+            call()
+        assert says in str(e.value)
+
+
 def test_query_refuses_every_write(hostile_store):
     before = hostile_store.stats()
     writes = SPARQL_WRITES if hostile_store.dialect == "sparql" else CYPHER_WRITES
