@@ -202,8 +202,8 @@ def select_subset(
     if split not in SPLITS:
         raise InvalidInputError(f"unknown split {split!r}: use {', '.join(SPLITS)}")
     for name, value in (("sample", sample), ("limit", limit)):
-        if value is not None and value < 0:
-            raise InvalidInputError(f"--{name} must be 0 or more, not {value}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidInputError(f"invalid {name} {value!r} (--{name}): use a whole number, 0 or more")
     chosen = split_questions(items, split_seed)[split]
     if sample is not None:
         chosen = random.Random(seed).sample(chosen, min(sample, len(chosen)))

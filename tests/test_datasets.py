@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,17 @@ def test_another_sample_seed_never_moves_a_test_question_into_train():
     assert set(select_subset(items, "test", split_seed=1)) != test
     a, b = (select_subset(items, "test", sample=10, seed=s) for s in (2, 3))
     assert set(a) <= test and set(b) <= test and a != b  # the seed still draws the sample
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"sample": -1}, "invalid sample -1 (--sample): use a whole number, 0 or more"),
+    ({"sample": "5"}, "invalid sample '5' (--sample)"),  # from Python: never compared as text
+    ({"limit": 2.5}, "invalid limit 2.5 (--limit)"),
+    ({"limit": True}, "invalid limit True (--limit)"),
+])
+def test_a_sample_or_limit_that_is_not_a_count_is_named(given, says):
+    from loaders.datasets import select_subset
+
+    with pytest.raises(InvalidInputError, match=re.escape(says)):
+        select_subset(list(range(50)), "test", **given)
+    assert select_subset(list(range(50)), "test", sample=0) == []

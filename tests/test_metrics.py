@@ -8,7 +8,8 @@ import pytest
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError, ParseError
-from engine.methods.metrics import evaluate, matches, normalize, read_predictions, score_question
+from engine.methods.metrics import evaluate, evaluate_rog, matches, normalize, read_predictions, score_question
+from engine.methods.scoring.report import score
 
 
 def test_normalisation_is_rogs():
@@ -116,6 +117,18 @@ def test_a_record_field_of_the_wrong_kind_is_named_with_its_line(tmp_path, recor
     path.write_text(json.dumps({"answers": ["a"], "prediction": ["a"]}) + "\n" + json.dumps(record) + "\n")
     with pytest.raises(ParseError, match=re.escape(f"predictions.jsonl:2: {says}")):
         read_predictions(path)
+    # records given from Python are held to the same rule by every scorer, named by their place
+    for scorer in (evaluate, evaluate_rog, score):
+        with pytest.raises(InvalidInputError, match=re.escape(f"prediction record 1: {says}")):
+            scorer([{"answers": ["a"], "prediction": ["a"]}, record])
+
+
+def test_a_file_name_given_as_records_is_named():
+    for scorer in (evaluate, evaluate_rog, score):
+        with pytest.raises(InvalidInputError, match=re.escape("got the file name 'rog.jsonl': read the file with read_predictions")):
+            scorer("rog.jsonl")
+        with pytest.raises(InvalidInputError, match=re.escape("prediction record 0: a record needs 'answers' and 'prediction'")):
+            scorer([{"answers": ["a"]}])
 
 
 def test_a_record_may_hold_an_llms_text_numbers_and_no_prediction(tmp_path):

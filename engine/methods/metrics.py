@@ -30,7 +30,7 @@ import functools
 import re
 import string
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,7 +195,7 @@ def evaluate(records: Iterable[dict[str, Any]], match: str = "exact", by: str = 
     by_hops: dict[str, list[QuestionScore]] = defaultdict(list)
     by_qtype: dict[str, list[QuestionScore]] = defaultdict(list)
     no_gold = 0
-    for record in records:
+    for record in checked_records(records):
         s = score_record(record, match, by)
         if s is None:
             no_gold += 1
@@ -258,7 +258,8 @@ def rog_question(prediction: Sequence[Any] | str | None, answers: Sequence[Any])
 def evaluate_rog(records: Iterable[dict[str, Any]]) -> RogMetrics:
     """RoG's ``evaluate_results.py`` (with ``--cal_f1``) over prediction records: the mean of
     :func:`rog_question` over the records that have a gold answer."""
-    rows = [rog_question(r.get("prediction"), r.get("answers") or []) for r in records if _distinct(r.get("answers") or [])]
+    rows = [rog_question(r.get("prediction"), r.get("answers") or []) for r in checked_records(records)
+            if _distinct(r.get("answers") or [])]
     n = len(rows)
 
     def mean(name: str) -> float:
@@ -285,8 +286,6 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     """The records of a predictions JSONL file (each needs ``answers`` and ``prediction``)."""
     records = []
     for n, record in json_lines(path, "predictions file"):
-        if not isinstance(record, dict) or "answers" not in record or "prediction" not in record:
-            raise ParseError("a record needs 'answers' and 'prediction'", source=str(path), line=n)
         problem = _record_problem(record)
         if problem:
             raise ParseError(problem, source=str(path), line=n)
@@ -302,9 +301,24 @@ def _values(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
 
 
-def _record_problem(record: dict[str, Any]) -> str | None:
-    """What is wrong with a prediction record's fields, if anything: a string where a list goes
-    would be scored letter by letter, so each field's kind is checked."""
+def checked_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``records`` as scoring takes them, each checked as :func:`read_predictions` checks a
+    file's lines; a wrong one is named by its place in ``records``."""
+    if isinstance(records, (str, Path)):
+        raise InvalidInputError(f"expected prediction records (dicts), got the file name {str(records)!r}: "
+                                "read the file with read_predictions(path)")
+    for n, record in enumerate(records):
+        problem = _record_problem(record)
+        if problem:
+            raise InvalidInputError(f"prediction record {n}: {problem}")
+        yield record
+
+
+def _record_problem(record: Any) -> str | None:
+    """What is wrong with a prediction record, if anything: a string where a list goes would be
+    scored letter by letter, so each field's kind is checked."""
+    if not isinstance(record, dict) or "answers" not in record or "prediction" not in record:
+        return "a record needs 'answers' and 'prediction'"
     if not _values(record["answers"]):
         return "'answers' must be a list of the gold answers (strings)"
     prediction = record["prediction"]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import InvalidInputError
-from engine.methods.metrics import check_modes, normalize, score_record
+from engine.methods.metrics import check_modes, checked_records, normalize, score_record
 from engine.methods.scoring.conventions import gnn_rag_hit1, rog_hit, tog_em, webqsp_f1
 
 #: every metric a group reports, in the order of the JSON and the tables
@@ -193,7 +193,7 @@ def score(
         raise InvalidInputError(f"invalid bootstrap {bootstrap}: give a number of resamples, 0 for none")
     rows: dict[str, dict[tuple[str, str], list[list[float]]]] = defaultdict(lambda: defaultdict(list))
     no_gold: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    for record in records:
+    for record in checked_records(records):
         name = str(record.get("set") or record.get("dataset") or default_set)
         keys = [("overall", "")]
         if record.get("hops") is not None:
