@@ -108,6 +108,15 @@ def test_run_method_writes_one_record_shape_and_splits_batch_costs(tmp_path):
     assert summary["predictions"] == str(out)
 
 
+def test_a_method_named_plain_text_where_questions_go():
+    from engine.errors import InvalidInputError
+
+    method = _Echo(ReferenceStore([Triple("e0", "r", "e1")]), Models())
+    with pytest.raises(InvalidInputError, match="echo answers Question objects .* got 'who directed e0'"):
+        method.answer(["who directed e0"])
+    assert method.answer([Question("q", "who directed e0", [], ["e0"], [])])[0].answers == ["e0"]
+
+
 def test_evaluate_compares_by_id_where_both_sides_have_ids():
     # two films named alike: by name the prediction looks right, by id it is not
     record = {"answers": ["Titanic"], "answer_ids": ["m.1997"], "prediction": ["Titanic"], "prediction_ids": ["m.1953"]}

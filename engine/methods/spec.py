@@ -27,15 +27,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import InvalidInputError, KGQAError, clipped
 from engine.identifiers import positive_int
 from engine.methods.meter import Meter
+from loaders.questions import Question
 
 if TYPE_CHECKING:
     from engine.models.sft import Sample
     from engine.store import Store
     from loaders.datasets import QuestionSet
-    from loaders.questions import Question
 
 
 @dataclass
@@ -194,6 +194,10 @@ class Method(ABC):
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
         """One :class:`Prediction` per question, in order."""
         batch = list(questions)
+        for q in batch:
+            if not isinstance(q, Question):
+                raise InvalidInputError(f"{self.name} answers Question objects (loaders.questions.Question, as load_dataset "
+                                        f"gives them), got {clipped(repr(q), 200)}")
         predictions = self._answer(batch) if batch else []
         if len(predictions) != len(batch):
             raise KGQAError(f"{self.name} answered {len(predictions)} of {len(batch)} questions")
