@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -44,18 +45,30 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
     if uri.startswith(("bolt", "neo4j")):  # the Bolt store checks the exact scheme
         from engine.stores.bolt import BoltStore
 
-        return BoltStore(uri, **options)
+        return _make(BoltStore, uri, **options)
     if uri.startswith(("http://", "https://")):
         from engine.stores.sparql_endpoint import SparqlEndpointStore
 
-        return SparqlEndpointStore(uri, **options)
+        return _make(SparqlEndpointStore, uri, **options)
     from engine.stores.oxigraph import OxigraphStore
 
     if uri == "memory:":
-        return OxigraphStore(None, **options)  # nothing to share: read_only does not apply
+        return _make(OxigraphStore, None, **options)  # nothing to share: read_only does not apply
     path = uri[len("oxigraph:"):] if uri.startswith("oxigraph:") else uri
     if "://" in path:
         raise InvalidInputError(
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
         )
-    return OxigraphStore(path, create=create, read_only=read_only, **options)
+    return _make(OxigraphStore, path, create=create, read_only=read_only, **options)
+
+
+def _make(store_type: type[Store], *args: Any, **options: Any) -> Store:
+    """``store_type(*args, **options)``, an option that kind of store does not take named first
+    (rather than a TypeError, which a mistake inside the constructor would raise too)."""
+    parameters = inspect.signature(store_type).parameters
+    unknown = sorted(set(options) - set(parameters))
+    if unknown:
+        takes = [name for name, p in parameters.items()
+                 if p.default is not p.empty and name not in ("create", "read_only")]  # those open_store sets
+        raise InvalidInputError(f"{store_type.__name__} takes no option {unknown[0]!r}: give one of {', '.join(takes)}")
+    return store_type(*args, **options)

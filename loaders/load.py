@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Triple
-from engine.identifiers import positive_int
+from engine.identifiers import check_list, positive_int
 from engine.open import beside_store
 from engine.results import LoadReport
 from engine.store import Store
@@ -318,6 +318,7 @@ def check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     """Every input as a Path, checked to be a readable file before anything is loaded."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    check_list(paths, "paths", "input files")
     files = [Path(p) for p in paths]
     if not files:
         raise InvalidInputError(f"no input files given; name one or more files in one of the formats {format_names()}")

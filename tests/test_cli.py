@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from engine.cli.main import main
+from engine.errors import InvalidInputError
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -262,12 +263,35 @@ def test_a_closed_pipe_ends_quietly(demo_store):
     assert process.returncode == 0 and process.stderr == b""
 
 
+@pytest.mark.parametrize("uri, kind", [("memory:", "OxigraphStore"), ("http://127.0.0.1:9/sparql", "SparqlEndpointStore"),
+                                       ("bolt://127.0.0.1:9", "BoltStore")])
+def test_a_store_option_the_store_does_not_take_is_named_with_those_it_does(uri, kind, capsys):
+    """Before any connection: the option's name, and the options that kind of store takes."""
+    from engine.open import open_store
+
+    assert main(["stats", "--store", uri, "--store-option", "graphs=x"]) == 2
+    err = capsys.readouterr().err
+    assert f"{kind} takes no option 'graphs': give one of " in err and "namespace" in err and "Traceback" not in err
+    with pytest.raises(InvalidInputError, match=f"{kind} takes no option 'graphs'"):
+        open_store(uri, graphs="x")
+
+
+def test_python_entry_points_name_an_argument_of_the_wrong_kind():
+    from engine.models.loading import load_lm
+    from engine.open import open_store
+    from loaders.load import load_files
+
+    with pytest.raises(InvalidInputError, match="expected a list of input files as paths, got None"):
+        load_files(open_store("memory:"), None, "ntriples")
+    with pytest.raises(InvalidInputError, match="language model 5: name it by a path"):
+        load_lm(5)
+
+
 def test_a_device_torch_cannot_use_here_is_named(tmp_path, monkeypatch, capsys):
     import re
 
     import torch
 
-    from engine.errors import InvalidInputError
     from engine.models.device import pick_device
 
     for device, says in (("tpu", "device 'tpu' is not a torch device: use cpu, cuda or cuda:N"), ("cuda:99", "device cuda:99: "),

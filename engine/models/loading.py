@@ -46,6 +46,8 @@ def load_lm(
 ) -> LanguageModel:
     """A language model, cached per (name, device, template, dtype) so a process loads each
     once; ``dtype`` as :meth:`TransformersLM.load` takes it (a chat endpoint has none)."""
+    if name_or_path is not None and not isinstance(name_or_path, str):
+        raise InvalidInputError(f"language model {name_or_path!r}: name it by a path, a Hugging Face id or openai:MODEL@URL (a string)")
     if name_or_path and name_or_path.startswith(OPENAI_PREFIX):
         model, url = split_server_name(name_or_path)
         base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
