@@ -3,20 +3,22 @@
 The README's Quickstart commands build the workspace the examples assume (``kgqa-data/metaqa``
 from the real MetaQA KB, ``rog.jsonl`` from the shipped planner, and ``kgqa-data/demo`` as ``make
 demo`` loads it); then every Python block of the README and of every page under docs/ runs, a
-page's blocks in order in one namespace, and the command-line examples of the pages that need no
-other server or file. An expression an example shows must answer something: an example whose
+page's blocks in order in one namespace, the command-line examples of the pages that need no
+other server or file, and the serving page's requests against ``kgqa serve``. An expression an example shows must answer something: an example whose
 answer is empty (an id the store does not hold, a relation it lacks) teaches the wrong thing.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
-import os
+import json
 import re
 import shlex
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,31 @@ def mcp_server(workspace):
         process.communicate(timeout=30)
 
 
+@pytest.fixture
+def served(workspace):
+    """``kgqa serve`` over the Quickstart's MetaQA store, as the serving page starts it."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.main", "serve", "--store", "kgqa-data/metaqa", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workspace, env=child_env(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert time.monotonic() < deadline and process.poll() is None, "kgqa serve did not start listening"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def _post(url: str, body: str) -> Any:
+    request = urllib.request.Request(url, body.encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.loads(response.read())
+
+
 def _listening(port: int) -> bool:
     import socket
 
@@ -163,6 +190,18 @@ def test_every_python_example_runs_and_answers(page, workspace, shared_data, req
 @pytest.mark.parametrize("page, first", SHELL_EXAMPLES[1:], ids=[p for p, _ in SHELL_EXAMPLES[1:]])
 def test_command_line_examples_run_and_answer(page, first, workspace, shared_data):
     run_shell(shell_block(page, first), workspace, shared_data)
+
+
+def test_the_serving_examples_answer(served, shared_data):
+    """The serving page's curl call and its /v1/answer body, sent to a server on another port."""
+    page = ROOT / "docs" / "serve.md"
+    (curl,) = [argv for block in blocks(page, "bash") for argv in commands(block, shared_data) if argv[0] == "curl"]
+    url = urllib.parse.urlsplit("http://" + next(a for a in curl[1:] if a.startswith("localhost:")))
+    assert url.port == 8000 and not empty(_post(served + url.path, curl[curl.index("-d") + 1])["paths"])
+    (answer,) = [block for block in blocks(page, "json") if block.startswith("POST /v1/answer")]
+    target, body = answer.split("\n", 1)
+    (prediction,) = _post(served + target.split()[1], body)["predictions"]
+    assert prediction["prediction"], prediction
 
 
 def test_the_examples_that_run_are_found():
