@@ -14,11 +14,14 @@ import dataclasses
 import json
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,42 +114,34 @@ def run_python(code: str, namespace: dict[str, Any], where: str) -> None:
             exec(compile(ast.Module([statement], type_ignores=[]), where, "exec"), namespace)
 
 
-@pytest.fixture
-def mcp_server(workspace):
+@contextmanager
+def _kgqa_listening(workspace: Path, *argv: str) -> Iterator[int]:
+    """``kgqa ARGV… --port P`` started in ``workspace``, once it accepts connections on P."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", "mcp", "--store", "kgqa-data/demo", "--transport", "http", "--port", str(port)],
-        stderr=subprocess.PIPE, text=True, cwd=workspace, env=child_env(),
-    )
+    process = subprocess.Popen([sys.executable, "-m", "engine.cli.main", *argv, "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workspace, env=child_env())
     try:
-        assert "MCP tools at" in process.stderr.readline()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not _listening(port):
-            assert time.monotonic() < deadline and process.poll() is None, "kgqa mcp did not start listening"
+            assert time.monotonic() < deadline and process.poll() is None, f"kgqa {argv[0]} did not start listening"
             time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield port
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+@pytest.fixture
+def mcp_server(workspace):
+    with _kgqa_listening(workspace, "mcp", "--store", "kgqa-data/demo", "--transport", "http") as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @pytest.fixture
 def served(workspace):
     """``kgqa serve`` over the Quickstart's MetaQA store, as the serving page starts it."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", "serve", "--store", "kgqa-data/metaqa", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workspace, env=child_env(),
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert time.monotonic() < deadline and process.poll() is None, "kgqa serve did not start listening"
-            time.sleep(0.2)
+    with _kgqa_listening(workspace, "serve", "--store", "kgqa-data/metaqa") as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
 
 
 def _post(url: str, body: str) -> Any:
@@ -156,8 +151,6 @@ def _post(url: str, body: str) -> Any:
 
 
 def _listening(port: int) -> bool:
-    import socket
-
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
