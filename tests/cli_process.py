@@ -15,8 +15,10 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
 
 
-def run_kgqa(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``kgqa ARGV…`` to its end; a command that runs past ``timeout`` seconds fails the test."""
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", *argv], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=child_env()
-    )
+def run_kgqa(
+    *argv: str, timeout: float = 120, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``kgqa ARGV…`` to its end, in ``cwd``, with ``env`` added to the child's environment; a
+    command that runs past ``timeout`` seconds fails the test."""
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env={**child_env(), **(env or {})})

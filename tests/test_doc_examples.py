@@ -4,8 +4,9 @@ The README's Quickstart commands build the workspace the examples assume (``kgqa
 from the real MetaQA KB, ``rog.jsonl`` from the shipped planner, and ``kgqa-data/demo`` as ``make
 demo`` loads it); then every Python block of the README and of every page under docs/ runs, a
 page's blocks in order in one namespace, the command-line examples of the pages that need no
-other server or file, and the serving page's requests against ``kgqa serve``. An expression an example shows must answer something: an example whose
-answer is empty (an id the store does not hold, a relation it lacks) teaches the wrong thing.
+other server or file, and the serving page's requests against ``kgqa serve``. An expression an
+example shows must answer something: an example whose answer is empty (an id the store does not
+hold, a relation it lacks) teaches the wrong thing.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import pytest
 
 from engine.servers.base import free_port
 from engine.store import Store
-from tests.cli_process import ROOT, child_env
+from tests.cli_process import ROOT, child_env, run_kgqa
 
 pytestmark = [pytest.mark.model, pytest.mark.shared_data]
 
@@ -68,8 +69,7 @@ def run_shell(block: str, workspace: Path, data: Path) -> list[subprocess.Comple
     done = []
     for argv in commands(block, data):
         assert argv[0] == "kgqa", f"not a kgqa command: {argv}"
-        result = subprocess.run([sys.executable, "-m", "engine.cli.main", *argv[1:]], capture_output=True, text=True,
-                                cwd=workspace, env={**child_env(), "KGQA_DATA": str(data)}, timeout=900)
+        result = run_kgqa(*argv[1:], timeout=900, cwd=workspace, env={"KGQA_DATA": str(data)})
         shown = " ".join(argv)
         assert result.returncode == 0, f"{shown}\n{result.stderr}"
         assert result.stdout.strip(), f"{shown} printed nothing"
@@ -82,8 +82,8 @@ def run_shell(block: str, workspace: Path, data: Path) -> list[subprocess.Comple
 def workspace(tmp_path_factory, shared_data) -> Path:
     """A folder holding what the Quickstart and ``make demo`` leave behind."""
     folder = tmp_path_factory.mktemp("newcomer")
-    subprocess.run([sys.executable, "-m", "engine.cli.main", "demo"], cwd=folder, env=child_env(), check=True,
-                   capture_output=True, timeout=300)
+    demo = run_kgqa("demo", timeout=300, cwd=folder)
+    assert demo.returncode == 0, demo.stderr
     run_shell(shell_block(*SHELL_EXAMPLES[0]), folder, shared_data)
     return folder
 
