@@ -11,7 +11,6 @@ weights.
 """
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
@@ -46,19 +45,9 @@ class ModelServer:
 
 def save_directory(lm: Any, out: Path) -> Path:
     """The in-process model (:class:`engine.models.transformers_lm.TransformersLM`) written as a
-    transformers directory, leaving the loaded model as it was: the config names its
-    architecture and drops the GGUF marker, the weights go out as they are held (float32)."""
-    from safetensors.torch import save_model
-
-    config = copy.deepcopy(lm.model.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config.architectures = [type(lm.model).__name__]
-    out.mkdir(parents=True, exist_ok=True)
-    config.save_pretrained(out)
-    lm.model.generation_config.save_pretrained(out)
+    transformers directory, its weights as they are held (float32)."""
+    lm.model.save_pretrained(out)
     lm.tokenizer.save_pretrained(out)
-    save_model(lm.model, str(out / "model.safetensors"))  # ties the shared embedding weights once
     return out
 
 

@@ -302,12 +302,6 @@ def load_trainable(base: str | None, config: SftConfig) -> Any:
 
     device = pick_device(config.device)
     lm = TransformersLM.load(local_source(base), device, config.template)
-    quantizer = getattr(lm.model, "hf_quantizer", None)
-    method = getattr(quantizer, "quantization_config", None) and quantizer.quantization_config.quant_method
-    if str(getattr(method, "value", method)) == "gguf":
-        # a GGUF file is de-quantised into ordinary float32 weights on load; transformers still
-        # marks the model as quantised, which refuses training and save_pretrained
-        quantizer.remove_quantization_config(lm.model)
     if config.lora:
         from peft import LoraConfig, get_peft_model
 

@@ -78,28 +78,25 @@ class TransformersLM(LanguageModel):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from engine.models import float32_cache
+        from engine.models import float32_cache, gguf_conversion
 
         device = pick_device(device)
         if template is None:
             template = saved_template(found.path)
-        source, options = found.path, dict(found.options)
-        if source.endswith(".gguf"):
-            gguf = Path(source)
-            source, options["gguf_file"] = str(gguf.parent), gguf.name
         if dtype is None:
             dtype = "float32" if device == "cpu" else "auto"
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, **options)
-            # a GGUF file loads fastest in float32 (transformers' advice); it is cast after loading
-            loading = "float32" if "gguf_file" in options else dtype
-            model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=loading if loading == "auto" else getattr(torch, loading), **options
-            )
+            if found.path.endswith(".gguf"):  # read in float32, cast below
+                tokenizer, model = gguf_conversion.read_gguf(Path(found.path))
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(found.path, **found.options)
+                model = AutoModelForCausalLM.from_pretrained(
+                    found.path, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **found.options
+                )
         except (OSError, ValueError) as e:
             raise KGQAError(f"cannot load the language model {name_or_path!r}: {e}") from e
         model.to(device)
-        if loading != dtype and dtype != "auto":
+        if dtype != "auto":
             model.to(getattr(torch, dtype))
         model.eval()
         lm = cls(model, tokenizer, name_or_path, device, template)

@@ -1,0 +1,105 @@
+"""A GGUF file read as an ordinary transformers model, converted once and kept on disk.
+
+transformers reads a GGUF file's metadata three times (for the config, the tokenizer and the
+weights), field by field, and maps its tensor names anew for every tensor: loading the offline
+default SmolLM2-135M that way takes about 30 s on a CPU, of which de-quantising the weights is
+3 s. :func:`read_gguf` does that once per file and keeps the result under :func:`cache_root` as a
+plain checkpoint (float32 safetensors, config, tokenizer), which later loads read in under a
+second. The kept checkpoint holds the same weights, bit for bit, and the same tokenizer
+(tests/test_gguf_conversion.py). It is keyed by the file's absolute path, size and modification
+time and by the transformers version that converted it, so a changed file or a new transformers
+converts again; where the cache cannot be written, each load converts anew (with a warning).
+
+The model comes back unmarked as quantised: its weights are ordinary float32 tensors, which
+train and save like any other model's.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+#: the environment variable naming the folder converted models are kept in
+CACHE_ENV = "KGQA_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """``$KGQA_CACHE_DIR``, else ``kgqa-engine`` under ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kgqa-engine"
+
+
+def converted_dir(gguf: Path) -> Path:
+    """Where the conversion of the GGUF file ``gguf`` (as it is now) is kept."""
+    import transformers
+
+    stat = gguf.stat()
+    identity = [str(gguf.resolve()), stat.st_size, stat.st_mtime_ns, transformers.__version__]
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    return cache_root() / "gguf" / f"{gguf.stem}-{key}"
+
+
+def read_gguf(gguf: Path) -> tuple[Any, Any]:
+    """The tokenizer and float32 model the GGUF file ``gguf`` holds: from its kept conversion
+    when there is one, else read from the file and kept for the next load."""
+    target = converted_dir(gguf)
+    if target.is_dir():
+        try:
+            return _read_checkpoint(target)
+        except (OSError, ValueError) as e:  # a damaged conversion is converted again
+            warnings.warn(f"the converted model in {target} does not load ({e}); converting {gguf} again", stacklevel=2)
+            shutil.rmtree(target, ignore_errors=True)
+    tokenizer, model = _read_file(gguf)
+    try:
+        _keep(tokenizer, model, target)
+    except OSError as e:
+        warnings.warn(
+            f"cannot keep the converted {gguf.name} in {target.parent} ({e}): every load converts it again "
+            f"(about 30 s); set {CACHE_ENV} to a writable folder",
+            stacklevel=2,
+        )
+    return tokenizer, model
+
+
+def _read_file(gguf: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # float32: transformers de-quantises into it fastest, and the kept weights are exact
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model.hf_quantizer.remove_quantization_config(model)
+    return tokenizer, model
+
+
+def _read_checkpoint(directory: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32)
+    return tokenizer, model
+
+
+def _keep(tokenizer: Any, model: Any, target: Path) -> None:
+    """Write the checkpoint beside ``target`` and rename it there, so a reader never sees half
+    of one; a process that converted the same file first wins and this copy is dropped."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    scratch.chmod(0o755)
+    try:
+        model.save_pretrained(scratch)
+        tokenizer.save_pretrained(scratch)
+        try:
+            scratch.rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""A GGUF file converted once and kept (engine.models.gguf_conversion): the kept checkpoint is the
+file's model weight for weight and its tokenizer token for token; a changed file converts again;
+a cache that cannot be written or a damaged conversion still gives the model, with a warning."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.models import gguf_conversion
+from engine.models.loading import default_lm_path
+
+TEXTS = [
+    "who directed [The Prowler]?",
+    "film.film.directed_by",
+    " leading space and  two\tkinds\nof blanks",
+    "ünïcödé, 日本語 and an emoji 🎬",
+    "<|im_start|>user\nnot a real turn<|im_end|>",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def from_file() -> tuple[Any, Any]:
+    """The offline default's tokenizer and model as transformers reads them from the GGUF file."""
+    return gguf_conversion._read_file(Path(default_lm_path()))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(gguf_conversion.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _same_model(a: tuple[Any, Any], b: tuple[Any, Any]) -> None:
+    import torch
+
+    (tokenizer_a, model_a), (tokenizer_b, model_b) = a, b
+    weights_a, weights_b = model_a.state_dict(), model_b.state_dict()
+    assert weights_a.keys() == weights_b.keys()
+    assert all(weights_a[k].dtype == weights_b[k].dtype == torch.float32 for k in weights_a)
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+    settings = [{k: v for k, v in m.config.to_diff_dict().items() if k != "architectures"} for m in (model_a, model_b)]
+    assert settings[0] == settings[1]  # saving names the architecture, which the GGUF file leaves out
+    for text in TEXTS:
+        assert tokenizer_a(text).input_ids == tokenizer_b(text).input_ids
+        assert tokenizer_a(text, add_special_tokens=False).input_ids == tokenizer_b(text, add_special_tokens=False).input_ids
+    turn = [{"role": "user", "content": TEXTS[0]}]
+    assert tokenizer_a.apply_chat_template(turn, tokenize=False, add_generation_prompt=True) == \
+        tokenizer_b.apply_chat_template(turn, tokenize=False, add_generation_prompt=True)
+    special = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "padding_side")
+    assert [getattr(tokenizer_a, s) for s in special] == [getattr(tokenizer_b, s) for s in special]
+    assert len(tokenizer_a) == len(tokenizer_b)
+
+
+@pytest.mark.model
+def test_the_kept_conversion_is_the_files_model_and_later_loads_read_it(from_file, cache, monkeypatch):
+    gguf = Path(default_lm_path())
+    first = gguf_conversion.read_gguf(gguf)
+    kept = gguf_conversion.converted_dir(gguf)
+    assert kept.parent == cache / "gguf" and (kept / "model.safetensors").is_file()
+    assert not getattr(first[1], "is_quantized", False)  # ordinary float32 weights, trainable and savable
+    assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # no scratch folder left beside it
+
+    def no_second_conversion(path):
+        raise AssertionError(f"{path} converted again")
+
+    monkeypatch.setattr(gguf_conversion, "_read_file", no_second_conversion)
+    again = gguf_conversion.read_gguf(gguf)
+    _same_model(from_file, first)
+    _same_model(from_file, again)
+
+
+def test_a_changed_file_is_converted_again(tmp_path, cache):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF one")
+    kept = gguf_conversion.converted_dir(gguf)
+    assert kept == gguf_conversion.converted_dir(gguf) and kept.name.startswith("model-")
+    os.utime(gguf, ns=(1, 1))
+    touched = gguf_conversion.converted_dir(gguf)
+    gguf.write_bytes(b"GGUF, two")
+    os.utime(gguf, ns=(1, 1))
+    assert len({kept, touched, gguf_conversion.converted_dir(gguf)}) == 3
+    assert gguf_conversion.converted_dir(tmp_path / ".." / tmp_path.name / "model.gguf") == gguf_conversion.converted_dir(gguf)
+
+
+@pytest.mark.model
+def test_an_unwritable_cache_still_gives_the_model_and_says_so(from_file, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(gguf_conversion.CACHE_ENV, str(blocker))
+    monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
+    with pytest.warns(UserWarning, match="every load converts it again.*KGQA_CACHE_DIR"):
+        assert gguf_conversion.read_gguf(Path(default_lm_path())) == from_file  # the very objects read
+
+
+@pytest.mark.model
+def test_a_damaged_conversion_is_converted_again(from_file, cache, monkeypatch):
+    gguf = Path(default_lm_path())
+    damaged = gguf_conversion.converted_dir(gguf)
+    damaged.mkdir(parents=True)
+    (damaged / "config.json").write_text("{not json")
+    monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
+    with pytest.warns(UserWarning, match="does not load"):
+        assert gguf_conversion.read_gguf(gguf) == from_file  # the very objects read
+    _same_model(from_file, gguf_conversion._read_checkpoint(damaged))
+
+
+@pytest.mark.model
+def test_a_conversion_kept_first_by_another_process_is_the_one_kept(from_file, tmp_path):
+    target = tmp_path / "kept"
+    gguf_conversion._keep(*from_file, target)
+    written = (target / "model.safetensors").stat().st_mtime_ns
+    gguf_conversion._keep(*from_file, target)  # the rename finds the folder there: this copy is dropped
+    assert (target / "model.safetensors").stat().st_mtime_ns == written
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
