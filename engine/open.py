@@ -55,6 +55,8 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
     if uri == "memory:":
         return _make(OxigraphStore, None, **options)  # nothing to share: read_only does not apply
     path = uri[len("oxigraph:"):] if uri.startswith("oxigraph:") else uri
+    if not path.strip():
+        raise InvalidInputError(f"store URI {uri!r} names no folder: give oxigraph:PATH, a directory, or memory: for a store in memory")
     if "://" in path:
         raise InvalidInputError(
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"

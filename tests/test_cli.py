@@ -276,6 +276,18 @@ def test_a_store_option_the_store_does_not_take_is_named_with_those_it_does(uri,
         open_store(uri, graphs="x")
 
 
+@pytest.mark.parametrize("uri", ["oxigraph:", "oxigraph:  "])
+def test_an_embedded_store_uri_without_a_folder_is_refused(uri, capsys, tmp_path, monkeypatch):
+    from engine.open import open_store
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match="names no folder: give oxigraph:PATH, a directory, or memory:"):
+        open_store(uri)
+    assert main(["stats", "--store", uri]) == 2
+    assert "names no folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
 def test_python_entry_points_name_an_argument_of_the_wrong_kind():
     from engine.models.loading import load_lm
     from engine.open import open_store

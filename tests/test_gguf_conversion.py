@@ -58,18 +58,15 @@ def _same_model(a: tuple[Any, Any], b: tuple[Any, Any]) -> None:
 @pytest.mark.model
 def test_the_kept_conversion_is_the_files_model_and_later_loads_read_it(from_file, cache, monkeypatch):
     gguf = Path(default_lm_path())
-    first = gguf_conversion.read_gguf(gguf)
+    assert not getattr(from_file[1], "is_quantized", False)  # ordinary float32 weights, trainable and savable
+    read = []
+    monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: read.append(path) or from_file)  # the file read once
+    assert gguf_conversion.read_gguf(gguf) == from_file and read == [gguf]
     kept = gguf_conversion.converted_dir(gguf)
     assert kept.parent == cache / "gguf" and (kept / "model.safetensors").is_file()
-    assert not getattr(first[1], "is_quantized", False)  # ordinary float32 weights, trainable and savable
     assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # no scratch folder left beside it
-
-    def no_second_conversion(path):
-        raise AssertionError(f"{path} converted again")
-
-    monkeypatch.setattr(gguf_conversion, "_read_file", no_second_conversion)
     again = gguf_conversion.read_gguf(gguf)
-    _same_model(from_file, first)
+    assert read == [gguf]  # not read from the file again
     _same_model(from_file, again)
 
 
