@@ -512,6 +512,8 @@ def test_bad_training_settings_are_refused_before_training():
         with pytest.raises(InvalidInputError, match=f"EtD training settings: {says}"):
             TrainConfig.for_dataset("metaqa-1hop", **bad)
     assert TrainConfig.for_dataset("metaqa-1hop", max_degree=None, test_fraction=0.0).max_degree == 1000  # None: the default
+    with pytest.raises(InvalidInputError, match="no EtD paper settings .* for 'metaqa-4hop': use one of metaqa-1hop"):
+        TrainConfig.for_dataset("metaqa-4hop")  # never a silent stand-in
 
 
 def test_a_file_that_is_no_checkpoint_is_named_and_never_run(tmp_path, capsys):

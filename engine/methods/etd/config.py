@@ -92,7 +92,9 @@ class TrainConfig:
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
-        layers, top_k = PAPER_LAYERS_TOP_K.get(dataset, (3, 200))
+        if dataset not in PAPER_LAYERS_TOP_K:
+            raise InvalidInputError(f"no EtD paper settings (L, K) for {dataset!r}: use one of {', '.join(PAPER_LAYERS_TOP_K)}")
+        layers, top_k = PAPER_LAYERS_TOP_K[dataset]
         settings = {"num_layers": layers, "top_k": top_k}
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return cls(dataset=dataset, **settings)
