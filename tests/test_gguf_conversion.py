@@ -94,15 +94,32 @@ def test_an_unwritable_cache_still_gives_the_model_and_says_so(from_file, tmp_pa
 
 
 @pytest.mark.model
-def test_a_damaged_conversion_is_converted_again(from_file, cache, monkeypatch):
+@pytest.mark.parametrize("damage", ["config", "weights"])
+def test_a_damaged_conversion_is_converted_again(from_file, cache, monkeypatch, damage):
     gguf = Path(default_lm_path())
     damaged = gguf_conversion.converted_dir(gguf)
     damaged.mkdir(parents=True)
-    (damaged / "config.json").write_text("{not json")
+    if damage == "config":
+        (damaged / "config.json").write_text("{not json")
+    else:  # a whole checkpoint but for its weights, cut short
+        from_file[0].save_pretrained(damaged)
+        from_file[1].config.save_pretrained(damaged)
+        (damaged / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{")
     monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
     with pytest.warns(UserWarning, match="does not load"):
         assert gguf_conversion.read_gguf(gguf) == from_file  # the very objects read
     _same_model(from_file, gguf_conversion._read_checkpoint(damaged))
+
+
+@pytest.mark.model
+def test_a_conversion_that_cannot_be_written_out_still_gives_the_model(from_file, cache, monkeypatch):
+    def full_disk(tokenizer, model, target):
+        raise RuntimeError("Error while serializing: IoError(No space left on device)")  # as safetensors says it
+
+    monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
+    monkeypatch.setattr(gguf_conversion, "_keep", full_disk)
+    with pytest.warns(UserWarning, match="No space left on device.*every load converts it again"):
+        assert gguf_conversion.read_gguf(Path(default_lm_path())) == from_file
 
 
 @pytest.mark.model

@@ -52,13 +52,13 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
     if target.is_dir():
         try:
             return _read_checkpoint(target)
-        except (OSError, ValueError) as e:  # a damaged conversion is converted again
+        except Exception as e:  # noqa: BLE001 - whatever damaged the kept copy, the file still holds the model
             warnings.warn(f"the converted model in {target} does not load ({e}); converting {gguf} again", stacklevel=2)
             shutil.rmtree(target, ignore_errors=True)
     tokenizer, model = _read_file(gguf)
     try:
         _keep(tokenizer, model, target)
-    except OSError as e:
+    except Exception as e:  # noqa: BLE001 - keeping is a saving of time: a full disk must not cost the model
         warnings.warn(
             f"cannot keep the converted {gguf.name} in {target.parent} ({e}): every load converts it again "
             f"(about 30 s); set {CACHE_ENV} to a writable folder",
