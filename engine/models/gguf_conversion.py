@@ -74,7 +74,9 @@ def _read_file(gguf: Path) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # float32: transformers de-quantises into it fastest, and the kept weights are exact
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer.remove_quantization_config(model)
+    quantizer = getattr(model, "hf_quantizer", None)  # transformers marks de-quantised GGUF weights as quantised
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
     return tokenizer, model
 
 
