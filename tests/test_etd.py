@@ -549,6 +549,10 @@ def test_training_takes_the_question_flags_of_every_command(tmp_path, capsys):
     for split in ("val", "all"):
         assert main([*common, "--checkpoint-dir", str(tmp_path / split), "--split", split]) == 2
         assert f"--split {split} holds the validation questions" in capsys.readouterr().err
+    # a question file's name is no dataset with the paper's settings: the option that names one is said
+    assert main([*common, "--checkpoint-dir", str(tmp_path / "none"), "--paper-config", "metaqa-4hop"]) == 2
+    assert ("no EtD paper settings (L, K) for 'metaqa-4hop': name them with --paper-config, one of metaqa-1hop"
+            in capsys.readouterr().err)
     capsys.readouterr()
     assert main([*common, "--checkpoint-dir", str(tmp_path / "ckpt"), "--sample", "9", "--limit", "5", "--seed", "2",
                  "--split-seed", "1"]) == 0

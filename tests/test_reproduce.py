@@ -150,8 +150,8 @@ seed = 0
 
 
 @pytest.mark.parametrize("change, where, what", [
-    (("paper_config = \"metaqa-1hop\"\n", ""), "recipes.toy.stages[1].dataset", "no paper settings for"),
-    (("\"metaqa-1hop\"", "\"metaqa-9hop\""), "recipes.toy.stages[1].paper_config", "no paper settings for 'metaqa-9hop'"),
+    (("paper_config = \"metaqa-1hop\"\n", ""), "recipes.toy.stages[1].dataset", "no EtD paper settings (L, K) for"),
+    (("\"metaqa-1hop\"", "\"metaqa-9hop\""), "recipes.toy.stages[1].paper_config", "no EtD paper settings (L, K) for 'metaqa-9hop': name them with paper_config"),
     (("epochs = 1", "epochs = 0"), "recipes.toy.stages[1]", "EtD training settings: epochs must be an integer of at least 1"),
     (("lr = 1e-3", "lr = nan"), "recipes.toy.stages[1]", "EtD training settings: lr must be a number"),
     (("seed = 0", "seed = 0\nmax_frontier = -1"), "recipes.toy.stages[1]", "max_frontier must be an integer of at least 1"),

@@ -61,13 +61,11 @@ def _run_train(args: argparse.Namespace) -> None:
     also seeds the initialisation and the batch order), validating on the split's ``val`` part."""
     from dataclasses import replace
 
-    from engine.methods.etd.config import PAPER_LAYERS_TOP_K, TrainConfig
+    from engine.methods.etd.config import TrainConfig, paper_layers_top_k
     from engine.methods.etd.training import train
 
     paper = args.paper_config or args.dataset
-    if paper not in PAPER_LAYERS_TOP_K:
-        raise InvalidInputError(f"no paper hyperparameters for {paper!r}: name them with --paper-config "
-                                f"({', '.join(PAPER_LAYERS_TOP_K)})")
+    paper_layers_top_k(paper, "name them with --paper-config, one of")
     if args.split in ("val", "all"):
         raise InvalidInputError(f"--split {args.split} holds the validation questions that pick the best epoch: "
                                 "train on --split train (the default)")

@@ -430,12 +430,13 @@ def _check_etd_settings(settings: dict[str, Any], dataset: str, where: _Where) -
     """An EtD stage's settings as ``kgqa etd train`` holds them, checked when the recipe is read
     rather than when the stage starts: the paper's settings it starts from (``paper_config``, else
     its dataset's) must exist, and every number must be one training takes."""
-    from engine.methods.etd.config import PAPER_LAYERS_TOP_K, TrainConfig
+    from engine.methods.etd.config import TrainConfig, paper_layers_top_k
 
     paper = settings.get("paper_config", dataset)
-    if paper not in PAPER_LAYERS_TOP_K:
-        raise (where / ("paper_config" if "paper_config" in settings else "dataset")).error(
-            f"no paper settings for {paper!r}: name them with paper_config ({', '.join(PAPER_LAYERS_TOP_K)})")
+    try:
+        paper_layers_top_k(paper, "name them with paper_config, one of")
+    except InvalidInputError as e:
+        raise (where / ("paper_config" if "paper_config" in settings else "dataset")).error(str(e)) from None
     try:
         TrainConfig.for_dataset(paper, **{k: v for k, v in settings.items() if k != "paper_config"})
     except InvalidInputError as e:

@@ -39,6 +39,14 @@ PAPER_LAYERS_TOP_K: dict[str, tuple[int, int]] = {
 }
 
 
+def paper_layers_top_k(name: str, fix: str = "use one of") -> tuple[int, int]:
+    """The paper's (L, K) for ``name``; one it lacks is refused, with ``fix`` saying how to
+    name one it has (the caller's option or recipe key) before the list of them."""
+    if name not in PAPER_LAYERS_TOP_K:
+        raise InvalidInputError(f"no EtD paper settings (L, K) for {name!r}: {fix} {', '.join(PAPER_LAYERS_TOP_K)}")
+    return PAPER_LAYERS_TOP_K[name]
+
+
 @dataclass
 class TrainConfig:
     """Training settings; the defaults are the paper's (d = 256, Adam lr 1e-4, wd 1e-3, batch 20)."""
@@ -92,9 +100,7 @@ class TrainConfig:
 
     @classmethod
     def for_dataset(cls, dataset: str, **overrides) -> TrainConfig:
-        if dataset not in PAPER_LAYERS_TOP_K:
-            raise InvalidInputError(f"no EtD paper settings (L, K) for {dataset!r}: use one of {', '.join(PAPER_LAYERS_TOP_K)}")
-        layers, top_k = PAPER_LAYERS_TOP_K[dataset]
+        layers, top_k = paper_layers_top_k(dataset)
         settings = {"num_layers": layers, "top_k": top_k}
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return cls(dataset=dataset, **settings)
