@@ -55,6 +55,11 @@ class UnsupportedOperationError(KGQAError, NotImplementedError):
     """The store cannot carry out this operation."""
 
 
+class KGQAWarning(UserWarning):
+    """Something the user should know that does not stop the work (a file that held nothing,
+    a cache that cannot be written); ``kgqa`` prints it as ``kgqa: warning: …``."""
+
+
 def clipped(text: str, width: int) -> str:
     """``text`` for an error message, cut to about ``width`` characters (a term may be
     megabytes long, a query may name thousands of ids)."""

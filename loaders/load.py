@@ -18,6 +18,7 @@ import queue
 import stat
 import sys
 import threading
+import warnings
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 from engine.graph import FREEBASE_NS, Triple
 from engine.identifiers import check_list, positive_int
 from engine.open import beside_store
@@ -148,8 +149,7 @@ def load_files(
                     if seen % _PROGRESS_EVERY == 0:
                         bar.update(done_bytes + src.tell() - bar.n)
                         bar.set_postfix(triples=writer.handed + pending, rejected=report.rejected, refresh=False)
-                if not judge.done:
-                    judge.judge(seen)
+                judge.finish(seen)
                 _put_full_batches(writer, lines, triples, batch_size, last=True)
             done_bytes += path.stat().st_size
             bar.set_postfix(triples=writer.handed, rejected=report.rejected, refresh=False)
@@ -269,6 +269,15 @@ class FormatCheck:
         self.count += 1
         if self.first is None:
             self.first = reject
+
+    def finish(self, seen: int) -> None:
+        """At the file's end, ``seen`` items read: judge it if its first lines were fewer than the
+        sample, and warn (never silently load nothing) when it held no line to read at all."""
+        if not self.done:
+            self.judge(seen)
+        if seen == 0:
+            warnings.warn(f"{self.path} holds no {self.fmt.name} triple: it is empty, or only blank lines and comments; "
+                          f"nothing of it was {self.verb}. Check that it is the file you meant", KGQAWarning, stacklevel=3)
 
     def judge(self, seen: int) -> None:
         """Raise if more than the allowed share of the ``seen`` first items were rejected."""

@@ -238,8 +238,7 @@ def export_files(
                     yield item
                 if not judge.done and seen >= FORMAT_SAMPLE:
                     judge.judge(seen)
-            if not judge.done:
-                judge.judge(seen)
+            judge.finish(seen)
 
     try:
         plan = export_neo4j_import(triples(), out, database, progress=progress)

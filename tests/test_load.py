@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 from engine.graph import Literal, Triple
 from engine.open import open_store
 from engine.reference import ReferenceStore
@@ -117,6 +117,28 @@ def test_batches(tmp_path):
     assert report.loaded == 25
     with pytest.raises(InvalidInputError, match="batch_size"):
         load_files(store, source, batch_size=0, progress=False)
+
+
+def test_a_file_holding_no_triple_is_said_and_the_other_files_load(tmp_path, capsys):
+    empty, comments = write(tmp_path / "empty.txt", ""), write(tmp_path / "comments.nt", "# a header only\n\n")
+    kb = write(tmp_path / "kb.txt", "a|r|b\n")
+    store = ReferenceStore()
+    with pytest.warns(KGQAWarning) as said:
+        report = load_files(store, [empty, kb], "metaqa", progress=False)
+    assert report.loaded == 1 and [str(w.message) for w in said] == [
+        f"{empty} holds no metaqa triple: it is empty, or only blank lines and comments; nothing of it was loaded. "
+        "Check that it is the file you meant"]
+    with pytest.warns(KGQAWarning, match="comments.nt holds no ntriples triple"):
+        assert load_files(store, comments, progress=False).read == 0
+    # the command line says it as its own warning, and still loads what there is
+    assert main(["load", str(empty), str(kb), "--format", "metaqa", "--store", str(tmp_path / "store"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"kgqa: warning: {empty} holds no metaqa triple" in err
+    with open_store(str(tmp_path / "store")) as stored:
+        assert stored.count_triples() == 1
+    assert main(["neo4j-import", str(empty), "--format", "metaqa", "--out", str(tmp_path / "import"), "--no-progress"]) == 0
+    assert f"kgqa: warning: {empty} holds no metaqa triple: it is empty, or only blank lines and comments; nothing of it " \
+           "was exported" in capsys.readouterr().err
 
 
 def test_nothing_stored_is_lost_when_a_later_line_is_bad(tmp_path):

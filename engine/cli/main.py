@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from engine.cli.common import (
     parse_anchors,
     reject_share,
 )
-from engine.errors import KGQAError
+from engine.errors import KGQAError, KGQAWarning
 from engine.identifiers import DEFAULT_LIMIT, UNBOUNDED
 from engine.results import to_json
 from engine.store import SCHEMA_RELATIONS
@@ -305,6 +306,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(["bench"] if argv[:1] == ["bench"] else argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning(warnings.showwarning)
+        return _run(args, argv)
+
+
+def _show_warning(show: Any) -> Any:
+    """``show`` (warnings.showwarning) with the engine's own warnings said as ``kgqa: warning: …``."""
+    def shown(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+              line: str | None = None) -> None:
+        if issubclass(category, KGQAWarning):
+            print(f"kgqa: warning: {message}", file=file or sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return shown
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         if argv[:1] == ["bench"]:
             return _run_bench(args, argv[1:]) or 0

@@ -24,6 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from engine.errors import KGQAWarning
+
 #: the environment variable naming the folder converted models are kept in
 CACHE_ENV = "KGQA_CACHE_DIR"
 
@@ -53,7 +55,8 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
         try:
             return _read_checkpoint(target)
         except Exception as e:  # noqa: BLE001 - whatever damaged the kept copy, the file still holds the model
-            warnings.warn(f"the converted model in {target} does not load ({e}); converting {gguf} again", stacklevel=2)
+            warnings.warn(f"the converted model in {target} does not load ({e}); converting {gguf} again", KGQAWarning,
+                          stacklevel=2)
             shutil.rmtree(target, ignore_errors=True)
     tokenizer, model = _read_file(gguf)
     try:
@@ -62,6 +65,7 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
         warnings.warn(
             f"cannot keep the converted {gguf.name} in {target.parent} ({e}): every load converts it again "
             f"(about 30 s); set {CACHE_ENV} to a writable folder",
+            KGQAWarning,
             stacklevel=2,
         )
     return tokenizer, model
