@@ -3,6 +3,7 @@ file's model weight for weight and its tokenizer token for token; a changed file
 a cache that cannot be written or a damaged conversion still gives the model, with a warning."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,32 @@ def test_the_kept_conversion_is_the_files_model_and_later_loads_read_it(from_fil
     again = gguf_conversion.read_gguf(gguf)
     assert read == [gguf]  # not read from the file again
     _same_model(from_file, again)
+    assert json.loads((kept / gguf_conversion.SOURCE_FILE).read_text()) == gguf_conversion._identity(gguf)
+
+
+@pytest.mark.model
+def test_a_new_conversion_removes_those_no_load_can_use_again(from_file, cache, tmp_path, monkeypatch):
+    gguf = Path(default_lm_path())
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF other")
+    now, gone = gguf_conversion._identity(gguf), dict(gguf_conversion._identity(other), path=str(tmp_path / "gone.gguf"))
+    planted = {
+        "same-file-older": dict(now, mtime_ns=now["mtime_ns"] - 1),  # this file before it changed
+        "same-file-other-transformers": dict(now, transformers="0.0"),
+        "other-file": gguf_conversion._identity(other),  # another file, as it is: another checkout's
+        "other-file-changed": dict(gguf_conversion._identity(other), size=1),
+        "file-gone": gone,
+        f"{gguf.stem}-0123456789abcdef": None,  # kept before conversions named their file
+        "another-name-0123456789abcdef": None,
+    }
+    for name, source in planted.items():
+        (cache / "gguf" / name).mkdir(parents=True)
+        if source is not None:
+            (cache / "gguf" / name / gguf_conversion.SOURCE_FILE).write_text(json.dumps(source))
+    monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
+    gguf_conversion.read_gguf(gguf)
+    kept = gguf_conversion.converted_dir(gguf)
+    assert sorted(p.name for p in (cache / "gguf").iterdir()) == sorted([kept.name, "other-file", "another-name-0123456789abcdef"])
 
 
 def test_a_changed_file_is_converted_again(tmp_path, cache):
@@ -113,7 +140,7 @@ def test_a_damaged_conversion_is_converted_again(from_file, cache, monkeypatch, 
 
 @pytest.mark.model
 def test_a_conversion_that_cannot_be_written_out_still_gives_the_model(from_file, cache, monkeypatch):
-    def full_disk(tokenizer, model, target):
+    def full_disk(tokenizer, model, target, source):
         raise RuntimeError("Error while serializing: IoError(No space left on device)")  # as safetensors says it
 
     monkeypatch.setattr(gguf_conversion, "_read_file", lambda path: from_file)
@@ -125,8 +152,8 @@ def test_a_conversion_that_cannot_be_written_out_still_gives_the_model(from_file
 @pytest.mark.model
 def test_a_conversion_kept_first_by_another_process_is_the_one_kept(from_file, tmp_path):
     target = tmp_path / "kept"
-    gguf_conversion._keep(*from_file, target)
+    gguf_conversion._keep(*from_file, target, {"path": "model.gguf"})
     written = (target / "model.safetensors").stat().st_mtime_ns
-    gguf_conversion._keep(*from_file, target)  # the rename finds the folder there: this copy is dropped
+    gguf_conversion._keep(*from_file, target, {"path": "model.gguf"})  # the rename finds the folder there: this copy is dropped
     assert (target / "model.safetensors").stat().st_mtime_ns == written
     assert [p.name for p in tmp_path.iterdir()] == ["kept"]

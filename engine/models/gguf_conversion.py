@@ -8,7 +8,9 @@ plain checkpoint (float32 safetensors, config, tokenizer), which later loads rea
 second. The kept checkpoint holds the same weights, bit for bit, and the same tokenizer
 (tests/test_gguf_conversion.py). It is keyed by the file's absolute path, size and modification
 time and by the transformers version that converted it, so a changed file or a new transformers
-converts again; where the cache cannot be written, each load converts anew (with a warning).
+converts again, and a new conversion removes those no load can use any more (of the same file, or
+of a file since changed or gone); where the cache cannot be written, each load converts anew (with
+a warning).
 
 The model comes back unmarked as quantised: its weights are ordinary float32 tensors, which
 train and save like any other model's.
@@ -37,14 +39,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kgqa-engine"
 
 
-def converted_dir(gguf: Path) -> Path:
-    """Where the conversion of the GGUF file ``gguf`` (as it is now) is kept."""
+#: the file in a kept conversion that names the GGUF file it was made from (:func:`_identity`)
+SOURCE_FILE = "source.json"
+
+
+def _identity(gguf: Path) -> dict[str, Any]:
+    """What a conversion is kept by: the file's absolute path, size and modification time, and
+    the transformers version that converts it."""
     import transformers
 
     stat = gguf.stat()
-    identity = [str(gguf.resolve()), stat.st_size, stat.st_mtime_ns, transformers.__version__]
-    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
-    return cache_root() / "gguf" / f"{gguf.stem}-{key}"
+    return {"path": str(gguf.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "transformers": transformers.__version__}
+
+
+def converted_dir(gguf: Path) -> Path:
+    """Where the conversion of the GGUF file ``gguf`` (as it is now) is kept."""
+    identity = _identity(gguf)
+    key = hashlib.sha256(json.dumps([identity[k] for k in ("path", "size", "mtime_ns", "transformers")]).encode())
+    return cache_root() / "gguf" / f"{gguf.stem}-{key.hexdigest()[:16]}"
 
 
 def read_gguf(gguf: Path) -> tuple[Any, Any]:
@@ -60,7 +73,7 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
             shutil.rmtree(target, ignore_errors=True)
     tokenizer, model = _read_file(gguf)
     try:
-        _keep(tokenizer, model, target)
+        _keep(tokenizer, model, target, _identity(gguf))
     except Exception as e:  # noqa: BLE001 - keeping is a saving of time: a full disk must not cost the model
         warnings.warn(
             f"cannot keep the converted {gguf.name} in {target.parent} ({e}): every load converts it again "
@@ -68,7 +81,36 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
             KGQAWarning,
             stacklevel=2,
         )
+    else:
+        _prune(target, _identity(gguf)["path"])
     return tokenizer, model
+
+
+def _prune(kept: Path, path: str) -> None:
+    """Remove the conversions beside ``kept`` (of the file at ``path``) that no load can use
+    again: others of the same file (an earlier version of it, or made by another transformers
+    version, or kept before conversions named their file) and those whose file has changed or is
+    gone (each is keyed by its file as it was). Conversions of other files stay."""
+    for other in kept.parent.iterdir():
+        if other == kept or other.name.startswith(".") or not other.is_dir():
+            continue
+        try:
+            source = json.loads((other / SOURCE_FILE).read_text())
+        except FileNotFoundError:  # kept before conversions named their file: one of this file's name
+            if other.name.startswith(kept.name.rsplit("-", 1)[0] + "-"):
+                shutil.rmtree(other, ignore_errors=True)
+            continue
+        except (OSError, ValueError):
+            continue
+        try:
+            stat = os.stat(source["path"])
+            stale = source["path"] == path or (stat.st_size, stat.st_mtime_ns) != (source["size"], source["mtime_ns"])
+        except OSError:
+            stale = True
+        except (KeyError, TypeError):
+            continue
+        if stale:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _read_file(gguf: Path) -> tuple[Any, Any]:
@@ -93,15 +135,17 @@ def _read_checkpoint(directory: Path) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-def _keep(tokenizer: Any, model: Any, target: Path) -> None:
-    """Write the checkpoint beside ``target`` and rename it there, so a reader never sees half
-    of one; a process that converted the same file first wins and this copy is dropped."""
+def _keep(tokenizer: Any, model: Any, target: Path, source: dict[str, Any]) -> None:
+    """Write the checkpoint, with ``source`` (the file it was made from) in :data:`SOURCE_FILE`,
+    beside ``target`` and rename it there, so a reader never sees half of one; a process that
+    converted the same file first wins and this copy is dropped."""
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     scratch.chmod(0o755)
     try:
         model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
+        (scratch / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
         try:
             scratch.rename(target)
         except OSError:
