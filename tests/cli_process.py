@@ -3,8 +3,10 @@ one process cannot show (locks between processes) and for what might hang (a bou
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +24,16 @@ def run_kgqa(
     command that runs past ``timeout`` seconds fails the test."""
     return subprocess.run([sys.executable, "-m", "engine.cli.main", *argv], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd, env={**child_env(), **(env or {})})
+
+
+def wait_listening(process: subprocess.Popen, port: int, timeout: float = 60) -> None:
+    """Return once ``process`` (a server started on loopback ``port``) accepts connections there;
+    fail the test if it exits first or is not listening within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert process.poll() is None, f"the server exited with {process.returncode} before it listened on {port}"
+        assert time.monotonic() < deadline, f"the server did not listen on {port} within {timeout:g} s"
+        time.sleep(0.1)

@@ -15,10 +15,8 @@ import dataclasses
 import json
 import re
 import shlex
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +28,7 @@ import pytest
 
 from engine.servers.base import free_port
 from engine.store import Store
-from tests.cli_process import ROOT, child_env, run_kgqa
+from tests.cli_process import ROOT, child_env, run_kgqa, wait_listening
 
 pytestmark = [pytest.mark.model, pytest.mark.shared_data]
 
@@ -121,10 +119,7 @@ def _kgqa_listening(workspace: Path, *argv: str) -> Iterator[int]:
     process = subprocess.Popen([sys.executable, "-m", "engine.cli.main", *argv, "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workspace, env=child_env())
     try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert time.monotonic() < deadline and process.poll() is None, f"kgqa {argv[0]} did not start listening"
-            time.sleep(0.2)
+        wait_listening(process, port)
         yield port
     finally:
         process.terminate()
@@ -148,11 +143,6 @@ def _post(url: str, body: str) -> Any:
     request = urllib.request.Request(url, body.encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read())
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_the_quickstart_builds_the_workspace(workspace):

@@ -24,7 +24,7 @@ from engine.serve.server import Background
 from engine.serve.settings import ServeSettings
 from engine.servers.base import free_port
 from engine.store import Store
-from tests.cli_process import ROOT, child_env
+from tests.cli_process import ROOT, child_env, wait_listening
 from tests.test_serve import CASES, GRAPH, YEAR, Gated, _writes, raw_query
 
 
@@ -222,15 +222,8 @@ def test_kgqa_mcp_over_http_serves_on_loopback(store_dir):
         async def check(client: Client) -> None:
             assert await call(client, "search", {"text": "Alien"}) == {"hits": [{"id": "m.0kq02", "name": "Alien"}], "truncated": False}
 
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                session(f"http://127.0.0.1:{port}/mcp", check)
-                break
-            except Exception:  # not listening yet
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.2)
+        wait_listening(process, port)
+        session(f"http://127.0.0.1:{port}/mcp", check)
     finally:
         process.terminate()
         _, err = process.communicate(timeout=30)

@@ -37,6 +37,7 @@ from engine.servers.base import free_port
 from engine.store import Store
 from loaders.formats import read_triples
 from loaders.questions import Question
+from tests.cli_process import wait_listening
 from tests.conftest import missing
 
 GRAPH = [t for t in read_triples(sample_path(), "ntriples") if isinstance(t, Triple)]
@@ -466,15 +467,9 @@ def test_kgqa_serve_starts_listens_and_stops(tmp_path, kgqa_script):
     )
     try:
         assert "API docs at /docs" in process.stderr.readline()
+        wait_listening(process, port)
         with ServeClient(f"http://127.0.0.1:{port}", token="from-env") as client:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    assert client.op("search", text="Alien")["hits"] == [{"id": "m.0kq02", "name": "Alien"}]
-                    break
-                except ConnectionRefusedError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
+            assert client.op("search", text="Alien")["hits"] == [{"id": "m.0kq02", "name": "Alien"}]
             status, answer = client.request("POST", "/v1/ops/expand", {"ids": ["m.0kq01"], "limit": 6})
             assert status == 400 and "maximum of 5 rows" in answer["detail"]
         assert ServeClient(f"http://127.0.0.1:{port}").request("GET", "/v1/stats")[0] == 401
