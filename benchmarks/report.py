@@ -279,10 +279,10 @@ def _stores_markdown(stores: dict[str, Any]) -> list[str]:
     return lines
 
 
-def retrieval_markdown(results: dict[str, Any]) -> str:
-    cfg = results["config"]
-    lines = [
-        f"# Retrieval benchmark — {cfg['mode']} mode",
+def _head_markdown(title: str, results: dict[str, Any]) -> list[str]:
+    """A run's title, when it finished, on what machine, its stores and its goals."""
+    return [
+        f"# {title} benchmark — {results['config']['mode']} mode",
         "",
         f"Finished {results['finished']} in {results['seconds']:g} s. {machine_markdown(results['machine'])}",
         "",
@@ -292,6 +292,12 @@ def retrieval_markdown(results: dict[str, Any]) -> str:
         "## Goals",
         "",
         *_goals_markdown(results["goals"]),
+    ]
+
+
+def retrieval_markdown(results: dict[str, Any]) -> str:
+    lines = [
+        *_head_markdown("Retrieval", results),
         "",
         "## Summary",
         "",
@@ -371,16 +377,7 @@ def summary_markdown(results: dict[str, Any]) -> list[str]:
 def load_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
     lines = [
-        f"# Loading benchmark — {cfg['mode']} mode",
-        "",
-        f"Finished {results['finished']} in {results['seconds']:g} s. {machine_markdown(results['machine'])}",
-        "",
-        "Stores:",
-        *_stores_markdown(results["stores"]),
-        "",
-        "## Goals",
-        "",
-        *_goals_markdown(results["goals"]),
+        *_head_markdown("Loading", results),
         "",
         "## Loads",
         "",
