@@ -18,8 +18,8 @@ import queue
 import stat
 import sys
 import threading
-import warnings
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any

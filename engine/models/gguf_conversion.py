@@ -72,8 +72,9 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
                           stacklevel=2)
             shutil.rmtree(target, ignore_errors=True)
     tokenizer, model = _read_file(gguf)
+    source = _identity(gguf)
     try:
-        _keep(tokenizer, model, target, _identity(gguf))
+        _keep(tokenizer, model, target, source)
     except Exception as e:  # noqa: BLE001 - keeping is a saving of time: a full disk must not cost the model
         warnings.warn(
             f"cannot keep the converted {gguf.name} in {target.parent} ({e}): every load converts it again "
@@ -82,7 +83,7 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
             stacklevel=2,
         )
     else:
-        _prune(target, _identity(gguf)["path"])
+        _prune(target, source["path"])
     return tokenizer, model
 
 
