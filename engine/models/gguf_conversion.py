@@ -55,7 +55,11 @@ def _identity(gguf: Path) -> dict[str, Any]:
 
 def converted_dir(gguf: Path) -> Path:
     """Where the conversion of the GGUF file ``gguf`` (as it is now) is kept."""
-    identity = _identity(gguf)
+    return _kept_at(gguf, _identity(gguf))
+
+
+def _kept_at(gguf: Path, identity: dict[str, Any]) -> Path:
+    """Where the conversion of ``gguf`` with that :func:`_identity` is kept."""
     key = hashlib.sha256(json.dumps([identity[k] for k in ("path", "size", "mtime_ns", "transformers")]).encode())
     return cache_root() / "gguf" / f"{gguf.stem}-{key.hexdigest()[:16]}"
 
@@ -63,7 +67,8 @@ def converted_dir(gguf: Path) -> Path:
 def read_gguf(gguf: Path) -> tuple[Any, Any]:
     """The tokenizer and float32 model the GGUF file ``gguf`` holds: from its kept conversion
     when there is one, else read from the file and kept for the next load."""
-    target = converted_dir(gguf)
+    source = _identity(gguf)  # the file as it is now: the key of its conversion and the record kept in it
+    target = _kept_at(gguf, source)
     if target.is_dir():
         try:
             return _read_checkpoint(target)
@@ -72,7 +77,6 @@ def read_gguf(gguf: Path) -> tuple[Any, Any]:
                           stacklevel=2)
             shutil.rmtree(target, ignore_errors=True)
     tokenizer, model = _read_file(gguf)
-    source = _identity(gguf)
     try:
         _keep(tokenizer, model, target, source)
     except Exception as e:  # noqa: BLE001 - keeping is a saving of time: a full disk must not cost the model
