@@ -38,6 +38,11 @@ class QueryTimeoutError(StoreError):
     names the expression and says whether the store stopped it or left it running."""
 
 
+class DeadlineExceededError(KGQAError):
+    """Work ran past the deadline it was given: a method answering questions stops at its next
+    store or model call past it (:class:`engine.methods.meter.Meter`)."""
+
+
 class StoreUnavailableError(StoreError):
     """The store cannot be reached (server down, wrong URI, wrong credentials)."""
 

@@ -194,6 +194,30 @@ def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
     assert all(g.completion_tokens == 5 for g in single)
 
 
+def test_a_prompt_longer_than_the_models_context_is_refused_before_it_runs(tmp_path, monkeypatch):
+    from tests.tiny_lm import make_tiny_lm
+
+    lm = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", "float32")
+    assert lm.context_tokens == 8192  # the offline model's, one token a character here
+    extra = len(lm.prompt_ids("a")) - 1
+    assert len(lm.prompt_ids("a" * (8192 - extra))) == 8192
+    too_long = "a" * (8193 - extra)
+
+    def run(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(lm.model, "forward", run)
+    for call in (
+        lambda: lm.generate(too_long, max_new_tokens=2),
+        lambda: lm.generate_batch(["short", too_long], max_new_tokens=2),
+        lambda: lm.beam_search(too_long, num_beams=2, max_new_tokens=2),
+        lambda: lm.score_batch(too_long, ["x", "y"]),
+        lambda: lm.token_logprobs(too_long, "x"),
+    ):
+        with pytest.raises(InvalidInputError, match=r"a prompt of 8,193 tokens is longer than the 8,192 that .*tiny reads: shorten"):
+            call()
+
+
 def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
     """Where no float32 cache is involved (a prompt's pass, scoring over a cached prefix), the
     16-bit model computes exactly what it computes under SDPA: the same masks, the same kernel."""

@@ -108,6 +108,70 @@ def test_run_method_writes_one_record_shape_and_splits_batch_costs(tmp_path):
     assert summary["predictions"] == str(out)
 
 
+class _Forgiving(_Echo):
+    """An echo that takes a failed model call for an empty answer, as a method may."""
+
+    def _answer(self, questions):
+        from engine.errors import KGQAError
+
+        out = []
+        for q in questions:
+            try:
+                self.lm.generate(q.question)
+                out.append(Prediction([q.topic_entities[0]], [q.topic_entities[0]], None))
+            except KGQAError:
+                out.append(Prediction([], [], None))
+        return out
+
+
+def test_past_its_deadline_a_run_stops_at_the_next_call_and_keeps_no_late_batch(monkeypatch):
+    from engine.errors import DeadlineExceededError
+
+    clock = [100.0]
+    monkeypatch.setattr("engine.methods.meter.time.monotonic", lambda: clock[0])
+    meter = Meter()
+    meter.deadline = 101.0
+    with meter.stage("model"):
+        clock[0] = 102.0  # a stage that began in time ends
+    with pytest.raises(DeadlineExceededError, match="ran past its deadline"):
+        with meter.stage("store"):
+            pass
+    clock[0] = 100.0
+    store = ReferenceStore([Triple("e0", "r", "e1")])
+    questions = [Question(f"q{i}", f"question {i}", ["e0"], ["e0"], ["e0"]) for i in range(6)]
+    method = _Forgiving(store, Models())
+    calls = []
+
+    def generate(prompt, **_):
+        calls.append(prompt)
+        clock[0] += 1.0  # each model call takes a second
+        return prompt
+
+    monkeypatch.setattr(_LM, "generate", staticmethod(generate))
+    records: list[dict] = []
+    with pytest.raises(DeadlineExceededError):
+        run_method(method, questions, progress=False, on_record=records.append, deadline=102.5)
+    # batches of two: the first ended at 102, the second's second call came past the deadline
+    assert [r["id"] for r in records] == ["q0", "q1"] and len(calls) == 3
+    assert method.meter.deadline is None  # the next run has none
+    assert run_method(method, questions, progress=False)["hits1"] == 1.0
+
+
+def test_a_question_the_model_cannot_take_is_named_in_the_error(monkeypatch):
+    from engine.errors import InvalidInputError
+
+    def generate(prompt, **_):
+        if len(prompt) > 20:
+            raise InvalidInputError("a prompt of 30 tokens is longer than the 20 that stub reads")
+        return prompt
+
+    monkeypatch.setattr(_LM, "generate", staticmethod(generate))
+    questions = [Question("short", "who", [], ["e0"], []), Question("long", "who " * 10, [], ["e0"], [])]
+    method = _Echo(ReferenceStore([Triple("e0", "r", "e1")]), Models())
+    with pytest.raises(InvalidInputError, match="echo cannot answer questions short, long: a prompt of 30 tokens"):
+        run_method(method, questions, progress=False)
+
+
 def test_a_method_named_plain_text_where_questions_go():
     from engine.errors import InvalidInputError
 

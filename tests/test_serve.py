@@ -393,6 +393,67 @@ def test_answer_runs_a_registered_method_as_the_run_protocol_does(oxigraph, echo
         assert {o["name"]: o["settable"] for o in methods["rog"]["options"]}["model"] is False
 
 
+class SlowNames:
+    """A store whose ``names`` takes ``delay`` seconds, or waits for :attr:`gate` while
+    :attr:`gated`; it counts its calls."""
+
+    def __init__(self, store: Store, delay: float) -> None:
+        self.store, self.delay = store, delay
+        self.calls = 0
+        self.gated, self.gate, self.waiting = False, threading.Event(), threading.Semaphore(0)
+
+    def names(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.gated:
+            self.waiting.release()
+            self.gate.wait(30)
+        time.sleep(self.delay)
+        return self.store.names(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_an_answer_stops_at_its_deadline_and_never_holds_up_operations_or_the_next_answer(oxigraph, echo):
+    slow = SlowNames(oxigraph, 0.25)
+    many = [{"question": f"what is [Blade Runner] {i}", "topics": ["m.0kq01"]} for i in range(16)]
+    # one worker thread for operations: an answer at work must not take it
+    with served(slow, ServeSettings(workers=1)) as client:
+        answers: list[tuple[int, Any]] = []
+        late = threading.Thread(target=lambda: answers.append(ServeClient(client.url).request(
+            "POST", "/v1/answer", {"method": "echo", "questions": many, "config": {"batch_size": 1}, "timeout": 1.0})))
+        started = time.monotonic()
+        late.start()
+        while not slow.calls and time.monotonic() - started < 30:
+            time.sleep(0.01)
+        assert client.op("expand", ids=["m.0kq01"], relations=["film.film.genre"])["edges"]  # while it answers
+        assert late.is_alive()
+        late.join(30)
+        (status, answer), = answers
+        # each question costs two names calls (the topic look-up, the method's): 8 s for all 16
+        assert status == 504 and "deadline" in answer["detail"] and time.monotonic() - started < 5
+        stopped_at = slow.calls
+        time.sleep(1.0)
+        assert slow.calls == stopped_at < 2 * len(many)  # it stopped at its next store call, not at the end
+        slow.delay = 0
+        assert client.answer(method="echo", question="what is [Alien]", topics=["m.0kq02"])["predictions"][0]["prediction"] == ["Alien"]
+
+        # a request that waits for a method busy with another gives up at its own deadline
+        slow.gated = True
+        first = threading.Thread(target=lambda: answers.append(ServeClient(client.url).request(
+            "POST", "/v1/answer", {"method": "echo", "question": "what is [Alien]", "topics": ["m.0kq02"]})))
+        first.start()
+        assert slow.waiting.acquire(timeout=30)
+        started = time.monotonic()
+        status, answer = client.request("POST", "/v1/answer", {"method": "echo", "question": "q", "topics": ["m.0kq01"], "timeout": 0.5})
+        assert (status, answer["error"]) == (504, "DeadlineExceededError") and "answering other requests" in answer["detail"]
+        assert time.monotonic() - started < 5
+        slow.gated = False
+        slow.gate.set()
+        first.join(30)
+        assert answers[-1][0] == 200 and answers[-1][1]["predictions"][0]["prediction"] == ["Alien"]
+
+
 @pytest.mark.model
 def test_rog_answers_over_http_as_in_process_with_its_default_model(oxigraph):
     config = {"max_hops": 1}

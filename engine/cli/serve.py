@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-questions", type=int, default=DEFAULTS.max_questions,
                    help=f"questions one /v1/answer request may ask (default {DEFAULTS.max_questions})")
     p.add_argument("--method-cache", type=int, default=DEFAULTS.method_cache,
-                   help=f"methods kept built, one per method and config (default {DEFAULTS.method_cache})")
+                   help=f"methods kept built, one per method and config, each answering one request at a time "
+                        f"(default {DEFAULTS.method_cache})")
     p.add_argument("--method-option", action="append", default=[], metavar="METHOD.OPTION=VALUE",
                    help="an option of a method's config that requests cannot set (models, files, templates), "
                    "repeatable, e.g. rog.model=models/rog")

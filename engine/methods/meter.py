@@ -2,7 +2,12 @@
 :class:`Metered` proxies that time a store's or a language model's calls without a stopwatch
 in the method (:mod:`engine.methods.run` reads them per batch); a call that runs step by step
 (a generator) is timed step by step. Stages nest exclusively: a store call made inside a
-``model`` stage counts as store time only."""
+``model`` stage counts as store time only.
+
+A meter may hold a deadline: every stage, so every metered store or model call and every step
+of a stepwise one, first checks it and raises :class:`DeadlineExceededError` once it has
+passed. That is how a method that answers past its deadline stops (``kgqa serve``'s
+``/v1/answer``) without a check in the method: at its next call, not inside one."""
 from __future__ import annotations
 
 import time
@@ -10,6 +15,8 @@ from collections import Counter, defaultdict
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from engine.errors import DeadlineExceededError
 
 #: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
 STAGES = ("store", "model")
@@ -31,6 +38,16 @@ class Meter:
         self.calls: Counter[str] = Counter()
         self.operations: Counter[str] = Counter()
         self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
+        #: a :func:`time.monotonic` instant after which no stage starts (None: no deadline)
+        self.deadline: float | None = None
+
+    def check_deadline(self) -> None:
+        """Raise :class:`DeadlineExceededError` if the deadline has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineExceededError(
+                "answering ran past its deadline and stopped at its next store or model call: "
+                "give it more time, or fewer questions at once"
+            )
 
     def reset(self) -> None:
         self.seconds.clear()
@@ -39,7 +56,9 @@ class Meter:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time the block under ``name``, less the time of the stages nested in it."""
+        """Time the block under ``name``, less the time of the stages nested in it (once the
+        deadline has passed, the block does not start)."""
+        self.check_deadline()
         frame = [time.perf_counter(), 0.0]
         self._open.append(frame)
         try:

@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidIdentifierError
+from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
 from engine.identifiers import validate_id
 from engine.methods.meter import CALLS, STAGES, percentile
 from engine.methods.spec import Method, Prediction
@@ -104,24 +104,35 @@ def run_method(
     *,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Answer every question (in batches of ``method.batch_size``), write one JSON line per
     question to ``out`` as soon as its batch is answered, and return the run's summary. Time
     and calls come from the method's meter; the topic entities are looked up on its unmetered
-    store (the look-up is the protocol's, not the method's)."""
+    store (the look-up is the protocol's, not the method's). ``deadline``: a
+    :func:`time.monotonic` instant; past it the method stops at its next store or model call
+    with :class:`engine.errors.DeadlineExceededError`, and a batch it finished late is not
+    recorded (a method that caught that error may have answered it wrongly)."""
     from tqdm import tqdm
 
     meter, lookup = method.meter, method.unmetered_store
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
+    meter.deadline = deadline
     with ExitStack() as files:
+        files.callback(setattr, meter, "deadline", None)
         sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
         bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
         for batch in _batches(questions, method.batch_size):
             missing = missing_topics(lookup, batch)
             meter.reset()
             t0 = time.perf_counter()
-            predictions = method.answer(batch)
+            try:
+                predictions = method.answer(batch)
+            except InvalidInputError as e:  # a question the method cannot take (one too long for its model)
+                which = clipped(", ".join(q.id for q in batch), 200)
+                raise InvalidInputError(f"{method.name} cannot answer question{'s' * (len(batch) > 1)} {which}: {e}") from e
+            meter.check_deadline()
             total = time.perf_counter() - t0
             n = len(batch)
             seconds = {s: round(meter.seconds.get(s, 0.0) / n, 5) for s in STAGES}

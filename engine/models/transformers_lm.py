@@ -120,15 +120,31 @@ class TransformersLM(LanguageModel):
         return {"past_key_values": float32_cache.new_cache(self.model, prompt_tokens + new_tokens)}
 
     # -- prompts and tokens
+    @property
+    def context_tokens(self) -> int | None:
+        """The most tokens the model reads: the positions it was built with (None: unbounded)."""
+        return getattr(self.model.config, "max_position_embeddings", None)
+
     def prompt_ids(self, prompt: str) -> list[int]:
-        """The token ids the model sees for ``prompt``, template applied."""
+        """The token ids the model sees for ``prompt``, template applied. A prompt longer than
+        the model's :attr:`context_tokens` is refused: past them the model reads noise, and
+        attention over it costs quadratic time and memory (a long question must not stall a
+        server or exhaust its memory)."""
         if self.template == "chat":
             text = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
             )
-            return self.tokenizer(text, add_special_tokens=False).input_ids
-        text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
-        return self.tokenizer(text).input_ids
+            ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        else:
+            text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
+            ids = self.tokenizer(text).input_ids
+        limit = self.context_tokens
+        if limit is not None and len(ids) > limit:
+            raise InvalidInputError(
+                f"a prompt of {len(ids):,} tokens is longer than the {limit:,} that {self.name} reads: shorten the "
+                "question (the prompt holds it), or give the method fewer paths or examples"
+            )
+        return ids
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids

@@ -13,13 +13,14 @@ record per question (:mod:`engine.methods.run`) with the method's trace under ``
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.errors import InvalidInputError
+from engine.errors import DeadlineExceededError, InvalidInputError
 from engine.methods import registry
 from engine.methods.run import run_method
 from engine.methods.spec import Method, Models, Option, make_config, options
@@ -175,9 +176,12 @@ class Answerer:
             self._built.move_to_end(key)
             return built
 
-    def answer(self, request: AnswerRequest) -> dict[str, Any]:
+    def answer(self, request: AnswerRequest, expires: float | None = None) -> dict[str, Any]:
         """Answer the request's questions: one record per question, the run's summary, and the
-        store and model seconds of the whole batch."""
+        store and model seconds of the whole batch. ``expires``: the request's deadline, a
+        :func:`time.monotonic` instant; it bounds the wait for the method (busy with another
+        request) and the answering, which stops at its next store or model call past it
+        (:class:`engine.errors.DeadlineExceededError`), freeing the method for the next request."""
         questions = request.batch()
         if len(questions) > self.settings.max_questions:
             raise InvalidInputError(
@@ -187,8 +191,16 @@ class Answerer:
         config = self.config(request.method, request.config)
         built = self.method(request.method, config)
         records: list[dict[str, Any]] = []
-        with built.lock:
-            summary = run_method(built.method, questions, progress=False, on_record=records.append)
+        wait = -1 if expires is None else max(expires - time.monotonic(), 0.0)
+        if not built.lock.acquire(timeout=wait):
+            raise DeadlineExceededError(
+                f"{request.method} was answering other requests until this one's deadline: "
+                "try again shortly, or give a larger timeout"
+            )
+        try:
+            summary = run_method(built.method, questions, progress=False, on_record=records.append, deadline=expires)
+        finally:
+            built.lock.release()
         name = built.method.name
         for record in records:
             record["trace"] = record.pop(name, {})

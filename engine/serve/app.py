@@ -74,7 +74,8 @@ def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
     """The API over ``store`` within ``settings``. The caller keeps the store: it is not closed
     with the app."""
     settings = settings or ServeSettings()
-    workers = Workers(settings.workers, settings.max_concurrency)
+    # a built method answers one request at a time: more answering threads than methods kept would only wait
+    workers = Workers(settings.workers, settings.max_concurrency, answering=settings.method_cache)
     stats = Stats()
     answerer = Answerer(store, settings)
 

@@ -6,6 +6,7 @@ traceback (:mod:`engine.serve.app`)."""
 from __future__ import annotations
 
 from engine.errors import (
+    DeadlineExceededError,
     InvalidInputError,
     KGQAError,
     ParseError,
@@ -58,7 +59,7 @@ def error_status(error: BaseException) -> int:
         return error.status
     if isinstance(error, QueryRefusedError):
         return 403  # a write, a server built-in, federation: refused, never run
-    if isinstance(error, QueryTimeoutError):
+    if isinstance(error, (QueryTimeoutError, DeadlineExceededError)):
         return 504
     if isinstance(error, StoreError):
         return 503  # unreachable, or failing: the request itself may be fine

@@ -74,12 +74,15 @@ class BodyLimit:
 
 
 class Workers:
-    """The bounded pool that runs blocking work. At most ``max_concurrency`` calls are admitted
+    """The bounded pools that run blocking work. At most ``max_concurrency`` calls are admitted
     at once (the next is refused with 429); a call holds its place until its work ends, even
-    when its caller stopped waiting at the deadline."""
+    when its caller stopped waiting at the deadline. Questions a method answers run on threads
+    of their own (``answering``), so that however long they take, store operations and the
+    health check never wait behind them."""
 
-    def __init__(self, workers: int, max_concurrency: int) -> None:
+    def __init__(self, workers: int, max_concurrency: int, answering: int = 1) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgqa-serve")
+        self.answer_pool = ThreadPoolExecutor(max_workers=answering, thread_name_prefix="kgqa-answer")
         self.max_concurrency = max_concurrency
         self._busy = 0
         self._lock = threading.Lock()
@@ -95,17 +98,17 @@ class Workers:
         if not future.cancelled():
             future.exception()  # retrieved: a call abandoned at its deadline may fail later
 
-    async def run(self, call: Callable[[], T], deadline: float, *, admit: bool = True) -> T:
-        """``call()`` on a worker thread; 429 when ``admit`` and the server is full, 504 when it
-        has not ended a :func:`grace` after ``deadline`` seconds (it runs on, and keeps its place,
-        until it ends)."""
+    async def run(self, call: Callable[[], T], deadline: float, *, admit: bool = True, answering: bool = False) -> T:
+        """``call()`` on a worker thread (an answering one when ``answering``); 429 when
+        ``admit`` and the server is full, 504 when it has not ended a :func:`grace` after
+        ``deadline`` seconds (it runs on, and keeps its place, until it ends)."""
         with self._lock:
             if admit and self._busy >= self.max_concurrency:
                 raise BusyError(
                     f"the server is at work on {self._busy} requests, its most (--max-concurrency): try again shortly"
                 )
             self._busy += 1
-        future = asyncio.get_running_loop().run_in_executor(self.pool, call)
+        future = asyncio.get_running_loop().run_in_executor(self.answer_pool if answering else self.pool, call)
         future.add_done_callback(self._leave)
         try:
             return await asyncio.wait_for(asyncio.shield(future), grace(deadline))
@@ -115,4 +118,5 @@ class Workers:
             ) from None
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self.pool, self.answer_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
