@@ -1,5 +1,6 @@
-"""Reading JSON Lines files (predictions, training samples): one JSON value a line, blank
-lines skipped, and every error naming the file and the line."""
+"""Reading JSON: :func:`parse_json` for text from outside the engine, and JSON Lines files
+(predictions, training samples): one JSON value a line, blank lines skipped, and every error
+naming the file and the line."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
+
+
+def parse_json(text: str | bytes, **options: Any) -> Any:
+    """``json.loads(text)``, with JSON nested deeper than Python's parser can follow refused as
+    malformed: a :class:`ValueError` either way, never a :class:`RecursionError`. For text from
+    outside the engine (a user's file, a server's reply, a model's output), which may nest
+    without end."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
 
 
 def json_lines(path: str | Path, what: str) -> Iterator[tuple[int, Any]]:
@@ -20,9 +32,9 @@ def json_lines(path: str | Path, what: str) -> Iterator[tuple[int, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    yield n, json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ParseError(f"not JSON ({e.msg})", source=str(path), line=n) from e
+                    yield n, parse_json(line)
+                except ValueError as e:
+                    raise ParseError(f"not JSON ({getattr(e, 'msg', e)})", source=str(path), line=n) from e
     except OSError as e:
         raise InvalidInputError(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from e
     except UnicodeDecodeError as e:

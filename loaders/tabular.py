@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, Literal, Triple
+from engine.jsonl import parse_json
 from engine.limits import TermCheck
 from loaders.source import (
     BadLine,
@@ -117,7 +118,7 @@ def rog_rows(src: Source, columns: tuple[str, ...]) -> Iterator[tuple[int, str, 
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except ValueError as e:
             yield Reject(n, line, f"not a JSON object: {e}")
             continue

@@ -139,6 +139,7 @@ def test_ask_names_a_demonstrations_file_it_cannot_use(tmp_path, capsys):
 
     demos = tmp_path / "demos.json"
     for content, says in ((None, "cannot read it"), (b"[{", "not a JSON file"), (b'["\xff"]', "not a JSON file"),
+                          (b"[" * 100_000 + b"]" * 100_000, "not a JSON file"),
                           (b'[{"question": "q"}]', 'give a JSON list of {"question": ..., "s_expression": ...} objects')):
         if content is not None:
             demos.write_bytes(content)

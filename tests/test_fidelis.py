@@ -330,6 +330,8 @@ def test_reply_parsers():
     assert (cut.keywords, cut.steps) == (["a"], ["s1"])
     fallback = parse_plan("{not json", "What is X?")
     assert not fallback.parsed and fallback.conclusion("Y") == "What is X? Y"
+    deep = '{"keywords": ' + "[" * 100_000 + "]" * 100_000 + "}"  # a reply nested deeper than json follows
+    assert not parse_plan(deep, "What is X?").parsed and not plan_settled(deep)
     assert parse_indices("[3, 1, 3, 99, 2]", 5, 2) == [2, 0]
     assert parse_indices("no numbers", 5, 2) == []
     assert (parse_yes("Yes, it can."), parse_yes("no"), parse_yes("maybe")) == (True, False, None)

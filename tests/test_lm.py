@@ -308,6 +308,9 @@ def test_batched_scores_equal_one_by_one_scoring(lm):
     assert lm.score_batch(prompt, ["same", "same"])[0] == pytest.approx(lm.score_batch(prompt, ["same"])[0], abs=1e-4)
 
 # ----------------------------------------------------------------------------- chat endpoint
+_NOT_JSON = {"page": b"<html>Bad gateway</html>", "deep": b"[" * 100_000 + b"]" * 100_000}
+
+
 class _Canned(JsonHandler):
     """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
 
@@ -321,6 +324,13 @@ class _Canned(JsonHandler):
             return
         if body["model"] == "bad":
             self.send_json(400, {"error": "unknown model"})
+            return
+        if body["model"] in _NOT_JSON:  # a proxy's page, or JSON nested deeper than a parser follows
+            data = _NOT_JSON[body["model"]]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         choices = []
         for i in range(body.get("n", 1)):
@@ -368,6 +378,9 @@ def test_chat_gives_up_with_a_clear_error(chat_server):
     with pytest.raises(KGQAError, match="HTTP 400"):
         _client(chat_server, "bad").generate("q")
     assert len(chat_server.requests) == 1  # a client error is not retried
+    for model, says in (("page", "Expecting value"), ("deep", "JSON nested too deep")):
+        with pytest.raises(KGQAError, match=rf"/v1/chat/completions answered with a body that is not JSON \({says}"):
+            _client(chat_server, model).generate("q")
 
 
 def test_chat_beam_search_returns_distinct_samples_best_first(chat_server):

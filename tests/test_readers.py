@@ -274,6 +274,14 @@ def test_rog_ids_must_be_valid_unicode(tmp_path):
     assert "not valid Unicode" in rejects[0].reason and "invalid node id" in rejects[1].reason
 
 
+def test_a_rog_line_nested_without_end_is_rejected_and_the_rest_read(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    path = write(tmp_path / "x.jsonl", '{"id": "q", "graph": ' + deep + '}\n{"id": "r", "graph": [["a", "r", "b"]]}\n')
+    triples, rejects = split(read_rog(path))
+    assert triples == [Triple("a", "r", "b")]
+    assert [r.line_no for r in rejects] == [1] and "nested too deep" in rejects[0].reason
+
+
 def test_rog_questions_jsonl():
     with pytest.raises(ParseError, match="rog-sample.jsonl:4"):
         read_rog_questions(DATA / "rog-sample.jsonl")

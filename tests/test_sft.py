@@ -54,6 +54,9 @@ def test_read_samples_names_the_file_and_line(tmp_path: Path):
     bad.write_text('{"prompt": "a", "target": "b"}\nnot json\n')
     with pytest.raises(ParseError, match=r"bad\.jsonl:2: not JSON"):
         read_samples(bad)
+    bad.write_text('{"prompt": "a", "target": "b"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ParseError, match=r"bad\.jsonl:2: not JSON \(JSON nested too deep to read\)"):
+        read_samples(bad)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     with pytest.raises(InvalidInputError, match=r"empty\.jsonl.*no samples"):

@@ -466,6 +466,13 @@ def test_cut_down_answers_are_errors_not_silent(fake):
     assert not isinstance(caught.value, QueryTimeoutError)
 
 
+def test_an_answer_that_is_not_results_json_is_a_store_error(fake):
+    for body, says in (("<html>proxy error</html>", "Expecting value"), ("[" * 100_000 + "]" * 100_000, "JSON nested too deep")):
+        endpoint = fake((200, {}, body))
+        with pytest.raises(StoreError, match=rf"{endpoint.uri} answered with a body that is not SPARQL results JSON \({says}"):
+            SparqlEndpointStore(endpoint.uri).query("SELECT ?s WHERE { ?s ?p ?o }")
+
+
 def test_an_unreachable_endpoint_fails_fast_and_names_the_uri():
     uri = f"http://127.0.0.1:{free_port()}/sparql"
     store = SparqlEndpointStore(uri, retries=2, backoff=0.01, timeout=2)

@@ -51,6 +51,17 @@ def test_convert_command_writes_the_parses_and_reports_the_coverage(converted, s
     assert all(shape in text for shape in report.uncovered)
 
 
+def test_a_file_that_is_not_webqsp_json_is_named(tmp_path):
+    from engine.errors import InvalidInputError
+
+    path = tmp_path / "WebQSP.train.json"
+    for content, says in ((b"{", "Expecting"), (b"[" * 100_000 + b"]" * 100_000, "nested too deep"), (b"\xff", "codec"),
+                          (b'{"Questions": 3}', "expected an object with a 'Questions' list")):
+        path.write_bytes(content)
+        with pytest.raises(InvalidInputError, match=f"WebQSP.train.json.*{says}"):
+            read_questions(path)
+
+
 def test_shapes():
     base = {"TopicEntityMid": "m.0t", "InferentialChain": ["a.b.c", "a.d.e"], "Constraints": [], "Time": None, "Order": None}
     assert to_text(convert(base)) == "(JOIN (R a.d.e) (JOIN (R a.b.c) m.0t))"

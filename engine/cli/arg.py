@@ -3,7 +3,6 @@ method's spec (the generator trains with ``kgqa lm train`` on what ``export-trai
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from engine.cli.common import (
 )
 from engine.errors import InvalidInputError
 from engine.graph import Literal
+from engine.jsonl import parse_json
 from engine.methods.arg.pipeline import (
     PAPER_K,
     ArgConfig,
@@ -188,10 +188,10 @@ def render_answer(result: Any, names: dict[str, str | None]) -> str:
 def _read_demos(path: Path) -> list[Demo]:
     """``--demos``: a JSON list of ``{"question", "s_expression"}`` objects."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = parse_json(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise InvalidInputError(f"--demos {path}: cannot read it: {e.strerror}") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # not UTF-8, not JSON
         raise InvalidInputError(f"--demos {path}: not a JSON file ({e}): give a JSON list of "
                                 '{"question": ..., "s_expression": ...} objects') from e
     if not isinstance(raw, list) or not all(isinstance(d, dict) and isinstance(d.get("question"), str)

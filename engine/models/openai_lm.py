@@ -36,7 +36,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
+from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError, clipped
+from engine.jsonl import parse_json
 from engine.models.lm import (
     AllowedTokens,
     BatchStop,
@@ -138,7 +139,7 @@ class OpenAIChatLM(LanguageModel):
         request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
+                payload = response.read()
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace")[:500]
             if e.code in _TRANSIENT_STATUS:
@@ -146,6 +147,10 @@ class OpenAIChatLM(LanguageModel):
             raise KGQAError(f"{url} answered HTTP {e.code}: {detail}") from e
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise _Transient(f"{type(e).__name__}: {e}") from e
+        try:
+            return parse_json(payload.decode("utf-8"))
+        except ValueError as e:  # not UTF-8, not JSON, or nested too deep
+            raise KGQAError(f"{url} answered with a body that is not JSON ({e}): {clipped(repr(payload), 300)}") from e
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         retrying = Retrying(

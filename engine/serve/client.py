@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import KGQAError
+from engine.jsonl import parse_json
 
 
 class ServeClientError(KGQAError):
@@ -58,8 +59,8 @@ class ServeClient:
             if response.getheader("connection", "").lower() == "close":
                 self.close()
             try:
-                return response.status, json.loads(payload) if payload else None
-            except json.JSONDecodeError:
+                return response.status, parse_json(payload) if payload else None
+            except ValueError:
                 return response.status, payload.decode("utf-8", "replace")
         raise AssertionError("unreachable")
 

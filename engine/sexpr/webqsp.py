@@ -20,7 +20,6 @@ of them, as the WebQSP slice over FB15k-237 does); :func:`convert` applies them 
 from __future__ import annotations
 
 import gzip
-import json
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.graph import XSD, Literal
+from engine.jsonl import parse_json
 from engine.sexpr import keys
 from engine.sexpr.tree import (
     NOW,
@@ -201,8 +201,11 @@ def read_questions(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InvalidInputError(f"WebQSP file {str(path)!r} not found: give WebQSP.train.json(.gz) or WebQSP.test.json(.gz)")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        data = json.load(f)
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+            data = parse_json(f.read())
+    except (ValueError, OSError) as e:  # malformed JSON, not UTF-8 text, not gzip
+        raise InvalidInputError(f"{str(path)!r} is not a WebQSP JSON file ({e}): give WebQSP.train.json(.gz) or WebQSP.test.json(.gz)") from e
     if not isinstance(data, dict) or not isinstance(data.get("Questions"), list):
         raise InvalidInputError(f"{str(path)!r} is not a WebQSP file: expected an object with a 'Questions' list")
     return data["Questions"]

@@ -19,7 +19,6 @@ Virtuoso's answers are normalised back to the values that were loaded
 from __future__ import annotations
 
 import http.client
-import json
 import math
 import os
 import re
@@ -51,6 +50,7 @@ from engine.errors import (
 )
 from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
+from engine.jsonl import parse_json
 from engine.limits import VIRTUOSO
 from engine.ops import Compiled, Op
 from engine.results import QueryResult
@@ -320,7 +320,11 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
     def _json(self, text: str, whole_graph: bool = False, timeout: float | None = None) -> dict[str, Any]:
         body = self._request(text, "application/sparql-results+json", whole_graph, timeout)
         # Numbers stay text: Virtuoso writes some literal values as bare JSON numbers.
-        return json.loads(body, parse_float=str, parse_int=str)
+        try:
+            return parse_json(body, parse_float=str, parse_int=str)
+        except ValueError as e:
+            raise StoreError(f"{self.endpoint} answered with a body that is not SPARQL results JSON ({e}): "
+                             f"{clipped(str(body), 300)}") from e
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, binding: dict[str, Any] | None) -> Any:

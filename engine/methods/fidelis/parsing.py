@@ -50,7 +50,7 @@ def _json_objects(text: str):
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # a model's reply may nest without end
             continue
         if isinstance(value, dict):
             yield value
@@ -152,7 +152,7 @@ def plan_settled(reply: str) -> bool:
         return False
     try:
         value, _ = json.JSONDecoder().raw_decode(reply, start)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return isinstance(value, dict) and _plan_of(value, "", reply) is not None
 
