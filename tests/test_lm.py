@@ -218,6 +218,37 @@ def test_a_prompt_longer_than_the_models_context_is_refused_before_it_runs(tmp_p
             call()
 
 
+def test_decoding_stops_within_a_step_of_the_deadline(tmp_path, monkeypatch):
+    from engine import deadlines
+    from engine.errors import DeadlineExceededError
+    from tests.tiny_lm import make_tiny_lm
+
+    lm = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", "float32")
+    clock = [0.0]  # a forward pass takes a second on this clock
+    monkeypatch.setattr("engine.deadlines.time.monotonic", lambda: clock[0])
+    lm.model.register_forward_hook(lambda *_: clock.__setitem__(0, clock[0] + 1))
+    free = lm.generate_batch(["ab", "abc"], max_new_tokens=40)  # no deadline: as ever
+    assert clock[0] > 20 and free == lm.generate_batch(["ab", "abc"], max_new_tokens=40)
+
+    def stepwise() -> None:  # a stepwise search decodes on a thread of its own
+        steps = lm.beam_search_steps(["ab", "abcd"], num_beams=2, max_new_tokens=40)
+        rows = next(steps)
+        while True:
+            rows = steps.send([None] * len(rows))
+
+    for call in (
+        lambda: lm.generate("ab", max_new_tokens=40),
+        lambda: lm.generate_batch(["ab", "abc"], max_new_tokens=40),
+        lambda: lm.beam_search("ab", num_beams=2, max_new_tokens=40),
+        lambda: lm.score_batch("ab", ["x" * i for i in range(1, 200)]),  # more than one chunk of 64
+        stepwise,
+    ):
+        clock[0] = 0.0
+        with deadlines.until(2.5), pytest.raises(DeadlineExceededError):
+            call()
+        assert clock[0] <= 4, call  # at most one pass after the deadline
+
+
 def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
     """Where no float32 cache is involved (a prompt's pass, scoring over a cached prefix), the
     16-bit model computes exactly what it computes under SDPA: the same masks, the same kernel."""

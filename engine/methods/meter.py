@@ -4,10 +4,9 @@ in the method (:mod:`engine.methods.run` reads them per batch); a call that runs
 (a generator) is timed step by step. Stages nest exclusively: a store call made inside a
 ``model`` stage counts as store time only.
 
-A meter may hold a deadline: every stage, so every metered store or model call and every step
-of a stepwise one, first checks it and raises :class:`DeadlineExceededError` once it has
-passed. That is how a method that answers past its deadline stops (``kgqa serve``'s
-``/v1/answer``) without a check in the method: at its next call, not inside one."""
+Every stage, so every metered store or model call and every step of a stepwise one, first
+checks the context's deadline (:mod:`engine.deadlines`): that is how a method that answers past
+its deadline stops (``kgqa serve``'s ``/v1/answer``) without a check in the method."""
 from __future__ import annotations
 
 import time
@@ -16,7 +15,7 @@ from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from engine.errors import DeadlineExceededError
+from engine import deadlines
 
 #: the stages a record's ``seconds`` splits into (``other`` is the rest of ``total``)
 STAGES = ("store", "model")
@@ -38,16 +37,6 @@ class Meter:
         self.calls: Counter[str] = Counter()
         self.operations: Counter[str] = Counter()
         self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
-        #: a :func:`time.monotonic` instant after which no stage starts (None: no deadline)
-        self.deadline: float | None = None
-
-    def check_deadline(self) -> None:
-        """Raise :class:`DeadlineExceededError` if the deadline has passed."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise DeadlineExceededError(
-                "answering ran past its deadline and stopped at its next store or model call: "
-                "give it more time, or fewer questions at once"
-            )
 
     def reset(self) -> None:
         self.seconds.clear()
@@ -57,8 +46,8 @@ class Meter:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the block under ``name``, less the time of the stages nested in it (once the
-        deadline has passed, the block does not start)."""
-        self.check_deadline()
+        context's deadline has passed, the block does not start)."""
+        deadlines.check()
         frame = [time.perf_counter(), 0.0]
         self._open.append(frame)
         try:

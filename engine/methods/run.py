@@ -29,6 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from engine import deadlines
 from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
 from engine.identifiers import validate_id
 from engine.methods.meter import CALLS, STAGES, percentile
@@ -118,9 +119,8 @@ def run_method(
     meter, lookup = method.meter, method.unmetered_store
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
-    meter.deadline = deadline
     with ExitStack() as files:
-        files.callback(setattr, meter, "deadline", None)
+        files.enter_context(deadlines.until(deadline))
         sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
         bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
         for batch in _batches(questions, method.batch_size):
@@ -132,7 +132,7 @@ def run_method(
             except InvalidInputError as e:  # a question the method cannot take (one too long for its model)
                 which = clipped(", ".join(q.id for q in batch), 200)
                 raise InvalidInputError(f"{method.name} cannot answer question{'s' * (len(batch) > 1)} {which}: {e}") from e
-            meter.check_deadline()
+            deadlines.check()
             total = time.perf_counter() - t0
             n = len(batch)
             seconds = {s: round(meter.seconds.get(s, 0.0) / n, 5) for s in STAGES}

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from engine import deadlines
+
 #: share a common prefix only from this many tokens on (a shorter one saves less than the
 #: extra forward pass costs)
 MIN_SHARED = 16
@@ -102,6 +104,7 @@ def decode(
     rows = list(range(n))  # the prompts still decoding, in batch order
     out: list[list[int]] = [[] for _ in range(n)]
     for step in range(max_new_tokens):
+        deadlines.check()  # a step costs one forward pass: the finest place to stop at a deadline
         going = []
         for at, (row, token) in enumerate(zip(rows, following.tolist())):
             out[row].append(token)

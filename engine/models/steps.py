@@ -10,6 +10,7 @@ runs at a time.
 """
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable, Generator
@@ -46,7 +47,8 @@ def stepwise(compute: Callable[[Callable[[Q], A]], T]) -> Generator[Q, A, T]:
         except BaseException as error:  # handed to the caller, who raises it
             to_caller.put(("error", error))
 
-    worker = threading.Thread(target=work, name="stepwise", daemon=True)
+    # in a copy of the caller's context: the computation sees its deadline (engine.deadlines)
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,), name="stepwise", daemon=True)
     worker.start()
     finished = False
     try:

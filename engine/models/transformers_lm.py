@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine import deadlines
 from engine.errors import InvalidInputError, KGQAError
 from engine.models.device import pick_device
 from engine.models.lm import (
@@ -176,7 +177,7 @@ class TransformersLM(LanguageModel):
             def allowed(_batch: int, sequence: Any) -> list[int]:
                 return list(allowed_tokens(sequence[start:].tolist()))
 
-        criteria = StoppingCriteriaList([_TextStop(self, start, stop)]) if stop is not None else None
+        criteria = StoppingCriteriaList([_deadline_stop, *([_TextStop(self, start, stop)] if stop is not None else [])])
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids,
@@ -253,6 +254,7 @@ class TransformersLM(LanguageModel):
         encoded = [self.prompt_ids(p) for p in prompts]
         out: list[Generation | None] = [None] * len(encoded)
         for chunk in self._chunks([len(e) for e in encoded]):
+            deadlines.check()  # many prompts may take long: past the deadline, none more
             rows = [encoded[i] for i in chunk]
             width = max(len(e) for e in rows)
             rules = [stops[i] for i in chunk]
@@ -344,11 +346,12 @@ class TransformersLM(LanguageModel):
         encoded = [self.prompt_ids(p) for p in prompts]
         out: list[list[Generation]] = [[] for _ in prompts]
         for chunk in self._chunks([len(e) for e in encoded]):
+            deadlines.check()
             ids, mask, width = self._left_padded([encoded[i] for i in chunk])
             processors = None
             if allowed is not None:
                 processors = LogitsProcessorList([_Allowed(allowed, list(chunk), width, num_beams, len(self.tokenizer))])
-            criteria = StoppingCriteriaList([_TextStop(self, width, stop)]) if stop is not None else None
+            criteria = StoppingCriteriaList([_deadline_stop, *([_TextStop(self, width, stop)] if stop is not None else [])])
             with torch.no_grad():
                 result = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=num_beams, num_return_sequences=num_return,
@@ -401,6 +404,7 @@ class TransformersLM(LanguageModel):
             scores = [list(head) for _ in targets]
             rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
             for start in range(0, len(rest), self.score_chunk):
+                deadlines.check()
                 chunk = rest[start:start + self.score_chunk]
                 width = max(len(r) for _, r in chunk)
                 ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
@@ -476,6 +480,15 @@ class _Allowed:
         for i, tokens in enumerate(self.allowed(rows)):
             mask[i, list(tokens) if tokens is not None else slice(0, self.tokens)] = 0
         return scores + mask
+
+
+def _deadline_stop(input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+    """A transformers stopping criterion that stops no sequence but raises at the context's
+    deadline (:mod:`engine.deadlines`): ``generate`` asks it after every decoding step."""
+    import torch
+
+    deadlines.check()
+    return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 class _TextStop:
