@@ -38,6 +38,6 @@ def check() -> None:
     at = _deadline.get()
     if at is not None and time.monotonic() > at:
         raise DeadlineExceededError(
-            "answering ran past its deadline and stopped at its next store or model call: "
+            "answering ran past its deadline and stopped at its next store call or model step: "
             "give it more time, or fewer questions at once"
         )

@@ -40,7 +40,7 @@ class QueryTimeoutError(StoreError):
 
 class DeadlineExceededError(KGQAError):
     """Work ran past the deadline it was given: a method answering questions stops at its next
-    store or model call past it (:class:`engine.methods.meter.Meter`)."""
+    check past it (:mod:`engine.deadlines`)."""
 
 
 class StoreUnavailableError(StoreError):

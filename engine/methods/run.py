@@ -111,7 +111,8 @@ def run_method(
     question to ``out`` as soon as its batch is answered, and return the run's summary. Time
     and calls come from the method's meter; the topic entities are looked up on its unmetered
     store (the look-up is the protocol's, not the method's). ``deadline``: a
-    :func:`time.monotonic` instant; past it the method stops at its next store or model call
+    :func:`time.monotonic` instant, the run's :func:`engine.deadlines.until`; past it the
+    method stops at its next check (a store or model call, a batch of prompts, a decoding step)
     with :class:`engine.errors.DeadlineExceededError`, and a batch it finished late is not
     recorded (a method that caught that error may have answered it wrongly)."""
     from tqdm import tqdm

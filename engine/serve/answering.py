@@ -180,8 +180,8 @@ class Answerer:
         """Answer the request's questions: one record per question, the run's summary, and the
         store and model seconds of the whole batch. ``expires``: the request's deadline, a
         :func:`time.monotonic` instant; it bounds the wait for the method (busy with another
-        request) and the answering, which stops at its next store or model call past it
-        (:class:`engine.errors.DeadlineExceededError`), freeing the method for the next request."""
+        request) and the answering, which stops at its next check past it (:mod:`engine.deadlines`:
+        a store or model call, a batch of prompts, a decoding step), freeing the method."""
         questions = request.batch()
         if len(questions) > self.settings.max_questions:
             raise InvalidInputError(
