@@ -24,7 +24,7 @@ def add_listening_arguments(p: argparse.ArgumentParser, *, port: int, call: str,
     p.add_argument("--token", default=None,
                    help=f"{http_only}a bearer token {token_scope} must carry (default: ${TOKEN_ENV}, else none)")
     p.add_argument("--workers", type=int, default=DEFAULTS.workers,
-                   help=f"threads running the store and model work (default {DEFAULTS.workers})")
+                   help=f"threads running store operations (default {DEFAULTS.workers})")
     p.add_argument("--max-concurrency", type=int, default=DEFAULTS.max_concurrency,
                    help=f"{calls} at work at once; one more {busy} (default {DEFAULTS.max_concurrency})")
     p.add_argument("--max-body", type=int, default=DEFAULTS.max_body, metavar="BYTES",

@@ -37,7 +37,7 @@ class ServeSettings:
     max_body: int = 1 << 20
     #: requests at work at once; one more is answered 429
     max_concurrency: int = 64
-    #: threads that run blocking store and model work
+    #: threads that run store operations (answers run on threads of their own, one per kept method)
     workers: int = 8
     #: the bearer token every request but ``/v1/health`` and the docs must carry (None: none)
     token: str | None = None
