@@ -137,6 +137,9 @@ def test_past_its_deadline_a_run_stops_at_the_next_call_and_keeps_no_late_batch(
         with pytest.raises(DeadlineExceededError, match="ran past its deadline"):
             with meter.stage("store"):
                 pass
+        with pytest.raises(DeadlineExceededError):
+            meter.lm(_LM()).generate("x")
+    assert meter.calls["llm"] == 0  # a call refused at the deadline is not counted
     with meter.stage("store"):  # the deadline was the block's
         pass
     clock[0] = 100.0

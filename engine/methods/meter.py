@@ -88,8 +88,8 @@ class Metered:
         meter, stage, kind = self._meter, self._stage, self._kind
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            meter.count(kind, name)
-            with meter.stage(stage):
+            with meter.stage(stage):  # checks the deadline first: a refused call is not counted
+                meter.count(kind, name)
                 result = value(*args, **kwargs)
             return _timed_steps(result, meter, stage) if isinstance(result, Generator) else result
 
