@@ -167,7 +167,6 @@ class TransformersLM(LanguageModel):
         self, prompt: str, allowed_tokens: AllowedTokens | None, stop: StopWhen | None, **options: Any
     ) -> tuple[Any, int]:
         import torch
-        from transformers import StoppingCriteriaList
 
         ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
         start = ids.shape[1]
@@ -177,7 +176,7 @@ class TransformersLM(LanguageModel):
             def allowed(_batch: int, sequence: Any) -> list[int]:
                 return list(allowed_tokens(sequence[start:].tolist()))
 
-        criteria = StoppingCriteriaList([_deadline_stop, *([_TextStop(self, start, stop)] if stop is not None else [])])
+        criteria = _stopping(self, start, stop)
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids,
@@ -338,7 +337,7 @@ class TransformersLM(LanguageModel):
         """The beam search of :meth:`beam_search_batch`, each step's rows masked to what
         ``allowed`` gives them (None: no mask)."""
         import torch
-        from transformers import LogitsProcessorList, StoppingCriteriaList
+        from transformers import LogitsProcessorList
 
         num_return = num_return or num_beams
         if num_return > num_beams:
@@ -351,7 +350,7 @@ class TransformersLM(LanguageModel):
             processors = None
             if allowed is not None:
                 processors = LogitsProcessorList([_Allowed(allowed, list(chunk), width, num_beams, len(self.tokenizer))])
-            criteria = StoppingCriteriaList([_deadline_stop, *([_TextStop(self, width, stop)] if stop is not None else [])])
+            criteria = _stopping(self, width, stop)
             with torch.no_grad():
                 result = self.model.generate(
                     input_ids=ids, attention_mask=mask, do_sample=False, num_beams=num_beams, num_return_sequences=num_return,
@@ -480,6 +479,14 @@ class _Allowed:
         for i, tokens in enumerate(self.allowed(rows)):
             mask[i, list(tokens) if tokens is not None else slice(0, self.tokens)] = 0
         return scores + mask
+
+
+def _stopping(lm: TransformersLM, start: int, stop: StopWhen | None) -> Any:
+    """``generate``'s stopping criteria: the context's deadline, and ``stop`` on the text
+    generated after ``start`` when given."""
+    from transformers import StoppingCriteriaList
+
+    return StoppingCriteriaList([_deadline_stop, *([_TextStop(lm, start, stop)] if stop is not None else [])])
 
 
 def _deadline_stop(input_ids: Any, scores: Any, **kwargs: Any) -> Any:

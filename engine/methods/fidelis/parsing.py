@@ -44,14 +44,18 @@ class Plan:
         return statement.replace(PLACEHOLDER, answer).strip().rstrip(".")
 
 
+def _value_at(text: str, start: int) -> object:
+    """The JSON value that starts at ``start`` of ``text``; None where none does."""
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0]
+    except (json.JSONDecodeError, RecursionError):  # a model's reply may nest without end
+        return None
+
+
 def _json_objects(text: str):
     """Every JSON object that starts at a ``{`` of ``text``, in order."""
-    decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except (json.JSONDecodeError, RecursionError):  # a model's reply may nest without end
-            continue
+        value = _value_at(text, match.start())
         if isinstance(value, dict):
             yield value
 
@@ -150,10 +154,7 @@ def plan_settled(reply: str) -> bool:
     start = reply.find("{")
     if start < 0:
         return False
-    try:
-        value, _ = json.JSONDecoder().raw_decode(reply, start)
-    except (json.JSONDecodeError, RecursionError):
-        return False
+    value = _value_at(reply, start)
     return isinstance(value, dict) and _plan_of(value, "", reply) is not None
 
 
