@@ -103,6 +103,8 @@ def test_a_recipe_file_that_is_not_toml_text_is_named(tmp_path, tiny):
     assert f"recipe file {path}: not UTF-8 text" in _error(path)
     path.write_text("[recipes.toy\n")
     assert f"recipe file {path}: not valid TOML" in _error(path)
+    path.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert f"recipe file {path}: not valid TOML: arrays or tables nested too deep" in _error(path)
 
 
 def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):

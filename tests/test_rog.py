@@ -81,6 +81,9 @@ def test_answer_parsing():
     assert parse_answers("['Titanic', 'Avatar']") == ["Titanic", "Avatar"]
     assert parse_answers("Answer:\nBusch Stadium\n\nExplanation:\nbecause") == ["Busch Stadium"]
     assert parse_answers("  ") == []
+    # a model's output nested past what Python's parser follows is read as lines, not a crash
+    for deep in ("[" * 100_000 + "]" * 100_000, "[" + "1+" * 100_000 + "1]", "[" + "-" * 100_000 + "1]"):
+        assert parse_answers(deep) == [deep]
 
 
 def test_reasoning_prompt_keeps_paths_within_the_token_budget():

@@ -226,6 +226,8 @@ def read_file(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise InvalidInputError(f"recipe file {path}: not valid TOML: {e}") from e
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise InvalidInputError(f"recipe file {path}: not valid TOML: arrays or tables nested too deep to read") from None
     except UnicodeDecodeError as e:
         raise InvalidInputError(f"recipe file {path}: not UTF-8 text ({e.reason} at byte {e.start}): give a TOML file") from e
     except OSError as e:

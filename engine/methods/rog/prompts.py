@@ -81,7 +81,7 @@ def parse_answers(text: str) -> list[str]:
     if text.startswith("[") and text.endswith("]"):
         try:
             value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):  # Python's parser refuses deep nesting with either of the last two
             value = None
         if isinstance(value, list):
             return list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
