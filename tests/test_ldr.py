@@ -6,6 +6,7 @@ option scorer; gold training samples (chains replayed through the store, WebQSP 
 SmolLM2)."""
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Sequence
@@ -547,6 +548,42 @@ def test_tree_edit_distance_counts_edge_edits():
     assert tree_edit_distance(chain, [(0, "a"), (0, "b")]) == 2  # b hangs from the root: delete and add
     assert tree_edit_distance([(0, "x"), (0, "y"), (2, "z")], [(0, "y"), (1, "z"), (0, "x")]) == 0  # children unordered
     assert tree_edit_distance([], chain) == 2
+    # a search of many steps may give a node many children; the gold is a chain (LDR --max-steps 40)
+    star = [(0, "a")] + [(0, f"r{i}") for i in range(39)]
+    assert tree_edit_distance(star, chain) == tree_edit_distance(chain, star) == 39 + 1  # 39 deleted, b added under a
+    assert tree_edit_distance(star[:9], star[:9][::-1]) == 0
+    with pytest.raises(InvalidInputError, match="more than 16 children each"):
+        tree_edit_distance(star, star)
+
+
+def _reference_edit_distance(a, b) -> int:
+    """Top-down edit distance by trying every matching of every pair of mapped nodes' children."""
+    def kids(tree, node):
+        return [i for i, (parent, _) in enumerate(tree, 1) if parent == node]
+
+    def size(tree, node):
+        return sum(1 + size(tree, k) for k in kids(tree, node))
+
+    def mapped(u, v):
+        ku, kv = kids(a, u), kids(b, v)
+        best = None
+        for slots in itertools.product(range(-1, len(kv)), repeat=len(ku)):  # -1: x's subtree deleted
+            taken = [y for y in slots if y >= 0]
+            if len(taken) != len(set(taken)):
+                continue
+            cost = sum(1 + size(a, x) if y < 0 else (a[x - 1][1] != b[kv[y] - 1][1]) + mapped(x, kv[y]) for x, y in zip(ku, slots))
+            cost += sum(1 + size(b, kv[y]) for y in range(len(kv)) if y not in taken)
+            best = cost if best is None else min(best, cost)
+        return best
+
+    return mapped(0, 0)
+
+
+def test_tree_edit_distance_is_the_reference_on_random_trees():
+    rng = random.Random(7)
+    for _ in range(300):
+        a, b = ([(rng.randrange(i + 1), rng.choice("xyz")) for i in range(rng.randrange(7))] for _ in range(2))
+        assert tree_edit_distance(a, b) == tree_edit_distance(b, a) == _reference_edit_distance(a, b), (a, b)
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -375,8 +375,9 @@ def tree_edit_distance(a: Tree, b: Tree) -> int:
     change an edge's label, one operation each) that turn ``a`` into ``b``, the roots kept.
 
     Exact: the best top-down mapping of the two trees, found by recursion over each pair of
-    mapped nodes with a search over the matchings of their children (trees of a few dozen
-    edges; a node may have at most 16 children)."""
+    mapped nodes with a search over the matchings of their children, by subsets of the smaller
+    set of children (trees of a few dozen edges; of two mapped nodes, one may have at most 16
+    children, the other any number: LDR's retrieved tree against a gold chain)."""
 
     def shape(tree: Tree) -> tuple[list[list[int]], list[str], list[int]]:
         kids: list[list[int]] = [[] for _ in range(len(tree) + 1)]
@@ -389,8 +390,6 @@ def tree_edit_distance(a: Tree, b: Tree) -> int:
         sizes = [0] * (len(tree) + 1)  # edges below each node
         for i in range(len(tree), 0, -1):
             sizes[tree[i - 1][0]] += sizes[i] + 1
-        if any(len(k) > 16 for k in kids):
-            raise InvalidInputError("tree edit distance: a node has more than 16 children")
         return kids, labels, sizes
 
     kids_a, labels_a, size_a = shape(a)
@@ -399,16 +398,26 @@ def tree_edit_distance(a: Tree, b: Tree) -> int:
     @functools.cache
     def mapped(u: int, v: int) -> int:
         ku, kv = kids_a[u], kids_b[v]
+        if min(len(ku), len(kv)) > 16:
+            raise InvalidInputError("tree edit distance: two nodes to be mapped have more than 16 children each")
+        # walk the larger set of children; the smaller one's used members are a bit set
+        flipped = len(kv) > len(ku)
+        walked, subset = (kv, ku) if flipped else (ku, kv)
+        walked_size, subset_size = (size_b, size_a) if flipped else (size_a, size_b)
+
+        def pair(x: int, y: int) -> int:  # x walked, y in the subset: map x's edge onto y's
+            w, z = (y, x) if flipped else (x, y)
+            return (labels_a[w] != labels_b[z]) + mapped(w, z)
 
         @functools.cache
         def best(i: int, used: int) -> int:
-            if i == len(ku):
-                return sum(size_b[y] + 1 for j, y in enumerate(kv) if not used >> j & 1)
-            x = ku[i]
-            cost = size_a[x] + 1 + best(i + 1, used)  # delete x's edge and everything below it
-            for j, y in enumerate(kv):
+            if i == len(walked):
+                return sum(subset_size[y] + 1 for j, y in enumerate(subset) if not used >> j & 1)
+            x = walked[i]
+            cost = walked_size[x] + 1 + best(i + 1, used)  # x's edge and everything below it, deleted (or added)
+            for j, y in enumerate(subset):
                 if not used >> j & 1:
-                    cost = min(cost, (labels_a[x] != labels_b[y]) + mapped(x, y) + best(i + 1, used | 1 << j))
+                    cost = min(cost, pair(x, y) + best(i + 1, used | 1 << j))
             return cost
 
         return best(0, 0)
