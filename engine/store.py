@@ -645,7 +645,7 @@ class Store(ABC):
                 raise InvalidInputError(
                     f"the S-expression tree nests {depth(tree)} levels deep; build it with at most {MAX_DEPTH} levels of forms"
                 )
-            validate_text(to_text(tree), "the S-expression")
+            parse(validate_text(to_text(tree), "the S-expression"))  # held to the bounds its text would be
         for position, node_id in enumerate(entities(tree)):
             validate_id(node_id, "the S-expression's entities", position)
         timeout = validate_timeout(timeout)

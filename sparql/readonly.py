@@ -96,11 +96,19 @@ MAX_NESTING = 64
 MAX_OPERATORS = 2_000
 #: Tokens of any kind (VALUES data included): bounds the work of checking a query.
 MAX_TOKENS = 100_000
+#: Triple patterns, joined or side by side: Virtuoso refuses a query of about 80 and its server
+#: dies at about 85 (a chain, a star, groups or OPTIONALs alike); Oxigraph plans 64 in under a
+#: second, 256 in a minute, and its process dies at about 10,000.
+MAX_PATTERNS = 64
 _OPENING = frozenset("{([")
 _CLOSING = frozenset("})]")
 # Tokens that are part of a term or separate terms, and so add no level to a query's algebra.
 _TERM_PUNCTUATION = frozenset({".", ",", ";", "^^"})
 _TERM_WORDS = frozenset({"TRUE", "FALSE", "UNDEF"})  # and `a`, in lower case only
+_TERM_KINDS = frozenset({"iri", "var", "bnode", "pname", "string", "number"})
+# What a triple pattern's subject follows, and what a collection's opening parenthesis follows.
+_PATTERN_START_AFTER = frozenset({"{", "}", ".", ")"})
+_COLLECTION_AFTER = frozenset({"{", ".", ";", ",", "["})
 
 
 @dataclass(frozen=True)
@@ -198,16 +206,25 @@ def _placeholders(text: str) -> tuple[tuple[int, str], ...]:
 
 def check_size(text: str, found: list[Token]) -> None:
     """Raise :class:`InvalidInputError` unless the query ``found`` (the tokens of ``text``) nests
-    brackets at most :data:`MAX_NESTING` deep and holds at most :data:`MAX_OPERATORS` operators,
-    keywords and brackets (the parentheses of VALUES rows aside): the bounds within which every
-    store reads it safely. An unmatched closing bracket closes nothing, so it hides no opening one."""
+    brackets at most :data:`MAX_NESTING` deep, holds at most :data:`MAX_OPERATORS` operators,
+    keywords and brackets (the parentheses of VALUES rows aside) and at most :data:`MAX_PATTERNS`
+    triple patterns (:func:`_PatternCount`): the bounds within which every store reads it safely.
+    An unmatched closing bracket closes nothing, so it hides no opening one."""
     depth = operators = 0
     data_depth: int | None = None  # the depth of the VALUES data block being read, if any
     values_header = False  # between VALUES and its data block: variables and parentheses only
+    patterns = _PatternCount()
     for t in found:
         punct = t.text if t.kind == "punct" else ""
         if values_header and not (t.kind == "var" or punct in ("(", ")", "{")):
             values_header = False
+        in_data = data_depth is not None or (values_header and punct == "{")
+        if patterns.read(t, data=in_data) > MAX_PATTERNS:
+            raise InvalidInputError(
+                f"invalid SPARQL query: it holds more than {MAX_PATTERNS} triple patterns (the last counted at "
+                f"{_where(text, t.start)}); query() takes at most {MAX_PATTERNS}, as Virtuoso fails on a query of "
+                "about 80: split it into several queries"
+            )
         if punct in _OPENING:
             depth += 1
             if depth > MAX_NESTING:
@@ -234,6 +251,54 @@ def check_size(text: str, found: list[Token]) -> None:
                     f"(the last counted at {_where(text, t.start)}); query() takes at most {MAX_OPERATORS:,}: give "
                     "long lists of values as VALUES data or IN (…), or split the query into several"
                 )
+
+
+class _PatternCount:
+    """The triple patterns of a query read token by token (VALUES data left out), counted from
+    above: inside braces and outside expressions' parentheses, each subject (a term, ``[`` or
+    ``(`` after ``{``, ``}``, ``.`` or ``)``), each ``,`` and ``;`` (one more object or
+    predicate), each ``[`` (a blank node's own patterns), and two per member of a collection
+    ``( … )`` (its ``rdf:first`` and ``rdf:rest``). A projection or ordering that puts a term
+    after ``)`` counts too: an overcount, never an undercount."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.braces = 0
+        self.parens: list[bool] = []  # each open parenthesis: whether it holds a collection
+        self.previous: Token | None = None
+
+    def read(self, t: Token, *, data: bool = False) -> int:
+        """The count after ``t``; ``data``: ``t`` is VALUES data (or its braces), which holds no pattern."""
+        if data:
+            self.previous = t
+            return self.count
+        punct = t.text if t.kind == "punct" else ""
+        after = self.previous.text if self.previous is not None and self.previous.kind == "punct" else None
+        term = t.kind in _TERM_KINDS or (t.kind == "word" and _is_term_word(t.text))
+        in_collection = bool(self.parens) and self.parens[-1]
+        if punct == "{":
+            self.braces += 1
+        elif punct == "}":
+            self.braces = max(self.braces - 1, 0)
+        elif punct == "(":
+            previous_term = self.previous is not None and (
+                self.previous.kind in _TERM_KINDS or (self.previous.kind == "word" and _is_term_word(self.previous.text)))
+            opens_collection = self.braces > 0 and (in_collection or (not self.parens and (previous_term or after in _COLLECTION_AFTER or after in _PATTERN_START_AFTER)))
+            if opens_collection and not self.parens and after in _PATTERN_START_AFTER:
+                self.count += 1  # a collection as a subject
+            self.parens.append(opens_collection)
+        elif punct == ")":
+            if self.parens:
+                self.parens.pop()
+        elif in_collection:
+            self.count += 2 * term
+        elif self.braces > 0 and not self.parens:
+            if (term or punct == "[") and after in _PATTERN_START_AFTER:
+                self.count += 1
+            if punct in (",", ";", "["):
+                self.count += 1
+        self.previous = t
+        return self.count
 
 
 def _is_term_word(word: str) -> bool:

@@ -11,9 +11,12 @@ import pytest
 from cypher import readonly as cypher_guard
 from engine.cli.main import main
 from engine.errors import InvalidInputError
-from engine.graph import Triple
+from engine.graph import FREEBASE_NS, XSD, Literal, Triple
 from engine.sexpr import SExprSyntaxError
-from engine.sexpr.parser import MAX_DEPTH
+from engine.reference import ReferenceStore
+from engine.sexpr import parse
+from engine.sexpr.parser import MAX_ANDS, MAX_DEPTH, MAX_EXTREMES, MAX_PATTERNS
+from engine.sexpr.tree import And, Entity, Join, Relation, triple_patterns
 from sparql import readonly as sparql_guard
 from sparql.terms import Terms
 
@@ -64,6 +67,83 @@ def test_an_sexpression_nested_past_the_bound_is_a_syntax_error(store):
     assert backend.execute(join(3)).answers == ["m.0a"]
 
 
+def _balanced(items: list[str]) -> str:
+    """``items`` joined by ANDs into a balanced tree (``len(items) - 1`` of them)."""
+    while len(items) > 1:
+        items = [f"(AND {items[i]} {items[i + 1]})" if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _chain(n: int, form: str = "(JOIN r.r {})", base: str = "m.0a") -> str:
+    for _ in range(n):
+        base = form.format(base)
+    return base
+
+
+#: expressions at the size bounds, the widest of each shape, on a graph of one self-loop and one type
+SEXPR_GRAPH = [Triple("m.0a", "r.r", "m.0a"), Triple("m.0a", "type.object.type", "c.c"), Triple("m.0a", "n.n", Literal.make("5", XSD + "integer"))]
+SEXPR_AT_BOUNDS = {
+    "a star of class constraints": _balanced(["c.c"] * (MAX_ANDS + 1)),
+    "a star of chains": _balanced([_chain(3)] * MAX_ANDS + ["c.c"]),
+    "a chain as long as the patterns and nesting allow": _chain(MAX_PATTERNS),
+    "nested ARGMAX over a star": f"(ARGMIN (ARGMAX {_balanced([_chain(2)] * 6)} n.n) (JOIN r.r n.n))",
+    "time constraints": _chain(MAX_PATTERNS // 4, "(TC {} r.r 2009)"),
+    "comparisons": _balanced(["(le n.n 5^^http://www.w3.org/2001/XMLSchema#integer)"] * (MAX_ANDS + 1)),
+    "a count": f"(COUNT {_balanced([_chain(3, '(JOIN (R r.r) {})')] * MAX_ANDS)})",
+    "entities": _balanced(["m.0a"] * (MAX_ANDS + 1)),
+}
+
+
+def test_sexpressions_at_the_size_bounds_answer_as_the_reference_on_every_store(store):
+    backend, reference = store(SEXPR_GRAPH), ReferenceStore(SEXPR_GRAPH)
+    assert max(triple_patterns(parse(text)) for text in SEXPR_AT_BOUNDS.values()) == MAX_PATTERNS
+    for name, text in SEXPR_AT_BOUNDS.items():
+        assert backend.execute(text) == reference.execute(text), name
+    assert backend.execute(SEXPR_AT_BOUNDS["a chain as long as the patterns and nesting allow"]).answers == ["m.0a"]
+
+
+@pytest.mark.parametrize("text, what, token", [
+    # each bound passed by one, pointed at the first token past it: the nesting, the ANDs, the
+    # ARGMAX forms; and the triple patterns, pointed at the start (two chains: one alone would
+    # nest too deep first; time constraints count four, an ARGMAX its argument twice)
+    (_chain(MAX_DEPTH + 1), f"more than {MAX_DEPTH} levels", (MAX_DEPTH, "(")),
+    (_balanced(["m.0a"] * (MAX_ANDS + 2)), f"more than {MAX_ANDS} ANDs", (MAX_ANDS, "AND")),
+    (_chain(MAX_EXTREMES + 1, "(ARGMAX {} n.n)"), f"more than {MAX_EXTREMES} ARGMAX or ARGMIN", (MAX_EXTREMES, "ARGMAX")),
+    (f"(AND {_chain(MAX_PATTERNS // 2)} {_chain(MAX_PATTERNS // 2 + 1)})", f"join {MAX_PATTERNS + 1} triple patterns", None),
+    (f"(AND {_chain(MAX_PATTERNS // 4)} {_chain(MAX_PATTERNS // 4, '(TC {} r.r 2009)')})", "join 80 triple patterns", None),
+    (f"(ARGMAX {_chain(MAX_PATTERNS // 2)} n.n)", f"join {2 * (MAX_PATTERNS // 2 + 1)} triple patterns", None),
+    # what took a store down: 14 nested ARGMAX compiled to 100 MB of SPARQL; a star of 17 chains
+    # 6 long stopped Virtuoso's server; a star of 4,096 joins stopped Oxigraph's process
+    (_chain(14, "(ARGMAX {} r.r)"), f"more than {MAX_EXTREMES} ARGMAX or ARGMIN", (MAX_EXTREMES, "ARGMAX")),
+    (_balanced([_chain(6)] * 17), "join 102 triple patterns", None),
+    (_balanced(["(JOIN (R r.r) m.0a)"] * 4_096), f"more than {MAX_ANDS} ANDs", (MAX_ANDS, "AND")),
+], ids=["nesting", "ANDs", "ARGMAX", "patterns", "time constraints", "ARGMAX twice", "nested ARGMAX", "star of chains",
+        "star of 4096"])
+def test_an_sexpression_past_a_size_bound_is_a_syntax_error(store, text, what, token):
+    backend = store(SEXPR_GRAPH)
+    with pytest.raises(SExprSyntaxError, match=what) as caught:
+        backend.execute(text)
+    if token is None:
+        assert caught.value.position == 0
+    else:  # the position of the token after the first `skip` of its kind
+        skip, word = token
+        position = -1
+        for _ in range(skip + 1):
+            position = text.index(word, position + 1)
+        assert caught.value.position == position
+    assert backend.execute("(JOIN r.r m.0a)").answers == ["m.0a"]
+
+
+def test_a_tree_built_in_python_is_held_to_the_same_bounds(make_store):
+    backend = make_store("oxigraph", SEXPR_GRAPH)
+    chain = Entity("m.0a")
+    for _ in range(MAX_PATTERNS // 2 + 1):
+        chain = Join(Relation("r.r"), chain)
+    with pytest.raises(SExprSyntaxError, match=f"join {MAX_PATTERNS + 2} triple patterns"):
+        backend.execute(And(chain, chain))
+    assert backend.execute(chain).answers == ["m.0a"]
+
+
 # ----------------------------------------------------------------------------- SPARQL
 @pytest.mark.parametrize("kind", SPARQL_KINDS)
 def test_every_kind_of_sparql_bracket_counts(make_store, kind):
@@ -71,7 +151,6 @@ def test_every_kind_of_sparql_bracket_counts(make_store, kind):
     deep = [
         "SELECT * WHERE { " + "{" * DEEP + " ?s ?p ?o " + "}" * DEEP + " }",
         "SELECT * WHERE { ?s ?p ?o FILTER(" + "(" * 10_000 + "1" + ")" * 10_000 + ") }",
-        "SELECT * WHERE { ?s ?p " + "[ ?p " * DEEP + "?o" + " ]" * DEEP + " }",
         "SELECT * WHERE { ?s ?p ?o " + "OPTIONAL { ?s ?p ?o " * 3_000 + "}" * 3_000 + " }",
         "SELECT * WHERE { " + "{ SELECT * WHERE " * 3_000 + "{ ?s ?p ?o }" + " }" * 3_000 + " }",
         "SELECT * WHERE { " + "{" * DEEP,  # never closed
@@ -80,6 +159,9 @@ def test_every_kind_of_sparql_bracket_counts(make_store, kind):
     for text in deep:
         with pytest.raises(InvalidInputError, match="brackets nest more than 64 deep"):
             backend.query(text)
+    # blank nodes nest with a pattern each, so the pattern bound comes first
+    with pytest.raises(InvalidInputError, match="more than 64 triple patterns"):
+        backend.query("SELECT * WHERE { ?s ?p " + "[ ?p " * DEEP + "?o" + " ]" * DEEP + " }")
     assert backend.query("SELECT ?s WHERE { ?s ?p ?o }").rows == [["a"]]
 
 
@@ -87,12 +169,12 @@ def test_every_kind_of_sparql_bracket_counts(make_store, kind):
 def test_long_chains_of_clauses_and_operators_are_refused(make_store, kind):
     backend = make_store(kind, [Triple("a", "r", "b")])
     long = [
-        "SELECT * WHERE { ?s ?p ?o " + "MINUS { ?s ?p ?o } " * 3_000 + "}",  # Oxigraph dies at about 2,600
+        "SELECT * WHERE { ?s ?p ?o " + "MINUS { } " * 3_000 + "}",  # Oxigraph dies at about 2,600
         "SELECT * WHERE { ?s ?p ?o FILTER(" + "!" * 10_000 + "true) }",
         "SELECT * WHERE { ?s ?p ?o FILTER(" + " || ".join(["true"] * 10_000) + ") }",
         "SELECT * WHERE { " + " ".join(f"BIND(1 AS ?x{i})" for i in range(3_000)) + " }",
         # a VALUES header that never opens its data block does not make the rest data
-        "SELECT * WHERE { VALUES ?x ?s ?p ?o " + "MINUS { ?s ?p ?o } " * 3_000 + "}",
+        "SELECT * WHERE { VALUES ?x ?s ?p ?o " + "MINUS { } " * 3_000 + "}",
     ]
     for text in long:
         with pytest.raises(InvalidInputError, match="more than 2,000 operators, keywords and brackets"):
@@ -117,6 +199,54 @@ def test_queries_within_the_bounds_run(make_store, kind):
     assert backend.query(f"SELECT ?x WHERE {{ BIND(999 AS ?x) FILTER(?x IN ({listed})) }}").rows[0][0].value == "999"
     long_list = ", ".join(map(str, range(5_000)))
     _check_sparql(f"SELECT ?x WHERE {{ BIND(1 AS ?x) FILTER(?x IN ({long_list})) }}")
+
+
+def _patterns(n: int, one: str, more: str) -> str:
+    """``n`` triple patterns written as ``one`` (``{i}`` numbered) side by side, each ``more``
+    holding two, and a lone one when ``n`` is odd."""
+    pairs = " ".join(more.format(i=i) for i in range(n // 2))
+    return pairs + (" " + one.format(i=n) if n % 2 else "")
+
+
+#: each way of writing ``n`` triple patterns over the graph ``a r a`` (``ns:`` the stores' namespace)
+PATTERN_SHAPES = {
+    "a chain": lambda n: " ".join(f"?x{i} ns:r ?x{i + 1} ." for i in range(n)),
+    "a star": lambda n: " ".join(f"?x0 ns:r ?y{i} ." for i in range(n)),
+    "groups": lambda n: " ".join(f"{{ ?x{i} ns:r ?x{i + 1} }}" for i in range(n)),
+    "OPTIONALs": lambda n: "?x0 ns:r ?x1 . " + " ".join(f"OPTIONAL {{ ?x{i} ns:r ?x{i + 1} }}" for i in range(1, n)),
+    "an object list": lambda n: "?x0 ns:r " + ", ".join(f"?y{i}" for i in range(n)),
+    "a predicate list": lambda n: "?x0 " + "; ".join(f"ns:r ?y{i}" for i in range(n)),
+    "blank nodes": lambda n: _patterns(n, "?x0 ns:r ?y{i} .", "?x0 ns:r [ ns:r ?y{i} ] ."),
+    "blank node subjects": lambda n: _patterns(n, "?x0 ns:r ?y{i} .", "[ ns:r ?x0 ] ns:r ?y{i} ."),
+    # a collection's node and two per member (rdf:first, rdf:rest)
+    "a collection": lambda n: "?x0 ns:r ?y0 . " * (1 - n % 2) + "?x0 ?p (" + " ?v" * ((n - 1) // 2) + " )",
+}
+
+
+@pytest.mark.parametrize("kind", SPARQL_KINDS)
+def test_a_raw_query_of_more_triple_patterns_than_the_bound_is_refused(make_store, kind):
+    backend = make_store(kind, [Triple("a", "r", "a")])
+    for name, shape in PATTERN_SHAPES.items():
+        def query(n: int) -> str:
+            return f"PREFIX ns: <{FREEBASE_NS}> SELECT ?x0 WHERE {{ {shape(n)} }} LIMIT 1"
+
+        # at the bound it runs (a collection matches nothing here); one more is refused
+        assert backend.query(query(sparql_guard.MAX_PATTERNS)).rows == ([] if name == "a collection" else [["a"]]), name
+        with pytest.raises(InvalidInputError, match=f"more than {sparql_guard.MAX_PATTERNS} triple patterns"):
+            backend.query(query(sparql_guard.MAX_PATTERNS + 1))
+    # what stopped Virtuoso's server: a chain of 100 patterns (of 90, 2 chains of 40, 100 groups, 100 OPTIONALs)
+    with pytest.raises(InvalidInputError, match="triple patterns"):
+        backend.query(f"PREFIX ns: <{FREEBASE_NS}> SELECT * WHERE {{ {PATTERN_SHAPES['a chain'](100)} }}")
+    assert backend.query("SELECT ?s WHERE { ?s ?p ?o }").rows == [["a"]]
+
+
+def test_filters_projections_values_and_lists_are_no_triple_patterns():
+    # expressions, VALUES data and IN lists hold no pattern: within the bound however long
+    many = 5 * sparql_guard.MAX_PATTERNS  # 320 FILTERs, 4 operators each
+    _check_sparql("SELECT * WHERE { ?s ?p ?o " + " ".join(f"FILTER(?o != {i})" for i in range(many)) + " }")
+    _check_sparql("SELECT * WHERE { VALUES ?s { " + " ".join(f"<x:{i}>" for i in range(many)) + " } ?s ?p ?o }")
+    _check_sparql("SELECT * WHERE { ?s ?p ?o FILTER(?o IN (" + ", ".join(map(str, range(many))) + ")) }")
+    _check_sparql("SELECT " + " ".join(f"(CONCAT(?s, ?o) AS ?c{i})" for i in range(100)) + " WHERE { ?s ?p ?o }")
 
 
 def test_the_token_bound():

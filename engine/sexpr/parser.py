@@ -1,7 +1,7 @@
 """Tokenizer and recursive-descent parser for the S-expression language of ``tree.py``.
 
 Every error is an :class:`SExprSyntaxError` carrying the 0-based character ``position`` where
-the input went wrong, an expression nested deeper than :data:`MAX_DEPTH` included. Relation and
+the input went wrong, an expression past one of the size bounds included (:func:`check_size`). Relation and
 class names pass :func:`engine.identifiers.validate_relation`, literals
 :meth:`engine.graph.Literal.make`, so a parsed tree is safe to compile.
 """
@@ -35,12 +35,24 @@ from engine.sexpr.tree import (
     Top,
     Value,
     literal_kind,
+    triple_patterns,
 )
 
 OPERATORS = ("JOIN", "AND", "R", "COUNT", "ARGMAX", "ARGMIN", "TC") + COMPARISONS
 #: The parser and the compilers recurse once per parenthesis, and Python's recursion limit stops
 #: them at about 1,000 levels; the logical forms of GrailQA and WebQSP nest at most 6 deep.
 MAX_DEPTH = 64
+#: Each AND adds a conjunct on one variable, and stores plan many conjuncts on one variable in
+#: time that grows steeply (48 class constraints took Virtuoso 2.9 s, 64 took 7.8 s, 128 failed).
+#: Every other form takes a fixed number of arguments, so this and MAX_DEPTH bound the tree.
+MAX_ANDS = 16
+#: A SPARQL store gets an ARGMAX's argument twice (to find the best value, then the members that
+#: have it), so each one nested doubles the query: four nested ran Virtuoso out of its memory
+#: pool, 14 compiled to 100 MB. GrailQA's and WebQSP's forms hold at most one.
+MAX_EXTREMES = 2
+#: Triple patterns in the expression's query (:func:`engine.sexpr.tree.triple_patterns`): Virtuoso
+#: refuses a query of about 80 joined patterns and its server dies at about 85.
+MAX_PATTERNS = 64
 _YEAR = re.compile(r"-?\d{1,4}")
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -94,27 +106,43 @@ def parse(text: str) -> Top:
     parser = _Parser(text, tokenize(text))
     if not parser.tokens:
         raise SExprSyntaxError(0, "empty S-expression", text)
-    _check_depth(text, parser.tokens)
+    check_size(text, parser.tokens)
     tree = parser.top()
     if parser.i < len(parser.tokens):
         raise SExprSyntaxError(parser.tokens[parser.i].position, "unexpected text after the expression", text)
+    patterns = triple_patterns(tree)
+    if patterns > MAX_PATTERNS:
+        raise SExprSyntaxError(
+            0, f"the expression's query would join {patterns} triple patterns, and stores take at most {MAX_PATTERNS} "
+               "in one query (an ARGMAX counts its argument twice); write it with fewer relations", text,
+        )
     return tree
 
 
-def _check_depth(text: str, tokens: list[Token]) -> None:
-    """Raise unless parentheses nest at most :data:`MAX_DEPTH` deep (read before the recursive parser)."""
-    depth = 0
-    for token in tokens:
+def check_size(text: str, tokens: list[Token]) -> None:
+    """Raise :class:`SExprSyntaxError` at the first token past a bound, unless the expression
+    ``text`` (read as ``tokens``) nests parentheses at most :data:`MAX_DEPTH` deep and holds at
+    most :data:`MAX_ANDS` ANDs and :data:`MAX_EXTREMES` ARGMAX or ARGMIN forms. Read before the
+    recursive parser; :func:`parse` then bounds the query's triple patterns (:data:`MAX_PATTERNS`).
+    Within these bounds every store compiles and answers an expression promptly."""
+    depth = ands = extremes = 0
+    for i, token in enumerate(tokens):
+        problem = None
         if token.kind == "open":
             depth += 1
             if depth > MAX_DEPTH:
-                raise SExprSyntaxError(
-                    token.position,
-                    f"the expression nests more than {MAX_DEPTH} levels deep; write it with at most {MAX_DEPTH}",
-                    text,
-                )
+                problem = f"the expression nests more than {MAX_DEPTH} levels deep; write it with at most {MAX_DEPTH}"
         elif token.kind == "close":
             depth = max(depth - 1, 0)  # a stray ')' is an error of its own, not a credit
+        elif i > 0 and tokens[i - 1].kind == "open":  # an operator
+            ands += token.text == "AND"
+            extremes += token.text in ("ARGMAX", "ARGMIN")
+            if ands > MAX_ANDS:
+                problem = f"the expression holds more than {MAX_ANDS} ANDs; write it with at most {MAX_ANDS}"
+            elif extremes > MAX_EXTREMES:
+                problem = f"the expression holds more than {MAX_EXTREMES} ARGMAX or ARGMIN forms; write it with at most {MAX_EXTREMES}"
+        if problem is not None:
+            raise SExprSyntaxError(token.position, problem, text)
 
 
 def parse_literal(text: str) -> Literal:

@@ -225,6 +225,28 @@ def depth(node: Top | Path) -> int:
     return deepest
 
 
+def triple_patterns(node: Top) -> int:
+    """How many triple patterns the query of ``node`` holds, as the SPARQL stores are sent it (at
+    most): one per JOIN hop, class constraint and comparison, four per time constraint (its start
+    and end relations, each tested twice), and an ARGMAX's argument and path twice (once to find
+    the best value, once to select the members that have it)."""
+    if isinstance(node, (Entity, Value)):
+        return 0
+    if isinstance(node, (Class, Compare)):
+        return 1
+    if isinstance(node, Join):
+        return 1 + triple_patterns(node.arg)
+    if isinstance(node, And):
+        return triple_patterns(node.left) + triple_patterns(node.right)
+    if isinstance(node, Extreme):
+        return 2 * (triple_patterns(node.arg) + len(path_hops(node.path)))
+    if isinstance(node, TimeConstraint):
+        return triple_patterns(node.arg) + 4
+    if isinstance(node, Count):
+        return triple_patterns(node.arg)
+    raise TypeError(f"not an S-expression node: {node!r}")
+
+
 def _atoms(node: object, kind: type) -> list:
     found: list = []
 
