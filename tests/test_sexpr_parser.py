@@ -95,7 +95,7 @@ def test_errors_point_at_the_fault(text, position, words):
 
 def test_nesting_past_the_bound_is_a_syntax_error_at_the_first_level_too_many():
     def nested(depth: int) -> str:
-        return "(AND c.d " * depth + "m.0a" + ")" * depth
+        return "(JOIN c.d " * depth + "m.0a" + ")" * depth
 
     assert to_text(parse(nested(MAX_DEPTH))) == nested(MAX_DEPTH)
     for text in (nested(MAX_DEPTH + 1), nested(2_000), "(" * 2_000, ")" * 100 + "(JOIN a.b " * 2_000):
