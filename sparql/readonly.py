@@ -208,7 +208,7 @@ def check_size(text: str, found: list[Token]) -> None:
     """Raise :class:`InvalidInputError` unless the query ``found`` (the tokens of ``text``) nests
     brackets at most :data:`MAX_NESTING` deep, holds at most :data:`MAX_OPERATORS` operators,
     keywords and brackets (the parentheses of VALUES rows aside) and at most :data:`MAX_PATTERNS`
-    triple patterns (:func:`_PatternCount`): the bounds within which every store reads it safely.
+    triple patterns (:class:`_PatternCount`): the bounds within which every store reads it safely.
     An unmatched closing bracket closes nothing, so it hides no opening one."""
     depth = operators = 0
     data_depth: int | None = None  # the depth of the VALUES data block being read, if any
@@ -273,17 +273,18 @@ class _PatternCount:
             self.previous = t
             return self.count
         punct = t.text if t.kind == "punct" else ""
-        after = self.previous.text if self.previous is not None and self.previous.kind == "punct" else None
-        term = t.kind in _TERM_KINDS or (t.kind == "word" and _is_term_word(t.text))
+        previous = self.previous
+        after = previous.text if previous is not None and previous.kind == "punct" else None  # the punctuation before t
         in_collection = bool(self.parens) and self.parens[-1]
         if punct == "{":
             self.braces += 1
         elif punct == "}":
             self.braces = max(self.braces - 1, 0)
         elif punct == "(":
-            previous_term = self.previous is not None and (
-                self.previous.kind in _TERM_KINDS or (self.previous.kind == "word" and _is_term_word(self.previous.text)))
-            opens_collection = self.braces > 0 and (in_collection or (not self.parens and (previous_term or after in _COLLECTION_AFTER or after in _PATTERN_START_AFTER)))
+            pattern_place = not self.parens and (
+                _is_term(previous) or after in _COLLECTION_AFTER or after in _PATTERN_START_AFTER
+            )
+            opens_collection = self.braces > 0 and (in_collection or pattern_place)
             if opens_collection and not self.parens and after in _PATTERN_START_AFTER:
                 self.count += 1  # a collection as a subject
             self.parens.append(opens_collection)
@@ -291,9 +292,9 @@ class _PatternCount:
             if self.parens:
                 self.parens.pop()
         elif in_collection:
-            self.count += 2 * term
+            self.count += 2 * _is_term(t)
         elif self.braces > 0 and not self.parens:
-            if (term or punct == "[") and after in _PATTERN_START_AFTER:
+            if (_is_term(t) or punct == "[") and after in _PATTERN_START_AFTER:
                 self.count += 1
             if punct in (",", ";", "["):
                 self.count += 1
@@ -303,6 +304,10 @@ class _PatternCount:
 
 def _is_term_word(word: str) -> bool:
     return word == "a" or word.upper() in _TERM_WORDS
+
+
+def _is_term(t: Token | None) -> bool:
+    return t is not None and (t.kind in _TERM_KINDS or (t.kind == "word" and _is_term_word(t.text)))
 
 
 def _check(text: str, found: list[Token], graph: str | None, allow_service: bool) -> None:
