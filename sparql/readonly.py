@@ -106,9 +106,10 @@ _CLOSING = frozenset("})]")
 _TERM_PUNCTUATION = frozenset({".", ",", ";", "^^"})
 _TERM_WORDS = frozenset({"TRUE", "FALSE", "UNDEF"})  # and `a`, in lower case only
 _TERM_KINDS = frozenset({"iri", "var", "bnode", "pname", "string", "number"})
-# What a triple pattern's subject follows, and what a collection's opening parenthesis follows.
+# What a triple pattern's subject follows; a collection's opening parenthesis may also follow
+# what comes before an object.
 _PATTERN_START_AFTER = frozenset({"{", "}", ".", ")"})
-_COLLECTION_AFTER = frozenset({"{", ".", ";", ",", "["})
+_COLLECTION_AFTER = _PATTERN_START_AFTER | {";", ",", "["}
 
 
 @dataclass(frozen=True)
@@ -281,9 +282,7 @@ class _PatternCount:
         elif punct == "}":
             self.braces = max(self.braces - 1, 0)
         elif punct == "(":
-            pattern_place = not self.parens and (
-                _is_term(previous) or after in _COLLECTION_AFTER or after in _PATTERN_START_AFTER
-            )
+            pattern_place = not self.parens and (_is_term(previous) or after in _COLLECTION_AFTER)
             opens_collection = self.braces > 0 and (in_collection or pattern_place)
             if opens_collection and not self.parens and after in _PATTERN_START_AFTER:
                 self.count += 1  # a collection as a subject

@@ -81,7 +81,8 @@ def parse_answers(text: str) -> list[str]:
     if text.startswith("[") and text.endswith("]"):
         try:
             value = ast.literal_eval(text)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):  # Python's parser refuses deep nesting with either of the last two
+        # Python's parser refuses nesting too deep for it with a RecursionError or a MemoryError
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
             value = None
         if isinstance(value, list):
             return list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
