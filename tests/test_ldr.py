@@ -24,7 +24,7 @@ from engine.methods.ldr.constraints import (
     prune,
     question_values,
 )
-from engine.methods.lockstep import Choice
+from engine.methods.lockstep import Choice, Decide
 from engine.methods.ldr.pipeline import LdrConfig, LdrMethod, reason
 from engine.methods.spec import Models
 from engine.results import to_json
@@ -417,6 +417,42 @@ def test_two_models_split_the_stages_as_the_paper():
     assert (search.calls, reasoner.calls, scorer.mode) == (1, 2, "logprobs")
 
 
+class CountingLM(TableLM):
+    """A :class:`TableLM` that counts its ``score_many`` calls and scores each prompt apart."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        super().__init__(table)
+        self.many: list[int] = []
+
+    def score_many(self, requests, *, eos=False):
+        self.many.append(len(requests))
+        return [self.table_for(prompt, continuations, eos) for prompt, continuations in requests]
+
+    def table_for(self, prompt, continuations, eos):
+        return [[v + len(prompt) % 3 for v in self.table[c]] + ([-1.0] if eos else []) for c in continuations]
+
+    def score_batch(self, prompt, continuations, *, eos=False):
+        return self.table_for(prompt, continuations, eos)
+
+
+def test_a_round_of_decisions_is_one_scoring_call_choosing_as_one_at_a_time():
+    lm = CountingLM({"a": [-1.0], "b": [-1.5], "c": [-0.2, -3.0], "None": [-2.0]})
+    asks = [Decide("p1", ("a", "b", "None")), Decide("p22", ("only",)), Decide("p333", ("c", "a")), Decide("p4", ("None", "a"))]
+    scorer = OptionScorer(lm)
+    together = scorer.decide(asks)
+    assert lm.many == [3] and together[1] == Choice(0)  # the pool of one is not asked
+    assert together == [OptionScorer(lm)(a.prompt, a.options) for a in asks]
+    with pytest.raises(ValueError, match="empty option pool"):
+        scorer.decide([asks[0], Decide("p", ())])
+    # two models: each stage's decisions go to its model, in one call each
+    search, reasoner = CountingLM({"a": [-1.0], "b": [-2.0]}), CountingLM({"a": [-2.0], "b": [-1.0]})
+    staged = StageScorer(OptionScorer(search), OptionScorer(reasoner)).decide(
+        [Decide(search_prompt("q", "g"), ("a", "b")), Decide(answer_prompt("q", "g"), ("a", "b")),
+         Decide(search_prompt("r", "g"), ("a", "b")), Decide(constraint_prompt("q", "g", []), ("a", "b"))]
+    )
+    assert [c.index for c in staged] == [0, 1, 0, 1] and (search.many, reasoner.many) == ([2], [2])
+
+
 class ChatLikeLM(TableLM):
     def score_batch(self, prompt, continuations, *, eos=False):
         raise UnsupportedOperationError("no scoring")
@@ -429,6 +465,8 @@ def test_models_without_scoring_fall_back_to_a_generated_choice():
     scorer = OptionScorer(ChatLikeLM({}))
     assert scorer("p", ["Titanic+starred_actors", "Titanic+directed_by", "None"]).index == 1
     assert scorer.mode == "choice"
+    pools = [("Titanic+starred_actors", "Titanic+directed_by", "None"), ("x", "y"), ("only",)]
+    assert [c.index for c in scorer.decide([Decide("p", pool) for pool in pools])] == [1, 1, 0]
     assert match_option("entity_3", ["entity_2", "entity_3"]) == 1
     assert match_option("I think entity_12 is it", ["entity_1", "entity_12", "None"]) == 1  # the longest it contains
     assert match_option("no idea", ["x", "None"]) == 1  # nothing named: the last (stop) option
@@ -622,8 +660,9 @@ def test_ldr_method_runs_on_the_protocol(tmp_path, make_store):
     assert summary["hits1"] == 1.0 and summary["ldr"]["relation_recall"] == 1.0 and summary["ldr"]["edit_distance"] == 0
     r = records[0]
     assert r["ldr"]["s_k"] == [["Titanic", "directed_by", "entity_1"]] and r["ldr"]["g_k"] == [["Titanic", "directed_by", "James Cameron"]]
-    # the two questions in lock step: names, relations; expand, relations; answer names, each one call for both
-    assert r["calls"] == {"store": 3.0, "llm": 2.0}
+    # the two questions in lock step: names, relations; expand, relations; answer names, each one call for
+    # both; their two rounds of decisions, each one scoring call for both
+    assert r["calls"] == {"store": 3.0, "llm": 1.0}
     assert r["seconds"]["store"] > 0 and r["ldr"]["scoring"] == "logprobs"
     models = Models()
     alone = LdrMethod(store, models, LdrConfig(batch_size=1), OptionScorer(models.meter.lm(KeywordLM({}))))

@@ -2,6 +2,7 @@
 decoding, and the OpenAI-compatible client against a canned local HTTP server."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
@@ -268,6 +269,44 @@ def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
     lm.model.set_attn_implementation("sdpa")
     lm.float32_decoding = False
     assert outputs() == ours
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [("float32", 1e-4), ("bfloat16", 1e-2)])
+def test_prompts_scored_together_score_as_each_alone(tmp_path, dtype, tolerance):
+    """score_many runs prompts that begin alike in one left-padded pass over their common
+    beginning, and every continuation over its prompt's cache: each token gets the
+    log-probability it gets when its prompt is scored alone, and alone as a plain pass over
+    prompt and continuation. Random prompts of many lengths, some sharing the instructions and
+    some not, pools sharing heads, a pool of one, an empty pool, and chunks of three rows."""
+    import random
+
+    from tests.tiny_lm import make_tiny_lm
+
+    lm = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", dtype)
+    rng = random.Random(5)
+    instructions = "Choose what to retrieve next for the question below, or None. Question: "
+    options = ["entity_1", "entity_12", "entity_2+r", "None", "x", "a much longer relation name"]
+    requests = [
+        ((instructions if i % 4 else "") + "".join(rng.choices("abc xyz?", k=rng.randint(1, 40))), rng.sample(options, rng.randint(0, 4)))
+        for i in range(15)
+    ] + [(instructions + "same", ["entity_1", "entity_1"]), (instructions, ["entity_12"])]
+    # the prompts with the instructions: their beginning once, then per batch of them one pass
+    # for their rests and one for their continuations
+    alike = [(prompt, pool) for prompt, pool in requests if prompt.startswith(instructions) and pool]
+    passes = [0]
+    lm.model.register_forward_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
+    lm.score_many(alike)
+    assert len(alike) > lm.batch_size and passes[0] == 1 + 2 * math.ceil(len(alike) / lm.batch_size)
+    lm.score_chunk = 3
+    for eos in (False, True):
+        together = lm.score_many(requests, eos=eos)
+        alone = [lm.score_batch(prompt, pool, eos=eos) for prompt, pool in requests]
+        assert [[len(s) for s in pool] for pool in together] == [[len(s) for s in pool] for pool in alone]
+        for got, want in zip(together, alone):
+            assert got == [pytest.approx(w, abs=tolerance) for w in want]
+    plain = [[[t.logprob for t in lm.token_logprobs(prompt, c)] for c in pool] for prompt, pool in requests]
+    assert lm.score_many(requests) == [[pytest.approx(p, abs=tolerance) for p in pool] for pool in plain]
+    assert lm.score_many([]) == [] and lm.score_many([("q", [])]) == [[]]
 
 
 def test_the_float32_layer_keeps_every_state_through_growth_and_cropping():

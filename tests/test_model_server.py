@@ -109,6 +109,8 @@ def test_completions_score_the_continuation_and_the_end_of_the_answer(canned):
     assert path == "/v1/completions" and body["echo"] is True and body["max_tokens"] == 1
     assert {b["prompt"] for _, b in canned.requests} == {"<s>Q?\nNew York<|im_end|>", "<s>Q?\nParis<|im_end|>"}
     assert lm.score_batch("Q?", ["Paris"]) == [pytest.approx([-0.6])]
+    # a round of prompts: every continuation of every prompt one request, answers in order
+    assert lm.score_many([("Q?", ["Paris"]), ("Q?", []), ("Q?", ["New York", "Paris"])], eos=True) == [[scores[1]], [], scores]
     assert [t.token for t in lm.token_logprobs("Q?", "New York")] == ["\nNew", " York"]
     assert lm.score("Q?", ["Paris"]) == [pytest.approx(-0.6)]
     assert lm.score_batch("Q?", []) == []

@@ -186,6 +186,12 @@ def one_by_one(choose: Chooser) -> Decider:
     return lambda asks: [choose(a.prompt, a.options) for a in asks]
 
 
+def decider(choose: Chooser) -> Decider:
+    """A :data:`Decider` over ``choose``: its own ``decide`` where it has one (a model's scorer
+    scores a round's decisions together), else :func:`one_by_one`."""
+    return getattr(choose, "decide", None) or one_by_one(choose)
+
+
 def ask(request: Request) -> Program[Any]:
     """A program that asks ``request`` and returns its answer."""
     return (yield request)

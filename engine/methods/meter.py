@@ -26,6 +26,7 @@ STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
 #: language-model methods that cost a model call (tokenizer helpers do not)
 LM_CALLS = frozenset({
     "generate", "beam_search", "token_logprobs", "score", "generate_batch", "beam_search_batch", "beam_search_steps", "score_batch",
+    "score_many",
 })
 
 

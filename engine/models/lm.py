@@ -157,6 +157,11 @@ class LanguageModel(ABC):
             raise UnsupportedOperationError(f"{self.name} cannot score the end of a continuation")
         return [[t.logprob for t in self.token_logprobs(prompt, c)] for c in continuations]
 
+    def score_many(self, requests: Sequence[tuple[str, Sequence[str]]], *, eos: bool = False) -> list[list[list[float]]]:
+        """:meth:`score_batch` of each ``(prompt, continuations)`` request, in order. Local
+        models score prompts that begin alike together (a round of a method's decisions)."""
+        return [self.score_batch(prompt, continuations, eos=eos) for prompt, continuations in requests]
+
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` on its own (no special tokens added), for building token tries."""
         raise UnsupportedOperationError(f"{self.name} exposes no tokenizer: constrained decoding needs a local model")

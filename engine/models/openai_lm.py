@@ -285,13 +285,18 @@ class OpenAIChatLM(LanguageModel):
         return self._echoed(head.replace("{prompt}", prompt), continuation)
 
     def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        return self.score_many([(prompt, continuations)], eos=eos)[0]
+
+    def score_many(self, requests: Sequence[tuple[str, Sequence[str]]], *, eos: bool = False) -> list[list[list[float]]]:
         """Each continuation's token log-probabilities (with ``eos``, of the template's end
-        text after it too), one echoed ``/completions`` request per continuation, requested
-        concurrently. A token that spans the end of the prompt and the start of the
-        continuation counts for the continuation."""
+        text after it too), one echoed ``/completions`` request per continuation, the requests
+        of every prompt sent concurrently. A token that spans the end of the prompt and the
+        start of the continuation counts for the continuation."""
         head, end = self._scoring_format(eos)
-        context, after = head.replace("{prompt}", prompt), end if eos and end else ""
-        return self._map(lambda c: [t.logprob for t in self._echoed(context, c + after)], list(continuations))
+        after = end if eos and end else ""
+        pairs = [(head.replace("{prompt}", prompt), c + after) for prompt, continuations in requests for c in continuations]
+        flat = iter(self._map(lambda pair: [t.logprob for t in self._echoed(*pair)], pairs))
+        return [[next(flat) for _ in continuations] for _, continuations in requests]
 
     def _scoring_format(self, eos: bool) -> tuple[str, str | None]:
         if self.format is None:

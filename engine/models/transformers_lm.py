@@ -376,58 +376,103 @@ class TransformersLM(LanguageModel):
         logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
         return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
 
-    #: continuations per batched forward pass in :meth:`score_batch`
+    #: continuations per batched forward pass in :meth:`score_many`
     score_chunk = 64
-    #: prompts whose key/value caches :meth:`score_batch` keeps: a prompt that begins like a
+    #: prompts whose key/value caches :meth:`score_many` keeps: a prompt that begins like a
     #: recent one (a method's fixed instructions, the next step of a question) runs only the rest
     prefix_caches = 4
 
     def score_batch(self, prompt: str, continuations: Sequence[str], *, eos: bool = False) -> list[list[float]]:
+        return self.score_many([(prompt, continuations)], eos=eos)[0]
+
+    def score_many(
+        self, requests: Sequence[tuple[str, Sequence[str]]], *, eos: bool = False
+    ) -> list[list[list[float]]]:
+        contexts = [self.prompt_ids(prompt) for prompt, _ in requests]
+        targets = [[self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
+                   for _, continuations in requests]
+        scores: list[list[list[float]]] = [[] for _ in requests]
+        for group in _alike(contexts, [i for i, t in enumerate(targets) if t], self.batch_size):
+            for i, request_scores in zip(group, self._score_group([contexts[i] for i in group], [targets[i] for i in group])):
+                scores[i] = request_scores
+        return scores
+
+    def _score_group(self, contexts: list[list[int]], targets: list[list[list[int]]]) -> list[list[list[float]]]:
+        """:meth:`score_many` of prompts that begin alike. The prompt and the tokens each prompt's
+        continuations all start with (its head) run once per prompt: alone over the cache of a
+        recent prompt it begins like, or, for several, their rests left-padded in one pass over
+        their common beginning's cache. The rest of every continuation runs in batches over
+        copies of its prompt's cache."""
         import copy
 
         import torch
 
-        context = self.prompt_ids(prompt)
-        targets = [self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
-        if not targets:
-            return []
-        # the prompt and the tokens every continuation starts with run once; the rest of each
-        # continuation runs in batches over a copy of that prefix's key/value cache
-        shared = _common_prefix(targets)
-        prefix = context + targets[0][:shared]
+        heads = [_common_prefix(t) for t in targets]
+        rows = [c + t[0][:h] for c, t, h in zip(contexts, targets, heads)]
+        common = min(_common_prefix(contexts), min(len(c) for c in contexts) - 1)
         with torch.no_grad():
-            cache, logits = self._run_prefix(prefix, len(context) - 1)
-            logp = torch.log_softmax(logits.float(), dim=-1)  # positions len(context) - 1 … len(prefix) - 1
-            head = [float(logp[j, t]) for j, t in enumerate(targets[0][:shared])]
-            after = logp[-1]  # the distribution of the first token past the prefix
-            scores = [list(head) for _ in targets]
-            rest = [(i, t[shared:]) for i, t in enumerate(targets) if len(t) > shared]
-            for start in range(0, len(rest), self.score_chunk):
+            if len(rows) == 1 or common < 1:
+                if len(rows) > 1:  # nothing in common: each alone
+                    return [s for c, t in zip(contexts, targets) for s in self._score_group([c], [t])]
+                cache, logits = self._run_prefix(rows[0], len(contexts[0]) - 1)
+                mask = torch.ones((1, len(rows[0])), dtype=torch.long)
+                lasts = [logits]  # positions len(context) - 1 … len(row) - 1
+            else:
+                cache, _ = self._run_prefix(rows[0][:common], common)
+                cache = copy.deepcopy(cache)
+                cache.batch_repeat_interleave(len(rows))
+                tails = [r[common:] for r in rows]
+                width = max(len(t) for t in tails)
+                ids = torch.tensor([[self._pad] * (width - len(t)) + t for t in tails])
+                mask = torch.tensor([[1] * common + [0] * (width - len(t)) + [1] * len(t) for t in tails])
+                # left padding: every row ends in the last column; each real token keeps its own position
+                positions = torch.tensor([[common] * (width - len(t)) + list(range(common, common + len(t))) for t in tails])
+                keep = max(heads) + 1
+                out = self.model(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=positions.to(self.device),
+                    past_key_values=cache, use_cache=True, logits_to_keep=keep,
+                )
+                cache = out.past_key_values
+                lasts = [out.logits[k, keep - 1 - h:] for k, h in enumerate(heads)]
+            scores: list[list[list[float]]] = []
+            rests: list[tuple[int, int, list[int]]] = []  # (prompt, continuation, its tokens past the head) to run
+            for k, (last, target, head) in enumerate(zip(lasts, targets, heads)):
+                logp = torch.log_softmax(last.float(), dim=-1)
+                shared = [float(logp[j, t]) for j, t in enumerate(target[0][:head])]
+                scores.append([])
+                for j, t in enumerate(target):
+                    scores[k].append(shared + ([float(logp[-1, t[head]])] if len(t) > head else []))
+                    if len(t) > head + 1:
+                        rests.append((k, j, t[head:]))
+            lengths = torch.tensor([len(r) for r in rows])
+            for start in range(0, len(rests), self.score_chunk):
                 deadlines.check()
-                chunk = rest[start:start + self.score_chunk]
-                width = max(len(r) for _, r in chunk)
+                chunk = rests[start:start + self.score_chunk]
+                owners = torch.tensor([k for k, _, _ in chunk])
+                width = max(len(r) for _, _, r in chunk) - 1  # a rest's last token is read, never run
                 ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
-                mask = torch.zeros((len(chunk), len(prefix) + width), dtype=torch.long)
-                mask[:, : len(prefix)] = 1
-                for row, (_, r) in enumerate(chunk):
-                    ids[row, : len(r)] = torch.tensor(r)
-                    mask[row, len(prefix) : len(prefix) + len(r)] = 1  # right padding: real tokens keep their positions
+                new = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, (_, _, r) in enumerate(chunk):
+                    ids[row, : len(r) - 1] = torch.tensor(r[:-1])
+                    new[row, : len(r) - 1] = 1
                 batch_cache = copy.deepcopy(cache)
-                batch_cache.batch_repeat_interleave(len(chunk))
+                batch_cache.batch_select_indices(owners.to(self.device))
                 logits = self.model(
-                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=batch_cache
+                    input_ids=ids.to(self.device), attention_mask=torch.cat([mask[owners], new], dim=1).to(self.device),
+                    position_ids=(lengths[owners][:, None] + torch.arange(width)[None, :]).to(self.device),
+                    past_key_values=batch_cache,
                 ).logits.float()
                 step = torch.log_softmax(logits, dim=-1)
-                for row, (i, r) in enumerate(chunk):
-                    scores[i].append(float(after[r[0]]))
-                    scores[i].extend(float(step[row, j - 1, r[j]]) for j in range(1, len(r)))
+                for row, (k, j, r) in enumerate(chunk):
+                    scores[k][j].extend(float(step[row, q, r[q + 1]]) for q in range(len(r) - 1))
         return scores
 
     def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any]:
         """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
         beginning: its key/value cache (kept, not to be changed) and the logits of positions
         ``reusable`` on (only those: the vocabulary projection of every prompt position would
-        cost about a fifth of a 135M model's forward pass)."""
+        cost about a fifth of a 135M model's forward pass). With ``reusable == len(ids)`` no
+        logits are wanted: a cache that holds all of ``ids`` is returned (a copy) without a pass."""
         import copy
 
         import torch
@@ -442,13 +487,30 @@ class TransformersLM(LanguageModel):
             cache = copy.deepcopy(best[1])
             if start < len(best[0]):
                 cache.crop(start - len(best[0]))  # transformers 5 crops by a negative count of tokens to drop
+            if start == len(ids):
+                return cache, None
         out = self.model(
             input_ids=torch.tensor([ids[start:]], device=self.device), past_key_values=cache, use_cache=True,
-            logits_to_keep=len(ids) - reusable,
+            logits_to_keep=max(len(ids) - reusable, 1),  # 0 would keep every position's
         )
         self._prefixes.insert(0, (ids, out.past_key_values))
         del self._prefixes[self.prefix_caches:]
         return out.past_key_values, out.logits[0]
+
+
+def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int) -> list[list[int]]:
+    """``members`` (indexes of ``contexts``) in groups of at most ``most``, in order: a prompt
+    joins the group whose first prompt it shares the longest beginning with, when that is at
+    least half of it (a method's fixed instructions), else starts a group."""
+    groups: list[list[int]] = []
+    for i in members:
+        shared = [(_common_prefix([contexts[g[0]], contexts[i]]), g) for g in groups if len(g) < most]
+        n, best = max(shared, key=lambda s: s[0], default=(0, None))
+        if best is not None and n >= 1 and 2 * n >= len(contexts[i]):
+            best.append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:

@@ -28,7 +28,7 @@ from engine.methods.lockstep import (
     Decide,
     NamesOf,
     Program,
-    one_by_one,
+    decider,
     serve,
 )
 from engine.methods.ldr.prompts import answer_prompt
@@ -58,8 +58,8 @@ class LdrConfig:
     prompt_template: str | None = option(None, "chat (the tokenizer's, default), raw, llama2 or a string with {prompt}")
     normalise: str = option("sum", "option score: summed token log-probability (Eq. 7) or the mean per token "
                             "(length-normalised beam search)", choices=("sum", "mean"))
-    batch_size: int = option(8, "questions reasoned in lock step, their store calls shared; the model keeps one prompt "
-                             "cache per question")
+    batch_size: int = option(8, "questions reasoned in lock step, their store calls shared and their decisions scored together; "
+                             "the model keeps one prompt cache per question")
     max_steps: int = option(8, "search steps before the search is cut (reported as truncated)")
     max_options: int = option(256, "options the search pool may hold (reported as truncated)")
     relation_rows: int = option(100_000, "rows per relations call (hubs)")
@@ -161,7 +161,7 @@ def reasoning(q: Question, config: LdrConfig | None = None, start_from: Opening 
 
 def reason(store: Store, choose: Chooser, q: Question, config: LdrConfig | None = None, opening: Opening | None = None) -> Reasoning:
     """:func:`reasoning` for one question, served call by call."""
-    return serve([reasoning(q, config, opening)], store, one_by_one(choose))[0]
+    return serve([reasoning(q, config, opening)], store, decider(choose))[0]
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,8 @@ class LdrMethod(Method):
     """LDR on the method-run protocol: one store and one scoring model. The questions of a
     batch (``batch_size``) are reasoned in lock step (:mod:`engine.methods.lockstep`): each round's
     store calls of one kind go out as one call over all the questions' ids, and its decisions
-    are scored one by one; every question gets what it would get alone."""
+    are scored together (:meth:`OptionScorer.decide`); every question gets what it would get
+    alone, up to the last digits of its scores."""
 
     name = "ldr"
 
@@ -231,7 +232,7 @@ class LdrMethod(Method):
         self.choose, self.config = choose, config
 
     def _answer(self, questions: list[Question]) -> list[Prediction]:
-        return serve([self._program(q) for q in questions], self.store, one_by_one(self.choose))
+        return serve([self._program(q) for q in questions], self.store, decider(self.choose))
 
     def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:

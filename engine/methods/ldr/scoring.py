@@ -1,8 +1,9 @@
 """Option scoring (LDR Eq. 7–9): the argmax of P(option | prompt) over a pool.
 
 With a local model (``logprobs``) every option is scored in one call, :meth:`score_batch`:
-batched forward passes that compute the prompt once. An option's score is the
-log-probability of its tokens *and the end-of-sequence token after them* (the probability of
+batched forward passes that compute the prompt once; a round of lock-step decisions in one
+:meth:`score_many` call (:meth:`OptionScorer.decide`), which runs prompts that begin alike
+together. An option's score is the log-probability of its tokens *and the end-of-sequence token after them* (the probability of
 the option as the whole answer, so an option never wins by being a prefix of another),
 summed by default: the exact Eq. 7 argmax, the option the model gives the most probability.
 ``normalise="mean"`` divides by the tokens (what transformers' beam search, the paper's
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.errors import InvalidInputError, UnsupportedOperationError
-from engine.methods.lockstep import Choice
+from engine.methods.lockstep import Choice, Decide
 from engine.methods.ldr.prompts import stage_of
 from engine.models.lm import LanguageModel
 
@@ -40,21 +41,32 @@ class OptionScorer:
         self.mode: str | None = None  # logprobs or choice, once known
 
     def __call__(self, prompt: str, options: Sequence[str]) -> Choice:
-        if not options:
+        return self.decide([Decide(prompt, tuple(options))])[0]
+
+    def decide(self, asks: Sequence[Decide]) -> list[Choice]:
+        """The choices of a round's decisions (a lock-step :data:`Decider`): every pool of two
+        or more options scored in one :meth:`score_many` call, which runs prompts that begin
+        alike together."""
+        if any(not a.options for a in asks):
             raise ValueError("an empty option pool has nothing to choose")
-        if len(options) == 1:
-            return Choice(0)
-        if self.mode != "choice":
+        choices: list[Choice | None] = [Choice(0) if len(a.options) == 1 else None for a in asks]
+        asked = [i for i, c in enumerate(choices) if c is None]
+        if asked and self.mode != "choice":
             try:
-                logprobs = self.lm.score_batch(prompt, options, eos=True)
+                logprobs = self.lm.score_many([(asks[i].prompt, asks[i].options) for i in asked], eos=True)
             except UnsupportedOperationError:
                 self.mode = "choice"
             else:
                 self.mode = "logprobs"
-                scores = [sum(lp) / len(lp) if self.normalise == "mean" else sum(lp) for lp in logprobs]
-                best = max(range(len(scores)), key=lambda i: (scores[i], -i))
-                return Choice(best, scores)
-        return Choice(match_option(self.lm.generate(prompt, max_new_tokens=self.choice_tokens).text, options))
+                for i, lps in zip(asked, logprobs, strict=True):
+                    scores = [sum(lp) / len(lp) if self.normalise == "mean" else sum(lp) for lp in lps]
+                    choices[i] = Choice(max(range(len(scores)), key=lambda j: (scores[j], -j)), scores)
+                asked = []
+        if asked:
+            answers = self.lm.generate_batch([asks[i].prompt for i in asked], max_new_tokens=self.choice_tokens)
+            for i, answer in zip(asked, answers, strict=True):
+                choices[i] = Choice(match_option(answer.text, asks[i].options))
+        return choices  # type: ignore[return-value]
 
 
 def match_option(text: str, options: Sequence[str]) -> int:
@@ -82,4 +94,15 @@ class StageScorer:
         return self.search.mode or self.reasoner.mode
 
     def __call__(self, prompt: str, options: Sequence[str]) -> Choice:
-        return (self.search if stage_of(prompt) == "search" else self.reasoner)(prompt, options)
+        return self.decide([Decide(prompt, tuple(options))])[0]
+
+    def decide(self, asks: Sequence[Decide]) -> list[Choice]:
+        """A round's decisions, each stage's by its model (:meth:`OptionScorer.decide`)."""
+        choices: list[Choice | None] = [None] * len(asks)
+        searching = [stage_of(a.prompt) == "search" for a in asks]
+        for scorer, stage in ((self.search, True), (self.reasoner, False)):
+            members = [i for i, s in enumerate(searching) if s == stage]
+            if members:
+                for i, choice in zip(members, scorer.decide([asks[i] for i in members]), strict=True):
+                    choices[i] = choice
+        return choices  # type: ignore[return-value]

@@ -36,7 +36,7 @@ from engine.methods.lockstep import (
     ExpandOf,
     Program,
     RelationsOf,
-    one_by_one,
+    decider,
     serve,
 )
 from engine.methods.ldr.prompts import NONE, search_prompt
@@ -151,7 +151,7 @@ class Search:
         self.limits = limits
 
     def run(self, store: Store, choose: Chooser, question: str, graph: Subgraph) -> SearchResult:
-        return serve([self.steps(question, graph)], store, one_by_one(choose))[0]
+        return serve([self.steps(question, graph)], store, decider(choose))[0]
 
     def _relations(self, ids: list[str], truncated: list[str]) -> Program[list[RelationCount]]:
         if not ids:
