@@ -241,7 +241,7 @@ def test_decoding_stops_within_a_step_of_the_deadline(tmp_path, monkeypatch):
         lambda: lm.generate("ab", max_new_tokens=40),
         lambda: lm.generate_batch(["ab", "abc"], max_new_tokens=40),
         lambda: lm.beam_search("ab", num_beams=2, max_new_tokens=40),
-        lambda: lm.score_batch("ab", ["x" * i for i in range(1, 200)]),  # more than one chunk of 64
+        lambda: lm.score_batch("ab", ["x" * i for i in range(1, 200)]),  # many passes
         stepwise,
     ):
         clock[0] = 0.0
@@ -274,10 +274,11 @@ def test_the_float32_attention_masks_and_scores_as_sdpa_does(tmp_path):
 @pytest.mark.parametrize(("dtype", "tolerance"), [("float32", 1e-4), ("bfloat16", 1e-2)])
 def test_prompts_scored_together_score_as_each_alone(tmp_path, dtype, tolerance):
     """score_many runs prompts that begin alike in one left-padded pass over their common
-    beginning, and every continuation over its prompt's cache: each token gets the
-    log-probability it gets when its prompt is scored alone, and alone as a plain pass over
-    prompt and continuation. Random prompts of many lengths, some sharing the instructions and
-    some not, pools sharing heads, a pool of one, an empty pool, and chunks of three rows."""
+    beginning, and the continuations of each prompt side by side in its row of one more pass:
+    each token gets the log-probability it gets when its prompt is scored alone, and alone as a
+    plain pass over prompt and continuation. Random prompts of many lengths, some sharing the
+    instructions and some not, pools sharing heads, a pool of one, an empty pool, and passes
+    of a few tokens."""
     import random
 
     from tests.tiny_lm import make_tiny_lm
@@ -291,13 +292,16 @@ def test_prompts_scored_together_score_as_each_alone(tmp_path, dtype, tolerance)
         for i in range(15)
     ] + [(instructions + "same", ["entity_1", "entity_1"]), (instructions, ["entity_12"])]
     # the prompts with the instructions: their beginning once, then per batch of them one pass
-    # for their rests and one for their continuations
+    # for their rests and one for their continuations, a row per prompt (no continuation gets a
+    # copy of its prompt's cache)
     alike = [(prompt, pool) for prompt, pool in requests if prompt.startswith(instructions) and pool]
-    passes = [0]
-    lm.model.register_forward_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
+    rows: list[int] = []
+    lm.model.register_forward_hook(lambda module, args, kwargs, out: rows.append(len(kwargs["input_ids"])), with_kwargs=True)
+    lm.score_tokens = 10_000
     lm.score_many(alike)
-    assert len(alike) > lm.batch_size and passes[0] == 1 + 2 * math.ceil(len(alike) / lm.batch_size)
-    lm.score_chunk = 3
+    assert len(alike) > lm.batch_size and len(rows) == 1 + 2 * math.ceil(len(alike) / lm.batch_size)
+    assert max(rows) == lm.batch_size
+    lm.score_tokens = 5
     for eos in (False, True):
         together = lm.score_many(requests, eos=eos)
         alone = [lm.score_batch(prompt, pool, eos=eos) for prompt, pool in requests]
@@ -352,17 +356,17 @@ def test_constrained_beam_search_stays_in_the_trie(lm):
 
 @pytest.mark.model
 def test_batched_scores_equal_one_by_one_scoring(lm):
-    """score_batch (the prompt once, continuations batched over its cache, in chunks) gives
+    """score_batch (the prompt once, continuations side by side over its cache, in passes) gives
     every token the log-probability of scoring each continuation on its own; with eos the
     end token is scored after each continuation, and one continuation may prefix another."""
     prompt = "Which relation answers the question: who directed [Titanic]?"
     options = ["Titanic+directed_by", "Titanic+^starred_actors", "Titanic", "None", "entity_1+has_genre x"]
-    lm.score_chunk, chunk = 2, lm.score_chunk  # several chunks
+    lm.score_tokens, most = 8, lm.score_tokens  # several passes
     try:
         batched = lm.score_batch(prompt, options)
         ended = lm.score_batch(prompt, options, eos=True)
     finally:
-        lm.score_chunk = chunk
+        lm.score_tokens = most
     for option, scores, with_eos in zip(options, batched, ended):
         single = [t.logprob for t in lm.token_logprobs(prompt, option)]
         assert scores == pytest.approx(single, abs=1e-4)

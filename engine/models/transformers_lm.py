@@ -376,8 +376,8 @@ class TransformersLM(LanguageModel):
         logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(target, device=self.device)[:, None])[:, 0]
         return [TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in zip(target, logp.tolist())]
 
-    #: continuations per batched forward pass in :meth:`score_many`
-    score_chunk = 64
+    #: continuation tokens per forward pass in :meth:`score_many` (each costs a row of logits)
+    score_tokens = 512
     #: prompts whose key/value caches :meth:`score_many` keeps: a prompt that begins like a
     #: recent one (a method's fixed instructions, the next step of a question) runs only the rest
     prefix_caches = 4
@@ -401,8 +401,8 @@ class TransformersLM(LanguageModel):
         """:meth:`score_many` of prompts that begin alike. The prompt and the tokens each prompt's
         continuations all start with (its head) run once per prompt: alone over the cache of a
         recent prompt it begins like, or, for several, their rests left-padded in one pass over
-        their common beginning's cache. The rest of every continuation runs in batches over
-        copies of its prompt's cache."""
+        their common beginning's cache. The rest of every continuation runs beside the other
+        continuations of its prompt (:meth:`_score_rests`)."""
         import copy
 
         import torch
@@ -415,6 +415,7 @@ class TransformersLM(LanguageModel):
                 if len(rows) > 1:  # nothing in common: each alone
                     return [s for c, t in zip(contexts, targets) for s in self._score_group([c], [t])]
                 cache, logits = self._run_prefix(rows[0], len(contexts[0]) - 1)
+                cache = copy.deepcopy(cache)  # :meth:`_run_prefix` keeps it for later prompts
                 mask = torch.ones((1, len(rows[0])), dtype=torch.long)
                 lasts = [logits]  # positions len(context) - 1 … len(row) - 1
             else:
@@ -444,28 +445,55 @@ class TransformersLM(LanguageModel):
                     scores[k].append(shared + ([float(logp[-1, t[head]])] if len(t) > head else []))
                     if len(t) > head + 1:
                         rests.append((k, j, t[head:]))
-            lengths = torch.tensor([len(r) for r in rows])
-            for start in range(0, len(rests), self.score_chunk):
-                deadlines.check()
-                chunk = rests[start:start + self.score_chunk]
-                owners = torch.tensor([k for k, _, _ in chunk])
-                width = max(len(r) for _, _, r in chunk) - 1  # a rest's last token is read, never run
-                ids = torch.full((len(chunk), width), self._pad, dtype=torch.long)
-                new = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, (_, _, r) in enumerate(chunk):
-                    ids[row, : len(r) - 1] = torch.tensor(r[:-1])
-                    new[row, : len(r) - 1] = 1
-                batch_cache = copy.deepcopy(cache)
-                batch_cache.batch_select_indices(owners.to(self.device))
-                logits = self.model(
-                    input_ids=ids.to(self.device), attention_mask=torch.cat([mask[owners], new], dim=1).to(self.device),
-                    position_ids=(lengths[owners][:, None] + torch.arange(width)[None, :]).to(self.device),
-                    past_key_values=batch_cache,
-                ).logits.float()
-                step = torch.log_softmax(logits, dim=-1)
-                for row, (k, j, r) in enumerate(chunk):
-                    scores[k][j].extend(float(step[row, q, r[q + 1]]) for q in range(len(r) - 1))
+            self._score_rests(cache, mask, rests, scores)
         return scores
+
+    def _score_rests(self, cache: Any, mask: Any, rests: list[tuple[int, int, list[int]]], scores: list[list[list[float]]]) -> None:
+        """Add to ``scores`` the log-probability of every token of each rest ``(k, j, tokens)``
+        but the first (already scored), over ``cache``: row k holds prompt k, ``mask`` its real
+        positions. Prompt k's rests run side by side in row k, each attending to the prompt and
+        to its own tokens only (a 4-D mask) at its own positions, so a rest needs no copy of its
+        prompt's cache, however long the prompt; at most :attr:`score_tokens` per pass. The
+        passes add to ``cache`` and crop it back."""
+        import torch
+
+        prompts, cached = mask.shape
+        lengths = mask.sum(dim=1)  # each prompt's real tokens: the position of its next one
+        queues = [[(j, r) for k2, j, r in rests if k2 == k] for k in range(prompts)]
+        most = max(1, self.score_tokens // prompts)
+        dtype = self.model.dtype
+        while any(queues):
+            deadlines.check()
+            packed: list[list[tuple[int, list[int], int]]] = []  # per prompt: (continuation, rest, first column)
+            for queue in queues:
+                row: list[tuple[int, list[int], int]] = []
+                used = 0
+                while queue and (not row or used + len(queue[0][1]) - 1 <= most):
+                    j, r = queue.pop(0)
+                    row.append((j, r, used))
+                    used += len(r) - 1  # a rest's last token is read, never run
+                packed.append(row)
+            width = max(sum(len(r) - 1 for _, r, _ in row) for row in packed)
+            ids = torch.full((prompts, width), self._pad, dtype=torch.long)
+            positions = lengths[:, None].repeat(1, width)  # padding columns: any position, attending to the prompt
+            allowed = torch.zeros((prompts, width, cached + width), dtype=torch.bool)
+            allowed[:, :, :cached] = mask[:, None, :].bool()
+            for k, row in enumerate(packed):
+                for _, r, first in row:
+                    n = len(r) - 1
+                    ids[k, first:first + n] = torch.tensor(r[:-1])
+                    positions[k, first:first + n] = lengths[k] + torch.arange(n)
+                    allowed[k, first:first + n, cached + first:cached + first + n] = torch.ones((n, n), dtype=torch.bool).tril()
+            bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
+            logits = self.model(
+                input_ids=ids.to(self.device), attention_mask=bias.to(self.device), position_ids=positions.to(self.device),
+                past_key_values=cache, use_cache=True,
+            ).logits
+            cache.crop(-width)
+            step = torch.log_softmax(logits.float(), dim=-1)
+            for k, row in enumerate(packed):
+                for j, r, first in row:
+                    scores[k][j].extend(float(step[k, first + q, r[q + 1]]) for q in range(len(r) - 1))
 
     def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any]:
         """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
