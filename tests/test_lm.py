@@ -301,6 +301,10 @@ def test_prompts_scored_together_score_as_each_alone(tmp_path, dtype, tolerance)
     lm.score_many(alike)
     assert len(alike) > lm.batch_size and len(rows) == 1 + 2 * math.ceil(len(alike) / lm.batch_size)
     assert max(rows) == lm.batch_size
+    batch_tokens, lm.batch_tokens, rows[:] = lm.batch_tokens, max(len(lm.prompt_ids(prompt)) for prompt, _ in alike) + 1, []
+    lm.score_many(alike)  # no two of them within the tokens of a batch: each alone
+    assert max(rows) == 1
+    lm.batch_tokens = batch_tokens
     lm.score_tokens = 5
     for eos in (False, True):
         together = lm.score_many(requests, eos=eos)

@@ -392,7 +392,8 @@ class TransformersLM(LanguageModel):
         targets = [[self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
                    for _, continuations in requests]
         scores: list[list[list[float]]] = [[] for _ in requests]
-        for group in _alike(contexts, [i for i, t in enumerate(targets) if t], self.batch_size):
+        for group in _alike(contexts, [i for i, t in enumerate(targets) if t], self.batch_size, self.batch_tokens):
+            deadlines.check()
             for i, request_scores in zip(group, self._score_group([contexts[i] for i in group], [targets[i] for i in group])):
                 scores[i] = request_scores
         return scores
@@ -526,13 +527,17 @@ class TransformersLM(LanguageModel):
         return out.past_key_values, out.logits[0]
 
 
-def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int) -> list[list[int]]:
-    """``members`` (indexes of ``contexts``) in groups of at most ``most``, in order: a prompt
-    joins the group whose first prompt it shares the longest beginning with, when that is at
-    least half of it (a method's fixed instructions), else starts a group."""
+def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int, tokens: int) -> list[list[int]]:
+    """``members`` (indexes of ``contexts``) in groups of at most ``most`` prompts and ``tokens``
+    tokens padded to the group's widest, in order: a prompt joins the group whose first prompt it
+    shares the longest beginning with, when that is at least half of it (a method's fixed
+    instructions), else starts a group."""
     groups: list[list[int]] = []
     for i in members:
-        shared = [(_common_prefix([contexts[g[0]], contexts[i]]), g) for g in groups if len(g) < most]
+        shared = [
+            (_common_prefix([contexts[g[0]], contexts[i]]), g) for g in groups
+            if len(g) < most and (len(g) + 1) * max(len(contexts[j]) for j in [*g, i]) <= tokens
+        ]
         n, best = max(shared, key=lambda s: s[0], default=(0, None))
         if best is not None and n >= 1 and 2 * n >= len(contexts[i]):
             best.append(i)
