@@ -449,7 +449,9 @@ class TransformersLM(LanguageModel):
             self._score_rests(cache, mask, rests, scores)
         return scores
 
-    def _score_rests(self, cache: Any, mask: Any, rests: list[tuple[int, int, list[int]]], scores: list[list[list[float]]]) -> None:
+    def _score_rests(
+        self, cache: Any, mask: Any, rests: list[tuple[int, int, list[int]]], scores: list[list[list[float]]]
+    ) -> None:
         """Add to ``scores`` the log-probability of every token of each rest ``(k, j, tokens)``
         but the first (already scored), over ``cache``: row k holds prompt k, ``mask`` its real
         positions. Prompt k's rests run side by side in row k, each attending to the prompt and

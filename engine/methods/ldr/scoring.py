@@ -1,13 +1,14 @@
 """Option scoring (LDR Eq. 7–9): the argmax of P(option | prompt) over a pool.
 
-With a local model (``logprobs``) every option is scored in one call, :meth:`score_batch`:
-batched forward passes that compute the prompt once; a round of lock-step decisions in one
-:meth:`score_many` call (:meth:`OptionScorer.decide`), which runs prompts that begin alike
-together. An option's score is the log-probability of its tokens *and the end-of-sequence token after them* (the probability of
-the option as the whole answer, so an option never wins by being a prefix of another),
-summed by default: the exact Eq. 7 argmax, the option the model gives the most probability.
-``normalise="mean"`` divides by the tokens (what transformers' beam search, the paper's
-"constrained beam search" with length penalty 1, ranks finished sequences by); it favours
+With a local model (``logprobs``) the options of a pool are scored in one call,
+:meth:`score_batch`: batched forward passes that compute the prompt once; the pools of a round
+of lock-step decisions in one :meth:`score_many` call (:meth:`OptionScorer.decide`), which
+runs prompts that begin alike together. An option's score is the log-probability of its tokens
+*and the end-of-sequence token after them* (the probability of the option as the whole
+answer, so an option never wins by being a prefix of another), summed by default: the exact
+Eq. 7 argmax, the option the model gives the most probability. ``normalise="mean"`` divides
+by the tokens (what transformers' beam search, the paper's "constrained beam search" with
+length penalty 1, ranks finished sequences by); it favours
 long options whose later tokens are near-certain (``entity_1+has_genre`` after ``entity_1+``)
 over the two-token ``None``, so a trained model kept searching past the answer: on 20
 validation questions of MetaQA-1hop, Hits@1 0.50 with the mean against 0.75 with the sum
