@@ -404,8 +404,6 @@ class TransformersLM(LanguageModel):
         recent prompt it begins like, or, for several, their rests left-padded in one pass over
         their common beginning's cache. The rest of every continuation runs beside the other
         continuations of its prompt (:meth:`_score_rests`)."""
-        import copy
-
         import torch
 
         heads = [_common_prefix(t) for t in targets]
@@ -416,12 +414,10 @@ class TransformersLM(LanguageModel):
                 if len(rows) > 1:  # nothing in common: each alone
                     return [s for c, t in zip(contexts, targets) for s in self._score_group([c], [t])]
                 cache, logits = self._run_prefix(rows[0], len(contexts[0]) - 1)
-                cache = copy.deepcopy(cache)  # :meth:`_run_prefix` keeps it for later prompts
                 mask = torch.ones((1, len(rows[0])), dtype=torch.long)
                 lasts = [logits]  # positions len(context) - 1 … len(row) - 1
             else:
                 cache, _ = self._run_prefix(rows[0][:common], common)
-                cache = copy.deepcopy(cache)
                 cache.batch_repeat_interleave(len(rows))
                 tails = [r[common:] for r in rows]
                 width = max(len(t) for t in tails)
@@ -437,46 +433,44 @@ class TransformersLM(LanguageModel):
                 cache = out.past_key_values
                 lasts = [out.logits[k, keep - 1 - h:] for k, h in enumerate(heads)]
             scores: list[list[list[float]]] = []
-            rests: list[tuple[int, int, list[int]]] = []  # (prompt, continuation, its tokens past the head) to run
-            for k, (last, target, head) in enumerate(zip(lasts, targets, heads)):
+            rests: list[list[tuple[int, list[int]]]] = []  # per prompt: (continuation, its tokens past the head) to run
+            for last, target, head in zip(lasts, targets, heads):
                 logp = torch.log_softmax(last.float(), dim=-1)
                 shared = [float(logp[j, t]) for j, t in enumerate(target[0][:head])]
-                scores.append([])
-                for j, t in enumerate(target):
-                    scores[k].append(shared + ([float(logp[-1, t[head]])] if len(t) > head else []))
-                    if len(t) > head + 1:
-                        rests.append((k, j, t[head:]))
+                scores.append([shared + ([float(logp[-1, t[head]])] if len(t) > head else []) for t in target])
+                rests.append([(j, t[head:]) for j, t in enumerate(target) if len(t) > head + 1])
             self._score_rests(cache, mask, rests, scores)
         return scores
 
     def _score_rests(
-        self, cache: Any, mask: Any, rests: list[tuple[int, int, list[int]]], scores: list[list[list[float]]]
+        self, cache: Any, mask: Any, rests: list[list[tuple[int, list[int]]]], scores: list[list[list[float]]]
     ) -> None:
-        """Add to ``scores`` the log-probability of every token of each rest ``(k, j, tokens)``
-        but the first (already scored), over ``cache``: row k holds prompt k, ``mask`` its real
-        positions. Prompt k's rests run side by side in row k, each attending to the prompt and
-        to its own tokens only (a 4-D mask) at its own positions, so a rest needs no copy of its
-        prompt's cache, however long the prompt; at most :attr:`score_tokens` per pass. The
-        passes add to ``cache`` and crop it back."""
+        """Add to ``scores`` the log-probability of every token of each rest ``(j, tokens)`` of
+        prompt k (``rests[k]``) but the first (already scored), over ``cache``: row k holds
+        prompt k, ``mask`` its real positions. Prompt k's rests run side by side in row k, each
+        attending to the prompt and to its own tokens only (a 4-D mask) at its own positions, so a
+        rest needs no copy of its prompt's cache, however long the prompt; at most
+        :attr:`score_tokens` per pass. The passes add to ``cache`` and crop it back."""
         import torch
 
         prompts, cached = mask.shape
         lengths = mask.sum(dim=1)  # each prompt's real tokens: the position of its next one
-        queues = [[(j, r) for k2, j, r in rests if k2 == k] for k in range(prompts)]
+        queues = [list(reversed(queue)) for queue in rests]  # popped from the end
         most = max(1, self.score_tokens // prompts)
         dtype = self.model.dtype
         while any(queues):
             deadlines.check()
             packed: list[list[tuple[int, list[int], int]]] = []  # per prompt: (continuation, rest, first column)
+            width = 0
             for queue in queues:
                 row: list[tuple[int, list[int], int]] = []
                 used = 0
-                while queue and (not row or used + len(queue[0][1]) - 1 <= most):
-                    j, r = queue.pop(0)
+                while queue and (not row or used + len(queue[-1][1]) - 1 <= most):
+                    j, r = queue.pop()
                     row.append((j, r, used))
                     used += len(r) - 1  # a rest's last token is read, never run
                 packed.append(row)
-            width = max(sum(len(r) - 1 for _, r, _ in row) for row in packed)
+                width = max(width, used)
             ids = torch.full((prompts, width), self._pad, dtype=torch.long)
             positions = lengths[:, None].repeat(1, width)  # padding columns: any position, attending to the prompt
             allowed = torch.zeros((prompts, width, cached + width), dtype=torch.bool)
@@ -500,10 +494,11 @@ class TransformersLM(LanguageModel):
 
     def _run_prefix(self, ids: list[int], reusable: int) -> tuple[Any, Any]:
         """Run ``ids`` (no grad), reusing at most ``reusable`` tokens of the longest cached
-        beginning: its key/value cache (kept, not to be changed) and the logits of positions
-        ``reusable`` on (only those: the vocabulary projection of every prompt position would
-        cost about a fifth of a 135M model's forward pass). With ``reusable == len(ids)`` no
-        logits are wanted: a cache that holds all of ``ids`` is returned (a copy) without a pass."""
+        beginning: its key/value cache (a copy, the caller's to change; the cache itself is kept
+        for later prompts) and the logits of positions ``reusable`` on (only those: the
+        vocabulary projection of every prompt position would cost about a fifth of a 135M
+        model's forward pass). With ``reusable == len(ids)`` no
+        logits are wanted: a cache that holds all of ``ids`` is returned without a pass."""
         import copy
 
         import torch
@@ -526,7 +521,7 @@ class TransformersLM(LanguageModel):
         )
         self._prefixes.insert(0, (ids, out.past_key_values))
         del self._prefixes[self.prefix_caches:]
-        return out.past_key_values, out.logits[0]
+        return copy.deepcopy(out.past_key_values), out.logits[0]
 
 
 def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int, tokens: int) -> list[list[int]]:

@@ -62,7 +62,7 @@ class OptionScorer:
                 for i, lps in zip(asked, logprobs, strict=True):
                     scores = [sum(lp) / len(lp) if self.normalise == "mean" else sum(lp) for lp in lps]
                     choices[i] = Choice(max(range(len(scores)), key=lambda j: (scores[j], -j)), scores)
-                asked = []
+                return choices  # type: ignore[return-value]
         if asked:
             answers = self.lm.generate_batch([asks[i].prompt for i in asked], max_new_tokens=self.choice_tokens)
             for i, answer in zip(asked, answers, strict=True):
