@@ -632,10 +632,12 @@ class Store(ABC):
         ``timeout`` (seconds; None: none) bounds the query; past it the call raises
         :class:`engine.errors.QueryTimeoutError` naming the expression. Virtuoso stops the query
         itself (it is told the deadline as the endpoint's ``timeout`` parameter and checks it at
-        its own pace; the call returns at the deadline), Neo4j too (the transaction timeout). Oxigraph,
-        FalkorDB and the reference store cannot stop a running query: the call returns at the
-        timeout and the query runs on in a background thread until it ends
-        (:mod:`engine.timeouts`). Every other operation's ``timeout`` works the same way.
+        its own pace; the call returns at the deadline), Neo4j too (the transaction timeout), and
+        Oxigraph opened read only (the query runs in a process killed at the deadline,
+        :mod:`engine.stores.oxigraph_processes`). Oxigraph otherwise, FalkorDB and the reference
+        store cannot stop a running query: the call returns at the timeout and the query runs on
+        in a background thread until it ends (:mod:`engine.timeouts`). Every other operation's
+        ``timeout`` works the same way, but for Oxigraph, where it always runs in a thread.
         """
         tree = parse(validate_text(sexpr, "the S-expression")) if isinstance(sexpr, str) else sexpr
         if not isinstance(tree, Top):

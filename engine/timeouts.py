@@ -1,8 +1,8 @@
 """Per-query timeouts for stores that cannot stop a running query themselves.
 
-Oxigraph (pyoxigraph has no cancellation), FalkorDB (its Bolt endpoint ignores the
-transaction timeout) and the Python reference store run the query in a worker thread and stop
-waiting at the deadline: the caller gets :class:`QueryTimeoutError` at once, and the abandoned
+Oxigraph (pyoxigraph has no cancellation; but see :mod:`engine.stores.oxigraph_processes` for
+the queries it runs in processes), FalkorDB (its Bolt endpoint ignores the transaction timeout)
+and the Python reference store run the query in a worker thread and stop waiting at the deadline: the caller gets :class:`QueryTimeoutError` at once, and the abandoned
 query runs on in the background until it ends (its answer is dropped). Virtuoso and Neo4j stop
 the query inside the database (see ``Store.execute``).
 

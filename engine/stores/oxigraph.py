@@ -11,7 +11,9 @@ import pyoxigraph as ox
 
 from engine.errors import InvalidInputError, QueryTimeoutError, StoreError, StoreUnavailableError
 from engine.graph import FREEBASE_NS
+from engine.ops import Compiled, Execute, Op
 from engine.results import QueryResult
+from engine.stores.oxigraph_processes import QueryProcesses
 from engine.stores.sparql_store import Columns, SparqlStore
 from engine.stores.store_lock import StoreLock, held_by, lock_holders
 from engine.timeouts import Abandoned, abandoned, run_with_timeout
@@ -36,6 +38,11 @@ class OxigraphStore(SparqlStore):
     while anyone reads it, no one can write it. So a reader sees what was stored before it opened
     the store, and nothing changes under it until it closes the store.
 
+    A raw query or an S-expression with a timeout, on a store opened read only, runs in a process
+    of its own that is killed at the deadline (:mod:`engine.stores.oxigraph_processes`). Every
+    other call with a timeout runs in a thread that the caller stops waiting for at the deadline
+    (:mod:`engine.timeouts`): the engine's other operations are bounded by their limits.
+
     Leaving a ``with`` block on an exception removes a store that this call created and that
     still holds nothing (the folders it made, or the files it made in a folder that was there).
     """
@@ -50,6 +57,7 @@ class OxigraphStore(SparqlStore):
         self.created = path is None or not is_oxigraph_store(path)
         self._made: _Made | None = None
         self._lock: StoreLock | None = None
+        self._processes: QueryProcesses | None = None
         if path is None:
             self.db = ox.Store()
             return
@@ -73,6 +81,8 @@ class OxigraphStore(SparqlStore):
             self._lock.release()
             raise
         self._made = made
+        if self.read_only:
+            self._processes = QueryProcesses(path)
 
     def _open_db(self, path: str) -> ox.Store:
         rocksdb_lock = os.path.join(path, "LOCK")
@@ -91,6 +101,8 @@ class OxigraphStore(SparqlStore):
             ) from e
 
     def close(self) -> None:
+        if self._processes is not None:  # before the lock goes: they read the store too
+            self._processes.close()
         db = self.__dict__.pop("db", None)
         if db is not None and self.path is not None and not self.read_only:
             db.flush()
@@ -142,6 +154,8 @@ class OxigraphStore(SparqlStore):
 
     def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, allow_service=allow_service)
+        if timeout is not None and self._processes is not None:
+            return self._answer_in_process(text, timeout)
         try:
             return run_with_timeout(lambda: self._answer(text), timeout, "Oxigraph")
         except QueryTimeoutError as e:
@@ -149,20 +163,69 @@ class OxigraphStore(SparqlStore):
                 raise
             raise QueryTimeoutError(
                 f"the query timed out after {timeout:g} s (its timeout) on {self.uri}. Oxigraph cannot cancel a "
-                "running query: the abandoned one ends at its next row, but one still computing its first (an "
-                "aggregate, ORDER BY, ASK) runs on in the background until that row is ready. Give a larger "
-                "timeout, or a narrower query"
+                "running query in a store open for writing or in memory: the abandoned one ends at its next row, "
+                "but one still computing its first (an aggregate, ORDER BY, ASK) runs on in the background until "
+                "that row is ready. Give a larger timeout or a narrower query, or open the store read only, "
+                "where a query is stopped at its deadline"
             ) from e
 
+    def _answer_in_process(self, text: str, timeout: float) -> QueryResult:
+        try:
+            kind, data = self._ask_process(text, timeout, compiled=False)
+        except QueryTimeoutError as e:
+            raise QueryTimeoutError(f"the query timed out after {timeout:g} s (its timeout) on {self.uri}: {e}") from e
+        if kind == b"X":
+            raise InvalidInputError(f"invalid SPARQL query: {data.decode()}")
+        if kind == b"S":
+            return self._result(ox.parse_query_results(data, format=ox.QueryResultsFormat.JSON))
+        return self._result(ox.parse(data, format=ox.RdfFormat.N_TRIPLES))
+
+    def _execute(self, op: Op, compiled: Compiled) -> Columns:
+        if not isinstance(op, Execute) or op.timeout is None or self._processes is None:
+            return super()._execute(op, compiled)
+        # an S-expression's shape comes from outside the engine (a model's output, a user's), so
+        # like a raw query it runs where it can be stopped at its deadline
+        text = self.terms.bind(compiled)
+        kind, data = self._ask_process(text, op.timeout, compiled=True)
+        if kind == b"X":  # a compiler bug, never user input
+            raise StoreError(f"Oxigraph rejected a generated query: {data.decode()}\n{text}")
+        return self._read_tsv(data.decode("utf-8"))
+
+    def _ask_process(self, text: str, timeout: float, *, compiled: bool) -> tuple[bytes, bytes]:
+        """``text``'s answer from a query process (:mod:`engine.stores.oxigraph_processes`): its
+        kind byte and data. A store that cannot be read is a StoreError; past the deadline the
+        query is stopped and QueryTimeoutError raised."""
+        assert self._processes is not None
+        try:
+            answer = self._processes.ask(text, timeout, compiled=compiled)
+        except QueryTimeoutError:
+            raise
+        except StoreError as e:
+            raise StoreError(f"query failed on {self.uri}: {e}") from e
+        if answer[:1] == b"O":
+            raise StoreError(f"query failed on {self.uri}: {answer[1:].decode()}")
+        return answer[:1], answer[1:]
+
     def _answer(self, text: str) -> QueryResult:
-        """A raw query's answer. Run past a caller's deadline (:func:`engine.timeouts.run_with_timeout`),
-        it stops at the next solution or triple: pyoxigraph computes them one at a time."""
+        """A raw query's answer, in this process. Run past a caller's deadline
+        (:func:`engine.timeouts.run_with_timeout`), it stops at the next solution or triple:
+        pyoxigraph computes them one at a time."""
         try:
             result = self.db.query(text)
         except SyntaxError as e:
             raise InvalidInputError(f"invalid SPARQL query: {e}") from e
         except OSError as e:
             raise StoreError(f"query failed on {self.uri}: {e}") from e
+        try:
+            return self._result(result)
+        finally:
+            # pyoxigraph's answer may only be dropped in the thread that made it; an exception's
+            # traceback, kept by a caller in another thread, would otherwise hold it
+            del result
+
+    def _result(self, result: Any) -> QueryResult:
+        """A pyoxigraph answer as a QueryResult: a boolean, solutions, or triples (or the quads
+        of parsed N-Triples)."""
         if isinstance(result, ox.QueryBoolean):
             return QueryResult(["result"], [[bool(result)]])
         decode = self._from_ox
@@ -181,9 +244,7 @@ class OxigraphStore(SparqlStore):
                 rows.append([decode(t.subject), decode(t.predicate), decode(t.object)])
             return QueryResult(["subject", "predicate", "object"], rows)
         finally:
-            # pyoxigraph's answer may only be dropped in the thread that made it; an exception's
-            # traceback, kept by a caller in another thread, would otherwise hold it
-            del result
+            del result  # as in _answer: this frame, kept by a traceback, must not hold it either
 
 
 class _Made:

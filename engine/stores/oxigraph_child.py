@@ -1,0 +1,92 @@
+"""The program of a raw-query process (:mod:`engine.stores.oxigraph_processes`): it opens an
+Oxigraph store read only and answers queries from its parent, one at a time, until its input ends.
+
+It is run as a script (``python -I oxigraph_child.py STORE PACKAGES PARENT``: PACKAGES the folder
+that holds the parent's pyoxigraph, PARENT the parent's pid) and imports nothing but pyoxigraph
+and the standard library, so it starts in a fraction of a second. Each message, either way, is a
+frame: four bytes of length (big-endian), then the payload. A request is a mode byte (``RAW`` or
+``COMPILED``), then the query's UTF-8 text; an answer is one kind byte, then its data (see
+``ANSWER_KINDS``). A process whose parent is gone
+ends itself, even inside a query.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import threading
+import time
+from typing import BinaryIO
+
+RAW = b"R"  # a raw query: any form, its answer in full fidelity
+COMPILED = b"C"  # a SELECT the engine compiled: its answer as TSV, as the store reads its own
+#: the kind byte that begins an answer, and what follows it
+ANSWER_KINDS = {
+    b"S": "solutions or a boolean, in the SPARQL 1.1 query results JSON format",
+    b"T": "triples (CONSTRUCT, DESCRIBE), as N-Triples",
+    b"V": "a compiled SELECT's solutions, in the SPARQL 1.1 TSV results format",
+    b"X": "the query text is not valid SPARQL: pyoxigraph's message",
+    b"O": "the store could not be opened or read: the message",
+}
+LENGTH = struct.Struct(">I")
+
+
+def write_frame(out: BinaryIO, payload: bytes) -> None:
+    out.write(LENGTH.pack(len(payload)) + payload)
+    out.flush()
+
+
+def read_frame(source: BinaryIO) -> bytes | None:
+    """The next frame's payload, or None where the input has ended."""
+    head = source.read(LENGTH.size)
+    if len(head) < LENGTH.size:
+        return None
+    (length,) = LENGTH.unpack(head)
+    payload = source.read(length)
+    return payload if len(payload) == length else None
+
+
+def _answer(db: object, mode: bytes, text: str) -> bytes:
+    import pyoxigraph as ox
+
+    try:
+        result = db.query(text)  # type: ignore[attr-defined]
+        if mode == COMPILED:
+            return b"V" + result.serialize(format=ox.QueryResultsFormat.TSV)
+        if isinstance(result, (ox.QuerySolutions, ox.QueryBoolean)):
+            return b"S" + result.serialize(format=ox.QueryResultsFormat.JSON)
+        return b"T" + result.serialize(format=ox.RdfFormat.N_TRIPLES)
+    except SyntaxError as e:
+        return b"X" + str(e).encode()
+    except Exception as e:  # noqa: BLE001 (an evaluation error is pyoxigraph's OSError; any other goes back too)
+        return b"O" + str(e).encode()
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this process once its parent has gone: the parent kills it at a deadline, but a parent
+    that is itself killed cannot, and a query may run for hours."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def main(path: str, packages: str, parent: int) -> None:
+    threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
+    source, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.path.insert(0, packages)  # the parent's pyoxigraph, wherever it was installed
+    try:
+        import pyoxigraph as ox
+
+        db = ox.Store.read_only(path)
+    except (ImportError, OSError) as e:
+        write_frame(out, b"O" + f"cannot open the store at {path}: {e}".encode())
+        return
+    while (request := read_frame(source)) is not None:
+        answer = _answer(db, request[:1], request[1:].decode("utf-8"))
+        if len(answer) >= 1 << (8 * LENGTH.size):
+            answer = b"O" + f"the answer takes {len(answer):,} bytes, more than a frame holds: narrow the query".encode()
+        write_frame(out, answer)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
