@@ -155,7 +155,7 @@ class OxigraphStore(SparqlStore):
     def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, allow_service=allow_service)
         if timeout is not None and self._processes is not None:
-            return self._answer_in_process(text, timeout)
+            return self._answer_in_child(text, timeout)
         try:
             return run_with_timeout(lambda: self._answer(text), timeout, "Oxigraph")
         except QueryTimeoutError as e:
@@ -169,9 +169,9 @@ class OxigraphStore(SparqlStore):
                 "where a query is stopped at its deadline"
             ) from e
 
-    def _answer_in_process(self, text: str, timeout: float) -> QueryResult:
+    def _answer_in_child(self, text: str, timeout: float) -> QueryResult:
         try:
-            kind, data = self._ask_process(text, timeout, compiled=False)
+            kind, data = self._ask_child(text, timeout, compiled=False)
         except QueryTimeoutError as e:
             raise QueryTimeoutError(f"the query timed out after {timeout:g} s (its timeout) on {self.uri}: {e}") from e
         if kind == b"X":
@@ -186,12 +186,12 @@ class OxigraphStore(SparqlStore):
         # an S-expression's shape comes from outside the engine (a model's output, a user's), so
         # like a raw query it runs where it can be stopped at its deadline
         text = self.terms.bind(compiled)
-        kind, data = self._ask_process(text, op.timeout, compiled=True)
+        kind, data = self._ask_child(text, op.timeout, compiled=True)
         if kind == b"X":  # a compiler bug, never user input
             raise StoreError(f"Oxigraph rejected a generated query: {data.decode()}\n{text}")
         return self._read_tsv(data.decode("utf-8"))
 
-    def _ask_process(self, text: str, timeout: float, *, compiled: bool) -> tuple[bytes, bytes]:
+    def _ask_child(self, text: str, timeout: float, *, compiled: bool) -> tuple[bytes, bytes]:
         """``text``'s answer from a query process (:mod:`engine.stores.oxigraph_processes`): its
         kind byte and data. A store that cannot be read is a StoreError; past the deadline the
         query is stopped and QueryTimeoutError raised."""
@@ -199,7 +199,7 @@ class OxigraphStore(SparqlStore):
         try:
             answer = self._processes.ask(text, timeout, compiled=compiled)
         except QueryTimeoutError:
-            raise
+            raise  # a StoreError too, which the caller words
         except StoreError as e:
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         if answer[:1] == b"O":
