@@ -2,9 +2,8 @@
 processes that are killed at the deadline (engine.stores.oxigraph_processes): they answer exactly
 what the query answers in process (and the S-expression evaluator), on every kind of term and
 result; a query past its deadline is stopped, its process gone, and the store answers the next at
-once; children busy past a deadline, killed from
-outside, orphaned by their parent or left at close all end; over HTTP a stopped query gives its
-place back at once."""
+once; processes busy past a deadline, killed from outside, orphaned by their parent or left at
+close all end; over HTTP a stopped query gives its place back at once."""
 from __future__ import annotations
 
 import os
