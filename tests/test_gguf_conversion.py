@@ -157,3 +157,24 @@ def test_a_conversion_kept_first_by_another_process_is_the_one_kept(from_file, t
     gguf_conversion._keep(*from_file, target, {"path": "model.gguf"})  # the rename finds the folder there: this copy is dropped
     assert (target / "model.safetensors").stat().st_mtime_ns == written
     assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+
+
+def test_a_read_parses_the_file_once_and_leaves_gguf_as_it_was(monkeypatch):
+    import gguf
+
+    made: list[tuple] = []
+
+    class Reader:  # stands in for gguf's reader, counting what it is asked to parse
+        def __init__(self, path: str, mode: str = "r") -> None:
+            made.append((path, mode))
+
+    monkeypatch.setattr(gguf, "GGUFReader", Reader)
+    own = gguf.get_tensor_name_map
+    with gguf_conversion._parsed_once():
+        first, again, other = gguf.GGUFReader("a.gguf"), gguf.GGUFReader("a.gguf"), gguf.GGUFReader("b.gguf")
+        assert first is again and other is not first and made == [("a.gguf", "r"), ("b.gguf", "r")]
+        assert gguf.get_tensor_name_map is not own
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (Reader, own)
+    with pytest.raises(ValueError, match="a failed read"), gguf_conversion._parsed_once():
+        raise ValueError("a failed read")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (Reader, own)  # restored on an error too
