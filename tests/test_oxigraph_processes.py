@@ -3,7 +3,8 @@ processes that are killed at the deadline (engine.stores.oxigraph_processes): th
 what the query answers in process (and the S-expression evaluator), on every kind of term and
 result; a query past its deadline is stopped, its process gone, and the store answers the next at
 once; processes busy past a deadline, killed from outside, orphaned by their parent or left at
-close all end; over HTTP a stopped query gives its place back at once."""
+close all end, and one still opening the store at a deadline is kept; over HTTP a stopped query
+gives its place back at once."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,7 @@ from engine.reference import ReferenceStore
 from engine.results import ExecuteResult, QueryResult
 from engine.serve.settings import ServeSettings
 from engine.stores.oxigraph import OxigraphStore
+from engine.stores import oxigraph_processes
 from engine.stores.oxigraph_processes import QueryProcesses
 from tests.test_fast_decoding import IDS, LITERALS
 from tests.sexpr_graphs import expressions, freebase_graph, read_roles
@@ -252,3 +254,17 @@ def test_an_s_expression_past_its_deadline_is_stopped_with_its_process(tmp_path)
         assert time.monotonic() - started < 0.5 + 3
         assert _ended(warm, within=0) and not _pids(store)
         assert store.execute(_chain(2), timeout=30) == store.execute(_chain(2)) == ReferenceStore(_costly_graph()).execute(_chain(2))
+
+
+def test_a_process_still_opening_the_store_at_a_deadline_is_kept_for_the_next_query(folder, tmp_path, monkeypatch):
+    slow = tmp_path / "slow_child.py"  # the child, as it would start on a store that takes 1.5 s to open
+    slow.write_text(f"import runpy, time\ntime.sleep(1.5)\nrunpy.run_path({str(oxigraph_processes._CHILD)!r}, run_name='__main__')\n")
+    monkeypatch.setattr(oxigraph_processes, "_CHILD", slow)
+    with OxigraphStore(folder, read_only=True) as store:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeoutError, match="still opening the store at the deadline.*did not start"):
+            store.query("ASK { ?s ?p ?o }", timeout=0.5)
+        assert time.monotonic() - started < 0.5 + 2
+        (opening,) = _pids(store)  # not killed: it never had the query
+        assert store.query(f"SELECT ?o WHERE {{ <{NS}m.1> ?p ?o }}", timeout=30).rows == [["m.7"]]
+        assert _pids(store) == {opening}

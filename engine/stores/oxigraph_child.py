@@ -4,7 +4,8 @@ Oxigraph store read only and answers queries from its parent, one at a time, unt
 It is run as a script (``python -I oxigraph_child.py STORE PACKAGES PARENT``: PACKAGES the folder
 that holds the parent's pyoxigraph, PARENT the parent's pid) and imports nothing but pyoxigraph
 and the standard library, so it starts in a fraction of a second. Each message, either way, is a
-frame: four bytes of length (big-endian), then the payload. A request is a mode byte (``RAW`` or
+frame: four bytes of length (big-endian), then the payload. The child's first frame says that the
+store is open (or why it is not); then each request gets one answer. A request is a mode byte (``RAW`` or
 ``COMPILED``), then the query's UTF-8 text; an answer is one kind byte, then its data (see
 ``ANSWER_KINDS``). A process whose parent is gone
 ends itself, even inside a query.
@@ -20,8 +21,10 @@ from typing import BinaryIO
 
 RAW = b"R"  # a raw query: any form, its answer in full fidelity
 COMPILED = b"C"  # a SELECT the engine compiled: its answer as TSV, as the store reads its own
+READY = b"K"  # the first frame a child sends, once the store is open
 #: the kind byte that begins an answer, and what follows it
 ANSWER_KINDS = {
+    READY: "the store is open (nothing follows): the first frame, before any request is read",
     b"S": "solutions or a boolean, in the SPARQL 1.1 query results JSON format",
     b"T": "triples (CONSTRUCT, DESCRIBE), as N-Triples",
     b"V": "a compiled SELECT's solutions, in the SPARQL 1.1 TSV results format",
@@ -81,6 +84,7 @@ def main(path: str, packages: str, parent: int) -> None:
     except (ImportError, OSError) as e:
         write_frame(out, b"O" + f"cannot open the store at {path}: {e}".encode())
         return
+    write_frame(out, READY)
     while (request := read_frame(source)) is not None:
         answer = _answer(db, request[:1], request[1:].decode("utf-8"))
         if len(answer) >= 1 << (8 * LENGTH.size):

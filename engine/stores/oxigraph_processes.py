@@ -8,9 +8,11 @@ server's place for a request, until it ended. So under a deadline it runs in a c
 (:mod:`engine.stores.oxigraph_child`) that opens the same store read only, and at the deadline
 the child is killed, which stops the query at once.
 
-Children are kept between queries (starting one costs about a tenth of a second) and each answers
-one query at a time; at most ``most`` run at once, and a query that finds them all busy waits for
-one within its own deadline. This needs a store opened read only: the engine's store lock
+Children are kept between queries, and each answers one query at a time; at most ``most`` run at
+once, and a query that finds them all busy waits for one within its own deadline. Starting a child
+costs about a tenth of a second, more where a large store takes long to open: a query whose
+deadline passes while a new child is still opening the store never reached it, and the child is
+kept for the next. This needs a store opened read only: the engine's store lock
 (:mod:`engine.stores.store_lock`) then keeps writers out for as long as the parent has the store
 open, and the parent kills its children before it lets the lock go.
 """
@@ -35,6 +37,11 @@ _PACKAGES = Path(pyoxigraph.__file__).resolve().parents[1]  # the folder the chi
 _IDLE_KEPT = 4  # idle children kept; more end
 
 
+class StillOpening(QueryTimeoutError):
+    """The deadline passed while a new child was still opening the store: the query was never
+    sent, so the child is kept for the next one."""
+
+
 class _Child:
     """One query process and its pipes."""
 
@@ -44,15 +51,31 @@ class _Child:
             [sys.executable, "-I", str(_CHILD), path, str(_PACKAGES), str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
+        self.opened = False  # whether it has said that the store is open
 
     def ask(self, mode: bytes, text: str, deadline: float) -> bytes:
         """The answer to ``text`` (a kind byte and its data); QueryTimeoutError at ``deadline``
-        (time.monotonic()); StoreError when the child ends without answering."""
+        (time.monotonic()), StillOpening when it came before the store was open; StoreError when
+        the child ends without answering."""
         assert self.process.stdin is not None
+        if not self.opened:  # a large store takes a while to open, once: the query waits for that first
+            try:
+                first = self._frame(deadline)
+            except QueryTimeoutError:
+                raise StillOpening(
+                    "the query process was still opening the store at the deadline (a large store takes a while "
+                    "to open, once), so the query did not start"
+                ) from None
+            if first != oxigraph_child.READY:
+                return first  # it could not open the store: why
+            self.opened = True
         try:
             oxigraph_child.write_frame(self.process.stdin, mode + text.encode("utf-8"))
         except BrokenPipeError:
             pass  # it has ended: what it wrote before, or its exit code, says why
+        return self._frame(deadline)
+
+    def _frame(self, deadline: float) -> bytes:
         head = self._read(oxigraph_child.LENGTH.size, deadline)
         return self._read(oxigraph_child.LENGTH.unpack(head)[0], deadline)
 
@@ -116,6 +139,9 @@ class QueryProcesses:
             child = self._take()
             try:
                 answer = child.ask(oxigraph_child.COMPILED if compiled else oxigraph_child.RAW, text, deadline)
+            except StillOpening:
+                self._give_back(child)  # it never had the query: the next one finds the store open
+                raise
             except BaseException:
                 self._drop(child)
                 raise
