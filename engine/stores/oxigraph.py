@@ -13,6 +13,7 @@ from engine.errors import InvalidInputError, QueryTimeoutError, StoreError, Stor
 from engine.graph import FREEBASE_NS
 from engine.ops import Compiled, Execute, Op
 from engine.results import QueryResult
+from engine.stores import oxigraph_child as child
 from engine.stores.oxigraph_processes import QueryProcesses
 from engine.stores.sparql_store import Columns, SparqlStore
 from engine.stores.store_lock import StoreLock, held_by, lock_holders
@@ -174,9 +175,9 @@ class OxigraphStore(SparqlStore):
             kind, data = self._ask_child(text, timeout, compiled=False)
         except QueryTimeoutError as e:
             raise QueryTimeoutError(f"the query timed out after {timeout:g} s (its timeout) on {self.uri}: {e}") from e
-        if kind == b"X":
+        if kind == child.BAD_QUERY:
             raise InvalidInputError(f"invalid SPARQL query: {data.decode()}")
-        if kind == b"S":
+        if kind == child.SOLUTIONS:
             return self._result(ox.parse_query_results(data, format=ox.QueryResultsFormat.JSON))
         return self._result(ox.parse(data, format=ox.RdfFormat.N_TRIPLES))
 
@@ -187,7 +188,7 @@ class OxigraphStore(SparqlStore):
         # like a raw query it runs where it can be stopped at its deadline
         text = self.terms.bind(compiled)
         kind, data = self._ask_child(text, op.timeout, compiled=True)
-        if kind == b"X":  # a compiler bug, never user input
+        if kind == child.BAD_QUERY:  # a compiler bug, never user input
             raise StoreError(f"Oxigraph rejected a generated query: {data.decode()}\n{text}")
         return self._read_tsv(data.decode("utf-8"))
 
@@ -202,7 +203,7 @@ class OxigraphStore(SparqlStore):
             raise  # a StoreError too, which the caller words
         except StoreError as e:
             raise StoreError(f"query failed on {self.uri}: {e}") from e
-        if answer[:1] == b"O":
+        if answer[:1] == child.FAILED:
             raise StoreError(f"query failed on {self.uri}: {answer[1:].decode()}")
         return answer[:1], answer[1:]
 

@@ -1,14 +1,13 @@
-"""The program of a raw-query process (:mod:`engine.stores.oxigraph_processes`): it opens an
-Oxigraph store read only and answers queries from its parent, one at a time, until its input ends.
+"""The program of a query process (:mod:`engine.stores.oxigraph_processes`): it opens an Oxigraph
+store read only and answers queries from its parent, one at a time, until its input ends.
 
 It is run as a script (``python -I oxigraph_child.py STORE PACKAGES PARENT``: PACKAGES the folder
 that holds the parent's pyoxigraph, PARENT the parent's pid) and imports nothing but pyoxigraph
 and the standard library, so it starts in a fraction of a second. Each message, either way, is a
 frame: four bytes of length (big-endian), then the payload. The child's first frame says that the
-store is open (or why it is not); then each request gets one answer. A request is a mode byte (``RAW`` or
-``COMPILED``), then the query's UTF-8 text; an answer is one kind byte, then its data (see
-``ANSWER_KINDS``). A process whose parent is gone
-ends itself, even inside a query.
+store is open (or why it is not); then each request gets one answer. A request is a mode byte
+(``RAW`` or ``COMPILED``), then the query's UTF-8 text; an answer is a kind byte (``SOLUTIONS`` …
+``FAILED``), then its data. A process whose parent is gone ends itself, even inside a query.
 """
 from __future__ import annotations
 
@@ -19,18 +18,16 @@ import threading
 import time
 from typing import BinaryIO
 
+# the mode byte that begins a request
 RAW = b"R"  # a raw query: any form, its answer in full fidelity
 COMPILED = b"C"  # a SELECT the engine compiled: its answer as TSV, as the store reads its own
-READY = b"K"  # the first frame a child sends, once the store is open
-#: the kind byte that begins an answer, and what follows it
-ANSWER_KINDS = {
-    READY: "the store is open (nothing follows): the first frame, before any request is read",
-    b"S": "solutions or a boolean, in the SPARQL 1.1 query results JSON format",
-    b"T": "triples (CONSTRUCT, DESCRIBE), as N-Triples",
-    b"V": "a compiled SELECT's solutions, in the SPARQL 1.1 TSV results format",
-    b"X": "the query text is not valid SPARQL: pyoxigraph's message",
-    b"O": "the store could not be opened or read: the message",
-}
+# the kind byte that begins an answer, and what follows it
+READY = b"K"  # the store is open (nothing follows): the first frame, before any request is read
+SOLUTIONS = b"S"  # solutions or a boolean, in the SPARQL 1.1 query results JSON format
+TRIPLES = b"T"  # triples (CONSTRUCT, DESCRIBE), as N-Triples
+TSV = b"V"  # a compiled SELECT's solutions, in the SPARQL 1.1 TSV results format
+BAD_QUERY = b"X"  # the query text is not valid SPARQL: pyoxigraph's message
+FAILED = b"O"  # the store could not be opened or read, or the answer not sent: the message
 LENGTH = struct.Struct(">I")
 
 
@@ -55,14 +52,14 @@ def _answer(db: object, mode: bytes, text: str) -> bytes:
     try:
         result = db.query(text)  # type: ignore[attr-defined]
         if mode == COMPILED:
-            return b"V" + result.serialize(format=ox.QueryResultsFormat.TSV)
+            return TSV + result.serialize(format=ox.QueryResultsFormat.TSV)
         if isinstance(result, (ox.QuerySolutions, ox.QueryBoolean)):
-            return b"S" + result.serialize(format=ox.QueryResultsFormat.JSON)
-        return b"T" + result.serialize(format=ox.RdfFormat.N_TRIPLES)
+            return SOLUTIONS + result.serialize(format=ox.QueryResultsFormat.JSON)
+        return TRIPLES + result.serialize(format=ox.RdfFormat.N_TRIPLES)
     except SyntaxError as e:
-        return b"X" + str(e).encode()
+        return BAD_QUERY + str(e).encode()
     except Exception as e:  # noqa: BLE001 (an evaluation error is pyoxigraph's OSError; any other goes back too)
-        return b"O" + str(e).encode()
+        return FAILED + str(e).encode()
 
 
 def _end_with_parent(parent: int) -> None:
@@ -82,13 +79,13 @@ def main(path: str, packages: str, parent: int) -> None:
 
         db = ox.Store.read_only(path)
     except (ImportError, OSError) as e:
-        write_frame(out, b"O" + f"cannot open the store at {path}: {e}".encode())
+        write_frame(out, FAILED + f"cannot open the store at {path}: {e}".encode())
         return
     write_frame(out, READY)
     while (request := read_frame(source)) is not None:
         answer = _answer(db, request[:1], request[1:].decode("utf-8"))
         if len(answer) >= 1 << (8 * LENGTH.size):
-            answer = b"O" + f"the answer takes {len(answer):,} bytes, more than a frame holds: narrow the query".encode()
+            answer = FAILED + f"the answer takes {len(answer):,} bytes, more than a frame holds: narrow the query".encode()
         write_frame(out, answer)
 
 

@@ -129,8 +129,8 @@ class QueryProcesses:
         self._closed = False
 
     def ask(self, text: str, timeout: float, *, compiled: bool = False) -> bytes:
-        """``text``'s answer from a child (a kind byte of ``oxigraph_child.ANSWER_KINDS`` and its
-        data), or QueryTimeoutError once ``timeout`` seconds have passed, the query stopped.
+        """``text``'s answer from a child (a kind byte of :mod:`engine.stores.oxigraph_child` and
+        its data), or QueryTimeoutError once ``timeout`` seconds have passed, the query stopped.
         ``compiled``: a SELECT the engine wrote, answered as TSV."""
         deadline = time.monotonic() + timeout
         if not self._slots.acquire(timeout=timeout):
@@ -145,7 +145,7 @@ class QueryProcesses:
             except BaseException:
                 self._drop(child)
                 raise
-            if answer[:1] == b"O":  # the store did not open or read: a new child tries again
+            if answer[:1] == oxigraph_child.FAILED:  # the store did not open or read: a new child tries again
                 self._drop(child)
             else:
                 self._give_back(child)
