@@ -26,6 +26,15 @@ def run_kgqa(
                           cwd=cwd, env={**child_env(), **(env or {})})
 
 
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
 def wait_listening(process: subprocess.Popen, port: int, timeout: float = 60) -> None:
     """Return once ``process`` (a server started on loopback ``port``) accepts connections there;
     fail the test if it exits first or is not listening within ``timeout`` seconds."""

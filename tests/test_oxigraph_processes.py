@@ -16,7 +16,6 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
@@ -30,6 +29,7 @@ from engine.stores.oxigraph import OxigraphStore
 from engine.stores import oxigraph_processes
 from engine.stores.oxigraph_processes import QueryProcesses
 from tests.test_fast_decoding import IDS, LITERALS
+from tests.cli_process import child_env, gone
 from tests.sexpr_graphs import expressions, freebase_graph, read_roles
 from tests.test_serve import served
 from tests.test_sexpr_execute import _chain, _costly_graph
@@ -69,16 +69,11 @@ def _pids(store: OxigraphStore) -> set[int]:
 def _ended(pid: int, within: float = 10) -> bool:
     """Whether process ``pid`` has ended (gone, or a zombie nobody has reaped) within ``within`` s."""
     deadline = time.monotonic() + within
-    while True:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
+    while not gone(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+    return True
 
 
 def _canonical(result: QueryResult) -> QueryResult:
@@ -199,8 +194,7 @@ def test_closing_the_store_ends_its_processes_busy_or_idle(folder):
 
 def test_a_process_whose_parent_is_killed_ends(folder, tmp_path):
     parent = textwrap.dedent(f"""
-        import sys, threading, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        import threading, time
         from engine.stores.oxigraph import OxigraphStore
         store = OxigraphStore({folder!r}, read_only=True)
         threading.Thread(target=lambda: store.query({RUNAWAY!r}, timeout=600), daemon=True).start()
@@ -209,7 +203,7 @@ def test_a_process_whose_parent_is_killed_ends(folder, tmp_path):
         print(*[c.process.pid for c in store._processes._all], flush=True)
         time.sleep(600)
     """)
-    process = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True, env=child_env())
     try:
         (child,) = map(int, process.stdout.readline().split())  # type: ignore[union-attr]
         assert not _ended(child, within=0.5)  # at work on the query

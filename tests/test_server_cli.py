@@ -16,6 +16,7 @@ import pytest
 from engine.cli.main import main
 from engine.graph import Edge, Triple
 from engine.open import open_store
+from tests.cli_process import gone
 from tests.conftest import missing
 
 pytestmark = pytest.mark.server
@@ -36,14 +37,6 @@ def _descendants(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
 
 
 def _ip(hex_address: str) -> str:
@@ -119,9 +112,9 @@ def _stop(process: subprocess.Popen, how: signal.Signals, directory: Path) -> No
     process.send_signal(how)
     assert process.wait(timeout=60) == 0, process.stderr.read()
     deadline = time.monotonic() + 10
-    while not all(_gone(pid) for pid in below) and time.monotonic() < deadline:
+    while not all(gone(pid) for pid in below) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert all(_gone(pid) for pid in below), f"left running: {[pid for pid in below if not _gone(pid)]}"
+    assert all(gone(pid) for pid in below), f"left running: {[pid for pid in below if not gone(pid)]}"
     assert not directory.exists()
 
 
