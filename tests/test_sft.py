@@ -4,6 +4,8 @@ downloaded."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from engine.models.sft import (
     train,
     write_samples,
 )
+from tests.cli_process import child_env
 from tests.tiny_lm import make_tiny_lm
 
 #: four prompts a two-layer model can learn by heart
@@ -262,3 +265,23 @@ def test_an_adapter_without_its_base_name_is_refused(tmp_path: Path):
     (adapter / "adapter_config.json").write_text("{}")
     with pytest.raises(InvalidInputError, match="base_model_name_or_path"):
         load_lm.__wrapped__(str(adapter), "cpu")
+
+
+def test_no_progress_also_hides_the_model_loading_bar(tiny, tmp_path: Path):
+    """``--no-progress`` hides transformers' "Loading weights" bar too, which a log file
+    otherwise fills with; the same command without it shows that bar (both run at once)."""
+    data = tmp_path / "train.jsonl"
+    write_samples(MEMORISE, data)
+    runs = {
+        quiet: subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", "lm", "train", "--data", str(data), "--model", tiny, "--out",
+             str(tmp_path / f"out-{quiet}"), "--epochs", "1", "--device", "cpu", *(["--no-progress"] if quiet else [])],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        for quiet in (True, False)
+    }
+    errors = {}
+    for quiet, process in runs.items():
+        _, errors[quiet] = process.communicate(timeout=120)
+        assert process.returncode == 0, errors[quiet]
+    assert "Loading weights" in errors[False]
+    assert "Loading weights" not in errors[True] and "it/s]" not in errors[True], errors[True]

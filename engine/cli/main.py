@@ -306,9 +306,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(["bench"] if argv[:1] == ["bench"] else argv)
+    if getattr(args, "no_progress", False):
+        _hide_model_loading_bars()
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning(warnings.showwarning)
         return _run(args, argv)
+
+
+def _hide_model_loading_bars() -> None:
+    """``--no-progress`` also hides the bars that transformers and huggingface_hub draw while a
+    model loads ("Loading weights"). transformers reads huggingface_hub's setting when it is
+    imported, so one imported already (a command run in-process) is told as well."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
 
 
 def _show_warning(show: Any) -> Any:
