@@ -2,7 +2,8 @@
 
 1. One training stage of RoG's full recipe (its LoRA planner stage, for one epoch, on train-split
    planning samples of MetaQA-2hop and PQ-2H): on the GPU and on the CPU, both in the stage's bf16
-   autocast, from the same samples and seed: samples and target tokens per second,
+   autocast (float32 on a CPU without bfloat16 arithmetic; each record's device says which), from
+   the same samples and seed: samples and target tokens per second,
    peak memory, losses. The GPU is warmed up first by one batch of the same training, so that its
    CUDA start-up is not counted against it.
 2. Batched inference of two methods on the same test questions: RoG with the planner trained on

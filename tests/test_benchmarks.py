@@ -321,8 +321,9 @@ def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_
         parse_method_options(["fidelis=--width 2"])
 
 
-def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdir(tmp_path):
+def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdir(tmp_path, monkeypatch):
     from benchmarks.methods import MethodsConfig, answering_dtype, method_config, run_methods
+    from engine.models import device
 
     runs = tmp_path / "kgqa-data"
     cfg = MethodsConfig(methods=["ldr", "etd"], datasets=["metaqa"], stores=["oxigraph"], questions=2, seed=0,
@@ -337,6 +338,7 @@ def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdi
         method_config(cfg, "ldr", "metaqa", "metaqa-2hop")
     (stages / "ldr.done.json").write_text(json.dumps({"state": "done"}))
     assert method_config(cfg, "ldr", "metaqa", "metaqa-2hop").model == str(stages / "ldr")
+    monkeypatch.setattr(device, "native_bf16", lambda name: True)  # on a CPU without it, float32 (test_reproduce)
     assert answering_dtype(cfg, "ldr") == "bfloat16" and answering_dtype(MethodsConfig(
         ["ldr"], ["metaqa"], ["oxigraph"], 2, 0, tmp_path), "ldr") is None
     # each question set gets the checkpoint its recipe answers it with; --method-option still wins

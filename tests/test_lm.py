@@ -505,6 +505,44 @@ def test_the_weights_load_in_the_precision_asked(lm, tmp_path):
         load_lm(tiny, "cpu", "raw", "int3")
 
 
+def test_bfloat16_weights_warn_where_the_device_has_no_bfloat16_arithmetic(tmp_path, monkeypatch):
+    """Asked for, bfloat16 weights are given (half the memory), with a warning where torch converts
+    bfloat16 in software, which is slower than float32, not faster."""
+    import warnings
+
+    import torch
+
+    from engine.errors import KGQAWarning
+    from engine.models import device
+    from tests.tiny_lm import make_tiny_lm
+
+    tiny = make_tiny_lm(tmp_path / "tiny")
+    monkeypatch.setattr(device, "native_bf16", lambda name: False)
+    with pytest.warns(KGQAWarning, match=r"dtype bfloat16: this CPU has no bfloat16 arithmetic .*several times slower"):
+        lm = load_lm(tiny, "cpu", "raw", "bfloat16")
+    assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}
+    monkeypatch.setattr(device, "native_bf16", lambda name: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KGQAWarning)
+        load_lm(tiny, "cpu", None, "bfloat16")  # another cache entry: loaded again, with no warning
+
+
+def test_bfloat16_arithmetic_is_found_as_the_cpus_instructions_say():
+    from pathlib import Path
+
+    import torch
+
+    from engine.models.device import native_bf16
+
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    if flags & {"avx512_bf16", "amx_bf16"}:  # x86 with bfloat16 instructions
+        assert native_bf16("cpu")
+    if "sse2" in flags and "avx512f" not in flags:  # x86 without AVX-512: no oneDNN bfloat16 kernels
+        assert not native_bf16("cpu")
+    assert native_bf16("cuda:0") == (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
 # ----------------------------------------------------------------------------- where a named model comes from
 class _Hub(JsonHandler):
     """A stand-in hub that records every request and answers 404."""

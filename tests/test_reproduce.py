@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 from engine.methods.registry import names
 from engine.recipes.recipe import QUICK_RECIPE, load_recipe, recipe_file
 from engine.recipes.report import render, stale_results, write_report
@@ -271,7 +271,7 @@ def _steps(results: dict) -> dict[str, bool]:
     return {s["step"]: s["resumed"] for s in [*results["steps"], *results["validation"].values(), *results["evaluation"].values()]}
 
 
-def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tmp_path, tiny):
+def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tmp_path, tiny, monkeypatch):
     path = _toy(tmp_path, tiny)
     work, results_dir = tmp_path / "work", tmp_path / "results"
     first = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
@@ -308,6 +308,9 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
                   rerun=["stage"])
 
     # answering in bfloat16 (the recipe's dtype): the sets answer again, the trained model is kept
+    from engine.models import device
+
+    monkeypatch.setattr(device, "native_bf16", lambda name: True)  # elsewhere float32 (the next test)
     changed.write_text(changed.read_text().replace("[recipes.toy]\n", "[recipes.toy]\ndtype = \"bfloat16\"\n", 1))
     fifth = reproduce("rog", "toy", recipe_path=changed, workdir=work, results_dir=results_dir, device="cpu", progress=False)
     assert _steps(fifth) == {"store:toy": True, "samples:toy": True, "stage:planner": True, "validate:toy": False,
@@ -366,13 +369,20 @@ def test_a_method_run_with_a_recipe_answers_as_the_recipes_run_answers_its_test_
     assert same(answered("--dataset", "toy", "--store", str(tmp_path / "moved")), recipe_run)
 
 
-def test_a_recipe_answers_in_its_own_dtype_else_bfloat16_on_a_gpu_only(tmp_path, tiny):
+def test_a_recipe_answers_in_its_own_dtype_else_bfloat16_on_a_gpu_only(tmp_path, tiny, monkeypatch):
+    from engine.models import device
     from engine.recipes.steps import answering_dtype
 
     plain = load_recipe("rog", "toy", _toy(tmp_path, tiny))
+    monkeypatch.setattr(device, "native_bf16", lambda name: True)
     assert (answering_dtype(plain, "cpu"), answering_dtype(plain, "cuda:0")) == (None, "bfloat16")
     assert answering_dtype(dataclasses.replace(plain, dtype="float32"), "cuda") == "float32"
     assert answering_dtype(load_recipe("ldr", "full"), "cpu") == "bfloat16"
+    # a device without bfloat16 arithmetic converts it in software, slower than float32: the model's own, said
+    monkeypatch.setattr(device, "native_bf16", lambda name: False)
+    with pytest.warns(KGQAWarning, match="ldr's full recipe answers in bfloat16, but this CPU has no bfloat16 arithmetic"):
+        assert answering_dtype(load_recipe("ldr", "full"), "cpu") is None
+    assert answering_dtype(plain, "cuda:0") is None and answering_dtype(dataclasses.replace(plain, dtype="float32"), "cpu") == "float32"
 
 
 def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):

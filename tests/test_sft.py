@@ -3,6 +3,7 @@ Llama built here from a config, with a character-level tokenizer saved beside it
 downloaded."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from engine.cli.main import main
-from engine.errors import InvalidInputError, ParseError
+from engine.errors import InvalidInputError, KGQAWarning, ParseError
 from engine.models.loading import load_lm
 from engine.models.transformers_lm import TransformersLM
 from engine.models.sft import (
@@ -118,7 +119,10 @@ def test_prompt_tokens_carry_no_loss(tiny):
     assert alone[1] == len("apple") + 1 and float(alone[0]) == pytest.approx(float(expected(0, e)), rel=1e-5)
 
 
-def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path):
+def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from engine.models import device
+
+    monkeypatch.setattr(device, "native_bf16", lambda name: True)  # as on a CPU with AVX-512 or AMX
     config = SftConfig(epochs=2, lr=5e-3, batch_size=2, device="cpu", precision="bf16")
     summary = train(MEMORISE, tiny, tmp_path / "bf16", config, progress=False)
     assert summary.device == "cpu (bf16)" and summary.train_loss[-1] < summary.train_loss[0]
@@ -129,6 +133,28 @@ def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path):
     assert {t.dtype for t in weights.values()} == {torch.float32}
     with pytest.raises(InvalidInputError, match="precision 'half'"):
         SftConfig(precision="half")
+
+
+def test_bf16_trains_in_float32_where_the_device_has_no_bfloat16_arithmetic(tiny, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    """There torch converts bf16 autocast in software, many times slower than float32: the same
+    weights as a float32 run, and a warning that says why."""
+    from engine.models import device
+
+    monkeypatch.setattr(device, "native_bf16", lambda name: False)
+    config = SftConfig(epochs=2, lr=5e-3, batch_size=2, device="cpu", precision="bf16")
+    with pytest.warns(KGQAWarning, match="precision bf16: this CPU has no bfloat16 arithmetic .*: training in float32"):
+        summary = train(MEMORISE, tiny, tmp_path / "asked-bf16", config, progress=False)
+    plain = train(MEMORISE, tiny, tmp_path / "fp32", dataclasses.replace(config, precision="fp32"), progress=False)
+    assert summary.device == plain.device == "cpu" and summary.train_loss == plain.train_loss
+    assert summary.config["precision"] == "bf16"  # what was asked stays on record, beside the device it ran as
+    import safetensors.torch
+
+    def weights(directory: Path) -> dict:
+        return safetensors.torch.load_file(str(next(directory.glob("*.safetensors"))))
+
+    asked, float32 = weights(tmp_path / "asked-bf16"), weights(tmp_path / "fp32")
+    assert asked.keys() == float32.keys() and all(torch.equal(asked[k], float32[k]) for k in asked)
 
 
 # ----------------------------------------------------------------------------- training

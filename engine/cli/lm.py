@@ -50,8 +50,9 @@ def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: 
     p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="arithmetic of the passes, weights staying float32: auto (default; bfloat16 autocast on a CUDA "
-                        "device that has it, else float32), bf16 (bfloat16 autocast on any device: faster than float32 "
-                        "on a CPU with bfloat16 instructions; python -m benchmarks.training measures it) or fp32")
+                        "device that has it, else float32), bf16 (bfloat16 autocast on any device with bfloat16 arithmetic, "
+                        "a CPU with AVX-512 or AMX too, where it is faster than float32: python -m benchmarks.training "
+                        "measures it; float32 with a warning elsewhere) or fp32")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if output:
         add_output_arguments(p)

@@ -1,4 +1,4 @@
-"""The torch device, chosen once per process and reported."""
+"""The torch device, chosen once per process and reported, and whether it computes bfloat16."""
 from __future__ import annotations
 
 import functools
@@ -46,3 +46,29 @@ def _usable(name: str, given_as: str) -> str:
     elif device.type != "cpu":
         raise InvalidInputError(f"{given_as} {name}: the engine runs on cpu, cuda or mps, not {device.type}")
     return name
+
+
+@functools.lru_cache(maxsize=None)
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` computes bfloat16 in hardware: a CUDA GPU that supports it, or a CPU on
+    which torch's oneDNN runs bfloat16 matrix products (x86 with AVX-512 or AMX, Arm with its BF16
+    extension). Elsewhere, such as on a CPU with AVX2 alone, torch converts bfloat16 in software,
+    several times slower than float32 (:mod:`benchmarks.training` measures it)."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.is_available() and bool(torch.cuda.is_bf16_supported())
+    if kind != "cpu":
+        return True  # MPS and the like run bfloat16 in their own kernels
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch build without oneDNN: converted in software
+        return False
+
+
+def without_bf16(device: str) -> str:
+    """The words that say ``device`` has no bfloat16 arithmetic, for a warning."""
+    if device == "cpu":
+        return "this CPU has no bfloat16 arithmetic that torch uses (AVX-512 or AMX)"
+    return f"{device} has no bfloat16 arithmetic"

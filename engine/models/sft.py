@@ -12,8 +12,9 @@ ARG's generator, LDR's scorer): one short PyTorch loop over transformers models.
 - Batches are cut from length-sorted samples (little padding, which matters on a CPU) and
   visited in a seeded random order; AdamW with a ``transformers.get_scheduler`` schedule and
   warm-up, gradient accumulation and clipping. Only the positions that carry loss are projected
-  to the vocabulary. On a GPU the passes run in bf16 autocast where supported, and anywhere with
-  ``precision="bf16"`` (``python -m benchmarks.training`` measures both on a CPU).
+  to the vocabulary. On a GPU the passes run in bf16 autocast where supported, and with
+  ``precision="bf16"`` on any device with bfloat16 arithmetic (``python -m benchmarks.training``
+  measures both on a CPU); on a CPU without it, such as one with AVX2 alone, bf16 trains in float32.
 - A held-out fraction gives a validation loss per epoch; the best epoch's weights are what is
   saved, and ``patience`` epochs without a better one end training. Every epoch ends with a
   checkpoint (``out_dir/checkpoint``: trainable weights, optimiser, scheduler, state), and so
@@ -29,13 +30,14 @@ import math
 import random
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError, ParseError
+from engine.errors import InvalidInputError, KGQAWarning, ParseError
 from engine.jsonl import json_lines
 from engine.models.device import pick_device
 from engine.models.templates import TEMPLATE_FILE
@@ -89,7 +91,8 @@ class SftConfig:
     template: str | None = None  # prompt template, as TransformersLM's (default: the tokenizer's chat template)
     #: the forward and backward passes' arithmetic; the weights stay float32 either way. auto: bfloat16
     #: autocast on a CUDA device that has it, float32 elsewhere; bf16: bfloat16 autocast on any device
-    #: (faster on a CPU with AVX512-BF16: benchmarks/training.py); fp32: float32 everywhere
+    #: with bfloat16 arithmetic (a CPU with AVX-512 or AMX too: faster there, benchmarks/training.py),
+    #: float32 with a warning on one without; fp32: float32 everywhere
     precision: str = "auto"
 
     def __post_init__(self) -> None:
@@ -240,6 +243,19 @@ def autocast_for(device: str, precision: str) -> tuple[Any, bool]:
     return (lambda: torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)), True
 
 
+def _runnable_precision(device: str, precision: str) -> str:
+    """``precision``, except bf16 on a device without bfloat16 arithmetic, which trains in float32
+    with a warning: there torch converts bf16 autocast in software, many times slower."""
+    from engine.models.device import native_bf16, without_bf16  # looked up at the call: tests replace native_bf16
+
+    if precision != "bf16" or native_bf16(device):
+        return precision
+    warnings.warn(KGQAWarning(
+        f"precision bf16: {without_bf16(device)}, so bf16 autocast would run many times slower than float32 here: "
+        "training in float32"), stacklevel=3)
+    return "fp32"
+
+
 # ----------------------------------------------------------------------------- training
 def _fingerprint(samples: Sequence[Sample]) -> str:
     digest = hashlib.sha256()
@@ -371,7 +387,7 @@ def train(
             )
     lm = load_trainable(base, config)
     device = lm.device
-    autocast, bf16 = autocast_for(device, config.precision)
+    autocast, bf16 = autocast_for(device, _runnable_precision(device, config.precision))
 
     # encode, hold out a seeded validation share
     encoded = [encode(lm, s, config.max_length) for s in samples]
