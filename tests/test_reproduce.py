@@ -271,11 +271,15 @@ def _steps(results: dict) -> dict[str, bool]:
     return {s["step"]: s["resumed"] for s in [*results["steps"], *results["validation"].values(), *results["evaluation"].values()]}
 
 
-def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tmp_path, tiny, monkeypatch):
+def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tmp_path, tiny, monkeypatch, capsys):
     path = _toy(tmp_path, tiny)
     work, results_dir = tmp_path / "work", tmp_path / "results"
     first = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
     assert not any(_steps(first).values())
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kgqa reproduce: ")]
+    # each step says when it starts and how long it took
+    assert [line.split(": ")[1].removesuffix(" …") for line in said] == [s for s in _steps(first) for _ in range(2)]
+    assert all(line.endswith(" …") for line in said[::2]) and all(line.endswith(" s") for line in said[1::2])
     assert set(_steps(first)) == {"store:toy", "samples:toy", "stage:planner", "validate:toy", "evaluate:toy"}
     written = json.loads((results_dir / "rog" / "toy.json").read_text())
     assert written["recipe_hash"] == load_recipe("rog", "toy", path).hash and written["device"] == "cpu"
@@ -289,6 +293,8 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
 
     again = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
     assert all(_steps(again).values())
+    said = capsys.readouterr().err
+    assert "kgqa reproduce: store:toy: loaded before, reused (" in said and "samples:toy: done before, resumed (" in said
     assert again["evaluation"] == {**first["evaluation"], "toy": {**first["evaluation"]["toy"], "resumed": True}}
 
     # another setting of the stage: the stage and what reads its model run again, the samples do not

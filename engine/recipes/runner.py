@@ -137,6 +137,8 @@ def reproduce(
         for name, source in r.stores.items():
             print(f"kgqa reproduce: store:{name} …", file=sys.stderr)
             ready = ensure_store(source, workdir, data_directory=data_directory, progress=progress)
+            said = f"loaded before, reused ({ready.seconds:.0f} s then)" if ready.reused else f"{ready.seconds:.0f} s"
+            print(f"kgqa reproduce: store:{name}: {said}", file=sys.stderr)
             ctx.stores[name] = ready
             steps.append({"step": f"store:{name}", "kind": "store", "hash": ready.content, "seconds": ready.seconds,
                           "device": "cpu", "resumed": ready.reused, "triples": ready.triples})
