@@ -119,6 +119,13 @@ def test_prompt_tokens_carry_no_loss(tiny):
     assert alone[1] == len("apple") + 1 and float(alone[0]) == pytest.approx(float(expected(0, e)), rel=1e-5)
 
 
+def _saved_weights(directory: Path) -> dict[str, torch.Tensor]:
+    """The weights a training run saved in ``directory``."""
+    import safetensors.torch
+
+    return safetensors.torch.load_file(str(next(directory.glob("*.safetensors"))))
+
+
 def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from engine.models import device
 
@@ -127,10 +134,7 @@ def test_bf16_autocast_trains_on_a_cpu(tiny, tmp_path: Path, monkeypatch: pytest
     summary = train(MEMORISE, tiny, tmp_path / "bf16", config, progress=False)
     assert summary.device == "cpu (bf16)" and summary.train_loss[-1] < summary.train_loss[0]
     # the saved weights stay float32: only the arithmetic was bfloat16
-    import safetensors.torch
-
-    weights = safetensors.torch.load_file(str(next((tmp_path / "bf16").glob("*.safetensors"))))
-    assert {t.dtype for t in weights.values()} == {torch.float32}
+    assert {t.dtype for t in _saved_weights(tmp_path / "bf16").values()} == {torch.float32}
     with pytest.raises(InvalidInputError, match="precision 'half'"):
         SftConfig(precision="half")
 
@@ -148,12 +152,7 @@ def test_bf16_trains_in_float32_where_the_device_has_no_bfloat16_arithmetic(tiny
     plain = train(MEMORISE, tiny, tmp_path / "fp32", dataclasses.replace(config, precision="fp32"), progress=False)
     assert summary.device == plain.device == "cpu" and summary.train_loss == plain.train_loss
     assert summary.config["precision"] == "bf16"  # what was asked stays on record, beside the device it ran as
-    import safetensors.torch
-
-    def weights(directory: Path) -> dict:
-        return safetensors.torch.load_file(str(next(directory.glob("*.safetensors"))))
-
-    asked, float32 = weights(tmp_path / "asked-bf16"), weights(tmp_path / "fp32")
+    asked, float32 = _saved_weights(tmp_path / "asked-bf16"), _saved_weights(tmp_path / "fp32")
     assert asked.keys() == float32.keys() and all(torch.equal(asked[k], float32[k]) for k in asked)
 
 

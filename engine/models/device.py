@@ -4,8 +4,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,13 @@ def native_bf16(device: str) -> bool:
         return False
 
 
-def without_bf16(device: str) -> str:
-    """The words that say ``device`` has no bfloat16 arithmetic, for a warning."""
-    if device == "cpu":
-        return "this CPU has no bfloat16 arithmetic that torch uses (AVX-512 or AMX)"
-    return f"{device} has no bfloat16 arithmetic"
+def bf16_or_warn(device: str, before: str, after: str, *, stacklevel: int = 2) -> bool:
+    """Whether ``device`` computes bfloat16 (:func:`native_bf16`); where it does not, a warning
+    that says so between ``before`` and ``after`` (``stacklevel`` as the caller would give it to
+    ``warnings.warn``)."""
+    if native_bf16(device):
+        return True
+    lacks = ("this CPU has no bfloat16 arithmetic that torch uses (AVX-512 or AMX)" if device == "cpu"
+             else f"{device} has no bfloat16 arithmetic")
+    warnings.warn(KGQAWarning(f"{before}{lacks}{after}"), stacklevel=stacklevel + 1)
+    return False

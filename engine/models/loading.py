@@ -16,13 +16,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import warnings
 from pathlib import Path
 
-from engine.errors import InvalidInputError, KGQAError, KGQAWarning
+from engine.errors import InvalidInputError, KGQAError
 from engine.models import adapters
 from engine.models.lm import LanguageModel
-from engine.models.device import pick_device
+from engine.models.device import bf16_or_warn, pick_device
 from engine.models.openai_lm import DEFAULT_OPENAI_BASE, OPENAI_PREFIX, OpenAIChatLM, split_server_name
 from engine.models.templates import saved_template
 from engine.models.transformers_lm import DEFAULT_LM, TransformersLM, check_dtype
@@ -55,7 +54,8 @@ def load_lm(
         base = url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE
         return OpenAIChatLM(model, base, api_key=os.environ.get("OPENAI_API_KEY"), template=template)
     if dtype == "bfloat16":
-        _warn_if_converted(pick_device(device))
+        bf16_or_warn(pick_device(device), "dtype bfloat16: ",
+                     ", so the model runs several times slower than in float32 here (it still takes half the memory)")
     source = local_source(name_or_path)
     if adapters.is_adapter(source):
         check_dtype(dtype)  # before the base loads in float32
@@ -66,16 +66,6 @@ def load_lm(
         lm.name = name_or_path or source
         return lm
     return TransformersLM.load(source, device, template, dtype)
-
-
-def _warn_if_converted(device: str) -> None:
-    """Warn that bfloat16 weights run slowly on ``device`` where it has no bfloat16 arithmetic."""
-    from engine.models.device import native_bf16, without_bf16  # looked up at the call: tests replace native_bf16
-
-    if not native_bf16(device):
-        warnings.warn(KGQAWarning(
-            f"dtype bfloat16: {without_bf16(device)}, so the model runs several times slower than in float32 here "
-            "(it still takes half the memory)"), stacklevel=3)
 
 
 def local_source(name_or_path: str | None) -> str:

@@ -30,16 +30,15 @@ import math
 import random
 import sys
 import time
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError, KGQAWarning, ParseError
+from engine.errors import InvalidInputError, ParseError
 from engine.jsonl import json_lines
-from engine.models.device import pick_device
+from engine.models.device import bf16_or_warn, pick_device
 from engine.models.templates import TEMPLATE_FILE
 from engine.models.transformers_lm import DEFAULT_LM
 
@@ -243,19 +242,6 @@ def autocast_for(device: str, precision: str) -> tuple[Any, bool]:
     return (lambda: torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)), True
 
 
-def _runnable_precision(device: str, precision: str) -> str:
-    """``precision``, except bf16 on a device without bfloat16 arithmetic, which trains in float32
-    with a warning: there torch converts bf16 autocast in software, many times slower."""
-    from engine.models.device import native_bf16, without_bf16  # looked up at the call: tests replace native_bf16
-
-    if precision != "bf16" or native_bf16(device):
-        return precision
-    warnings.warn(KGQAWarning(
-        f"precision bf16: {without_bf16(device)}, so bf16 autocast would run many times slower than float32 here: "
-        "training in float32"), stacklevel=3)
-    return "fp32"
-
-
 # ----------------------------------------------------------------------------- training
 def _fingerprint(samples: Sequence[Sample]) -> str:
     digest = hashlib.sha256()
@@ -387,7 +373,12 @@ def train(
             )
     lm = load_trainable(base, config)
     device = lm.device
-    autocast, bf16 = autocast_for(device, _runnable_precision(device, config.precision))
+    precision = config.precision  # bf16 where torch would convert it in software, many times slower: float32
+    if precision == "bf16" and not bf16_or_warn(
+        device, "precision bf16: ", ", so bf16 autocast would run many times slower than float32 here: training in float32"
+    ):
+        precision = "fp32"
+    autocast, bf16 = autocast_for(device, precision)
 
     # encode, hold out a seeded validation share
     encoded = [encode(lm, s, config.max_length) for s in samples]

@@ -15,13 +15,13 @@ import random
 import shutil
 import sys
 import time
-import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError, KGQAWarning
+from engine.errors import InvalidInputError
+from engine.models import device as devices  # native_bf16 looked up at each call, as tests replace it
 from engine.methods.spec import MethodSpec, make_config
 from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, QuestionSelection, Recipe, Stage
 from engine.recipes.stores import ReadyStore, built_dataset_dir, marker
@@ -76,19 +76,17 @@ def dataset_source(dataset: str, workdir: Path) -> str:
 
 def answering_dtype(recipe: Recipe, device: str) -> str | None:
     """The weight precision ``recipe``'s run answers in on ``device`` (a picked device, not
-    None): the recipe's ``dtype``, else bfloat16 on a CUDA GPU, else the model's own. A device
+    None): the recipe's ``dtype``, else bfloat16 on a CUDA GPU that has it, else the model's own. A device
     without bfloat16 arithmetic answers a recipe's bfloat16 in the model's own precision (with a
     warning): converted in software, bfloat16 would be several times slower there, not faster."""
-    from engine.models.device import native_bf16, without_bf16  # looked up at the call: tests replace native_bf16
-
-    dtype = recipe.dtype or ("bfloat16" if device.startswith("cuda") else None)
-    if dtype != "bfloat16" or native_bf16(device):
-        return dtype
-    if recipe.dtype:
-        warnings.warn(KGQAWarning(
-            f"{recipe.method}'s {recipe.name} recipe answers in bfloat16, but {without_bf16(device)}: answering in the "
-            "model's own precision, which is faster here"), stacklevel=2)
-    return None
+    if recipe.dtype is None:
+        return "bfloat16" if device.startswith("cuda") and devices.native_bf16(device) else None
+    if recipe.dtype == "bfloat16" and not devices.bf16_or_warn(
+        device, f"{recipe.method}'s {recipe.name} recipe answers in bfloat16, but ",
+        ": answering in the model's own precision, which is faster here",
+    ):
+        return None
+    return recipe.dtype
 
 
 def answering_values(recipe: Recipe, set_name: str, workdir: Path, given: Collection[str] = ()) -> dict[str, Any]:
