@@ -3,6 +3,7 @@ command loads into it, the server listens on loopback unless ``--host`` says oth
 Ctrl-C / SIGTERM leaves no server process and no directory behind."""
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
+from engine.errors import StoreError
 from engine.graph import Edge, Triple
 from engine.open import open_store
 from tests.cli_process import gone
@@ -133,11 +135,40 @@ def test_falkordb_serves_its_uri_and_stops(kgqa_script, tmp_path, how):
         assert {address for address, port in listening if port != bolt_port} == {"127.0.0.1"}
         assert {address for address, port in listening if port == bolt_port} == {"::"}
         assert any("Bolt listener binds every interface" in note for note in notes)
+        assert "it stops any query (a read or a load statement) after 60 s (--query-timeout)" in notes
         with open_store(uri) as store:
             store.add_triples([Triple("m.a", "r.x", "m.b")])
             assert store.expand(["m.a"]).edges == [Edge("m.a", "r.x", "m.b", True)]
     finally:
         _stop(process, how, directory)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The user and system time a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_falkordb_stops_a_query_past_its_query_timeout(kgqa_script, tmp_path):
+    """FalkorDB ignores the deadline a Bolt client sends: without --query-timeout a query the
+    client stopped waiting for would go on using the server's CPU (it is a QueryTimeoutError at
+    the store's 30 s then)."""
+    _available("falkordb")
+    directory = tmp_path / "falkordb"
+    process, uri, notes = _serve(kgqa_script, "falkordb", directory, "--query-timeout", "1")
+    try:
+        assert "it stops any query (a read or a load statement) after 1 s (--query-timeout)" in notes
+        (server,) = _descendants(process.pid)
+        with open_store(uri) as store:
+            store.add_triples([Triple(f"m.{i}", "r.next", f"m.{i + 1}") for i in range(1000)])
+            with pytest.raises(StoreError, match=r"failed the query after [\d.]+ s without saying why: .* TIMEOUT_MAX"):
+                store.query("MATCH (a), (b), (c), (d) RETURN count(*)")  # 10^12 rows
+            used = _cpu_seconds(server)
+            time.sleep(1.0)
+            assert _cpu_seconds(server) - used < 0.5, "the server went on running the query"
+            assert store.query("MATCH (n) RETURN count(n)").rows == [[1001]]
+    finally:
+        _stop(process, signal.SIGTERM, directory)
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -204,6 +235,15 @@ def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):
         assert main(["server", "virtuoso", "--dir", str(tmp_path / "new"), "--port", str(port)]) == 2
     assert f"port {port} cannot be used" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_query_timeout_is_falkordbs_and_a_number_of_seconds(tmp_path, capsys):
+    assert main(["server", "virtuoso", "--dir", str(tmp_path / "v"), "--query-timeout", "5"]) == 2
+    assert "--query-timeout is FalkorDB's setting; virtuoso stops each query at the deadline" in capsys.readouterr().err
+    for bad in ("-1", "nan", "inf"):
+        assert main(["server", "falkordb", "--dir", str(tmp_path / "f"), "--query-timeout", bad]) == 2
+        assert f"--query-timeout {bad}: give a number of seconds, or 0 for no limit" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists() and not (tmp_path / "v").exists()
 
 
 def test_virtuoso_buffer_pool_is_the_one_asked_for(tmp_path, capsys):

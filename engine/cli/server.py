@@ -5,6 +5,7 @@ stops the server and removes its directory."""
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InvalidInputError, StoreUnavailableError
-from engine.servers.base import LOOPBACK
+from engine.servers.base import FALKORDB_QUERY_TIMEOUT, LOOPBACK
 
 
 @dataclass
@@ -29,10 +30,11 @@ class Running:
     notes: list[str]
 
 
-def _virtuoso(directory: Path, port: int | None, buffer_pool_gib: float | None, host: str) -> Running:
+def _virtuoso(directory: Path, args: argparse.Namespace) -> Running:
     from engine.servers import virtuoso
 
-    server = virtuoso.start(directory, port, buffer_pool_gib, host)
+    host = args.host
+    server = virtuoso.start(directory, args.port, args.buffer_pool_gib, host)
     notes = [
         f"Virtuoso (pid {server.process.pid}) in {directory}: SPARQL at {server.endpoint}, isql at {server.isql} "
         + f"(user dba, password dba), both listening on {host}"
@@ -43,21 +45,26 @@ def _virtuoso(directory: Path, port: int | None, buffer_pool_gib: float | None, 
     return Running(server.endpoint, server.process, directory / "db" / "virtuoso.log", server.stop, notes)
 
 
-def _falkordb(directory: Path, port: int | None, buffer_pool_gib: float | None, host: str) -> Running:  # noqa: ARG001 — refused before
+def _falkordb(directory: Path, args: argparse.Namespace) -> Running:
     from engine.servers import falkordb
 
-    instance = falkordb.start_instance(directory, port, host)
+    host = args.host
+    query_timeout = args.query_timeout or None  # 0: no limit
+    instance = falkordb.start_instance(directory, args.port, host, query_timeout)
     notes = [
         f"FalkorDB (pid {instance.process.pid}) in {directory}: Bolt at {instance.uri}; it ignores database names "
         + f"(one graph). Its Redis port listens on {host}, but its Bolt listener binds every interface whatever "
         + "--host says and admits clients without a password, and it runs writes inside read transactions: "
         + "on a machine others can reach, firewall the Bolt port",
         f"load files with: kgqa load FILE --store {instance.uri}",
+        f"it stops any query (a read or a load statement) after {query_timeout:g} s (--query-timeout)"
+        if query_timeout
+        else "it lets every query run to its end (--query-timeout 0), even one its client stopped waiting for",
     ]
     return Running(instance.uri, instance.process, instance.log, instance.stop, notes)
 
 
-STARTERS: dict[str, Callable[[Path, int | None, float | None, str], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
+STARTERS: dict[str, Callable[[Path, argparse.Namespace], Running]] = {"virtuoso": _virtuoso, "falkordb": _falkordb}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "interface). FalkorDB's Bolt listener binds every interface whatever this says")
     p.add_argument("--buffer-pool-gib", type=float, default=None, metavar="GIB",
                    help="Virtuoso: its buffer pool in GiB (default ≈ 0.8; more for a database much larger than that)")
+    p.add_argument("--query-timeout", type=float, default=None, metavar="S",
+                   help=f"FalkorDB: it stops any query that runs longer than S seconds (default {FALKORDB_QUERY_TIMEOUT:g}; 0: "
+                   "never). It ignores the deadline a client sends, so this is what stops a query a client has stopped "
+                   "waiting for; raise it with a store's timeout= for long load statements. Virtuoso stops each query at "
+                   "the deadline the engine sends")
     p.set_defaults(handler=run_server)
 
 
@@ -85,6 +97,14 @@ def run_server(args: argparse.Namespace) -> None:
     directory = args.dir.resolve()
     if args.buffer_pool_gib is not None and args.kind != "virtuoso":
         raise InvalidInputError(f"--buffer-pool-gib is Virtuoso's setting; {args.kind} has none")
+    if args.query_timeout is not None and args.kind != "falkordb":
+        raise InvalidInputError(
+            f"--query-timeout is FalkorDB's setting; {args.kind} stops each query at the deadline the engine sends"
+        )
+    if args.query_timeout is None and args.kind == "falkordb":
+        args.query_timeout = FALKORDB_QUERY_TIMEOUT
+    if args.query_timeout is not None and not (math.isfinite(args.query_timeout) and args.query_timeout >= 0):
+        raise InvalidInputError(f"--query-timeout {args.query_timeout:g}: give a number of seconds, or 0 for no limit")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise InvalidInputError(
             f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "
@@ -95,7 +115,7 @@ def run_server(args: argparse.Namespace) -> None:
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     running: Running | None = None
     try:
-        running = STARTERS[args.kind](directory, args.port, args.buffer_pool_gib, args.host)
+        running = STARTERS[args.kind](directory, args)
         print(running.uri, flush=True)
         for note in [*running.notes, "Ctrl-C (or SIGTERM) stops it and removes its directory."]:
             print(note, file=sys.stderr, flush=True)

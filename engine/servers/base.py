@@ -23,6 +23,9 @@ from engine.store import Store
 LOOPBACK = "127.0.0.1"
 #: the address that stands for every interface
 EVERY_INTERFACE = "0.0.0.0"
+#: the longest a query runs on a FalkorDB server started here (its TIMEOUT_MAX), in seconds:
+#: twice a Bolt store's default timeout, so the server stops what a client stopped waiting for
+FALKORDB_QUERY_TIMEOUT = 60.0
 
 
 class ServerUnavailable(KGQAError, RuntimeError):

@@ -7,7 +7,9 @@ is closed. Redis's own port binds loopback (or the address the caller names) in 
 mode. The Bolt listener binds every interface whatever ``--bind`` says: the module has no
 option for its address, and it admits a client that sends no password even when Redis has
 one. Nor does it enforce read transactions, so on FalkorDB the engine's own read-only check
-(:meth:`engine.store.Store.query`) is the only guard against writes.
+(:meth:`engine.store.Store.query`) is the only guard against writes. It ignores the timeout a
+Bolt transaction is begun with, so the server is started with ``TIMEOUT_MAX``, which stops any
+query (a read or a write) that runs longer.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.identifiers import positive_seconds
 from engine.servers.base import (
+    FALKORDB_QUERY_TIMEOUT,
     LOOPBACK,
     Server,
     ServerUnavailable,
@@ -65,14 +69,24 @@ def _free_bolt_port() -> int:
 class FalkorDBInstance:
     """One redis-server process with the FalkorDB module, in its own directory, serving Bolt
     at :attr:`uri` (on ``bolt_port`` when given, else on a free port); Redis's port listens on
-    ``host`` (the Bolt port on every interface, see the module's docstring)."""
+    ``host`` (the Bolt port on every interface, see the module's docstring). A query running
+    longer than ``query_timeout`` seconds is stopped by the server (None: never)."""
 
     def __init__(
-        self, binary: str, module: str, workdir: Path, bolt_port: int | None = None, host: str = LOOPBACK
+        self,
+        binary: str,
+        module: str,
+        workdir: Path,
+        bolt_port: int | None = None,
+        host: str = LOOPBACK,
+        query_timeout: float | None = FALKORDB_QUERY_TIMEOUT,
     ) -> None:
         self.host = check_host(host)
         if bolt_port is not None:
             check_port(bolt_port, host="", highest=_BOLT_PORTS[1])
+        self.query_timeout = None if query_timeout is None else positive_seconds(query_timeout, "query timeout")
+        # TIMEOUT_MAX is whole milliseconds, and 0 would mean none
+        limits = [] if self.query_timeout is None else ["TIMEOUT_MAX", str(max(1, round(self.query_timeout * 1000)))]
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / "server.log"
@@ -81,7 +95,7 @@ class FalkorDBInstance:
             command = [
                 binary, "--port", str(self.port), "--bind", self.host, "--protected-mode", "yes", "--dir", str(workdir),
                 "--save", "", "--appendonly", "no", "--logfile", str(self.log),
-                "--loadmodule", module, "BOLT_PORT", str(self.bolt_port),
+                "--loadmodule", module, "BOLT_PORT", str(self.bolt_port), *limits,
             ]  # fmt: skip
             self.process = spawn(command)
             try:
@@ -178,7 +192,12 @@ def start(workdir: Path) -> FalkorDBServer:
     return FalkorDBServer(Path(workdir), *binaries())
 
 
-def start_instance(workdir: Path, bolt_port: int | None = None, host: str = LOOPBACK) -> FalkorDBInstance:
+def start_instance(
+    workdir: Path,
+    bolt_port: int | None = None,
+    host: str = LOOPBACK,
+    query_timeout: float | None = FALKORDB_QUERY_TIMEOUT,
+) -> FalkorDBInstance:
     """One FalkorDB server process (Bolt on ``bolt_port`` when given, Redis's port on
-    ``host``), or raise ServerUnavailable."""
-    return FalkorDBInstance(*binaries(), Path(workdir), bolt_port, host)
+    ``host``, queries stopped after ``query_timeout`` seconds), or raise ServerUnavailable."""
+    return FalkorDBInstance(*binaries(), Path(workdir), bolt_port, host, query_timeout)

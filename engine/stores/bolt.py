@@ -36,6 +36,7 @@ import os
 import re
 import select
 import socket
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
@@ -335,13 +336,15 @@ class BoltStore(Store):
         limit = self.timeout if timeout is None else timeout
         # on Neo4j the server's own stop normally comes first; the deadline is a backstop
         deadline, server = (limit, "FalkorDB") if self._falkordb else (limit + 1.0, "the Bolt server")
+        started = time.monotonic()
         try:
             return run_with_timeout(lambda: self._transact(text, params, write=write, timeout=timeout), deadline, server)
         except QueryTimeoutError as e:
             if timeout is not None:
                 raise  # a deadline the caller chose (execute): reported as such
             cause = (
-                ", or its answer holds a row over 64 KiB, which FalkorDB's Bolt endpoint cannot send"
+                ", or its answer holds a row over 64 KiB, which FalkorDB's Bolt endpoint cannot send. FalkorDB "
+                "runs a query on to its end or to the server's TIMEOUT_MAX, whatever the client's timeout"
                 if self._falkordb else ""
             )
             raise QueryTimeoutError(
@@ -356,6 +359,13 @@ class BoltStore(Store):
         except Neo4jError as e:
             if timeout is not None and "TransactionTimedOut" in (e.code or ""):
                 raise QueryTimeoutError(f"Neo4j stopped it: {e.message or e}") from e
+            if self._falkordb and (e.code or "").endswith(".UnknownError"):
+                # FalkorDB's Bolt endpoint gives every failure this one code and message
+                raise StoreError(
+                    f"FalkorDB at {self.uri} failed the query after {time.monotonic() - started:.1f} s without "
+                    "saying why: the query is not one it runs, or it ran past the server's TIMEOUT_MAX (kgqa "
+                    "server falkordb --query-timeout)"
+                ) from e
             raise StoreError(f"the Bolt server at {self.uri} failed the query: {e.message or e}") from e
         except DriverError as e:
             raise StoreError(f"the Bolt driver failed on {self.uri}: {e}") from e
