@@ -1,5 +1,7 @@
-"""The language-model layer: the offline SmolLM2 (loaded once per session), trie-constrained
-decoding, and the OpenAI-compatible client against a canned local HTTP server."""
+"""The language-model layer: the offline SmolLM2 (loaded once per session) where its answers
+matter, the tiny random model where any model shows it (batched decoding and scoring against
+one prompt at a time), trie-constrained decoding, and the OpenAI-compatible client against a
+canned local HTTP server."""
 from __future__ import annotations
 
 import math
@@ -38,6 +40,15 @@ def lm() -> TransformersLM:
     return model
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> TransformersLM:
+    """The tiny random model (one token a character), for what holds of any model: batched
+    decoding and scoring against one prompt at a time."""
+    from tests.tiny_lm import make_tiny_lm
+
+    return TransformersLM.load(make_tiny_lm(tmp_path_factory.mktemp("tiny") / "lm"), "cpu", "raw", "float32")
+
+
 @pytest.mark.model
 def test_load_lm_is_cached(lm):
     assert load_lm() is lm
@@ -57,13 +68,12 @@ def test_greedy_logprobs_match_rescoring(lm):
     assert all(t.logprob <= 0 for t in rescored)
 
 
-@pytest.mark.model
-def test_generate_batch_equals_one_by_one(lm):
+def test_generate_batch_equals_one_by_one(tiny):
     prompts = ["Name a colour.", "What is 2 + 2? Answer with a number.", "Say yes or no: is water wet?"]
-    single = [lm.generate(p, max_new_tokens=6) for p in prompts]
-    batched = lm.generate_batch(prompts, max_new_tokens=6)
+    single = [tiny.generate(p, max_new_tokens=6) for p in prompts]
+    batched = tiny.generate_batch(prompts, max_new_tokens=6)
     assert [g.text for g in batched] == [g.text for g in single]  # left padding changes nothing
-    assert [g.prompt_tokens for g in batched] == [len(lm.prompt_ids(p)) for p in prompts] == [g.prompt_tokens for g in single]
+    assert [g.prompt_tokens for g in batched] == [len(tiny.prompt_ids(p)) for p in prompts] == [g.prompt_tokens for g in single]
     assert all(1 <= g.completion_tokens <= 6 for g in batched)
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
 
@@ -78,23 +88,23 @@ def test_generate_batch_groups_prompts_of_similar_length_within_a_token_budget(l
     assert [1, 3, 2, 5, 8, 9, 10, 11] in chunks  # short ones together, shortest first
 
 
-@pytest.mark.model
-def test_generate_batch_stops_each_row_as_generate_does(lm):
+def test_generate_batch_stops_each_row_as_generate_does(tiny):
     prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
-    stop = lambda text: len(text.split()) >= 2  # fires at a different step in each row
-    single = [lm.generate(p, max_new_tokens=12, stop=stop) for p in prompts]
-    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=stop)
+    stop = lambda text: len(set(text)) < len(text)  # a character repeats: at another step in another row
+    single = [tiny.generate(p, max_new_tokens=12, stop=stop) for p in prompts]
+    batched = tiny.generate_batch(prompts, max_new_tokens=12, stop=stop)
     assert [g.text for g in batched] == [g.text for g in single]
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
     assert any(g.completion_tokens < 12 for g in single)  # the stop ended a row before the cap
+    assert len({g.completion_tokens for g in single}) > 1  # and rows at different steps
     # a rule per prompt (None: only the cap ends it)
-    rules = [lambda text: len(text.split()) >= 1, None, lambda text: len(text.split()) >= 3]
-    single = [lm.generate(p, max_new_tokens=12, stop=r) for p, r in zip(prompts, rules)]
-    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=rules)
+    rules = [lambda text: len(text) >= 2, None, lambda text: len(text) >= 5]
+    single = [tiny.generate(p, max_new_tokens=12, stop=r) for p, r in zip(prompts, rules)]
+    batched = tiny.generate_batch(prompts, max_new_tokens=12, stop=rules)
     assert [g.text for g in batched] == [g.text for g in single]
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
     with pytest.raises(ValueError, match="2 stop rules for 3 prompts"):
-        lm.generate_batch(prompts, max_new_tokens=2, stop=rules[:2])
+        tiny.generate_batch(prompts, max_new_tokens=2, stop=rules[:2])
 
 
 def _forward_shapes(lm, monkeypatch) -> list[tuple[int, int]]:
@@ -110,16 +120,15 @@ def _forward_shapes(lm, monkeypatch) -> list[tuple[int, int]]:
     return shapes
 
 
-@pytest.mark.model
-def test_generate_batch_reads_a_common_prefix_once(lm, monkeypatch):
+def test_generate_batch_reads_a_common_prefix_once(tiny, monkeypatch):
     instructions = "You answer questions about films. Answer with one name and nothing else, no explanation. "
     prompts = [instructions + q for q in ("Who directed Jaws?", "Name a comedy from 1989.", "Who wrote the film Psycho?")]
-    encoded = [lm.prompt_ids(p) for p in prompts]
+    encoded = [tiny.prompt_ids(p) for p in prompts]
     shared = greedy.shared_prefix(encoded)
     assert shared >= 30  # the chat preamble and the instructions
-    single = [lm.generate(p, max_new_tokens=8) for p in prompts]
-    shapes = _forward_shapes(lm, monkeypatch)
-    batched = lm.generate_batch(prompts, max_new_tokens=8)
+    single = [tiny.generate(p, max_new_tokens=8) for p in prompts]
+    shapes = _forward_shapes(tiny, monkeypatch)
+    batched = tiny.generate_batch(prompts, max_new_tokens=8)
     assert [g.text for g in batched] == [g.text for g in single]
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
     # the prefix once for one row, then each row's own tokens, then a token at a time
@@ -127,43 +136,40 @@ def test_generate_batch_reads_a_common_prefix_once(lm, monkeypatch):
     assert all(tokens == 1 for _, tokens in shapes[2:])
 
 
-@pytest.mark.model
-def test_a_row_that_ends_leaves_the_batch(lm, monkeypatch):
+def test_a_row_that_ends_leaves_the_batch(tiny, monkeypatch):
     prompts = ["Count from one to ten in words.", "List three colours, separated by commas.", "Name a colour."]
-    rules = [lambda text: len(text.split()) >= 1, None, lambda text: len(text.split()) >= 3]
-    shapes = _forward_shapes(lm, monkeypatch)
-    batched = lm.generate_batch(prompts, max_new_tokens=12, stop=rules)
+    rules = [lambda text: len(text) >= 2, None, lambda text: len(text) >= 5]
+    shapes = _forward_shapes(tiny, monkeypatch)
+    batched = tiny.generate_batch(prompts, max_new_tokens=12, stop=rules)
     steps = [rows for rows, tokens in shapes if tokens == 1]
     assert steps == sorted(steps, reverse=True) and steps[-1] < 3
     # each step computed only the rows still going: one token each, after the prompts' first
     assert sum(steps) == sum(g.completion_tokens for g in batched) - len(prompts)
 
 
-@pytest.mark.model
-def test_a_model_whose_config_changes_the_scores_is_batched_as_generate_decodes(lm, monkeypatch):
+def test_a_model_whose_config_changes_the_scores_is_batched_as_generate_decodes(tiny, monkeypatch):
     prompts = ["Repeat the word cat ten times.", "Write the letter a eight times."]
-    plain = [g.text for g in lm.generate_batch(prompts, max_new_tokens=12)]
-    monkeypatch.setattr(lm.model.generation_config, "repetition_penalty", 1.8)
-    assert not greedy.plain_argmax(lm.model)
-    penalised = [g.text for g in lm.generate_batch(prompts, max_new_tokens=12)]
-    assert penalised == [lm.generate(p, max_new_tokens=12).text for p in prompts]
+    plain = [g.text for g in tiny.generate_batch(prompts, max_new_tokens=12)]
+    monkeypatch.setattr(tiny.model.generation_config, "repetition_penalty", 1.8)
+    assert not greedy.plain_argmax(tiny.model)
+    penalised = [g.text for g in tiny.generate_batch(prompts, max_new_tokens=12)]
+    assert penalised == [tiny.generate(p, max_new_tokens=12).text for p in prompts]
     assert penalised != plain  # the penalty is applied, not ignored
 
 
-@pytest.mark.model
-def test_the_float32_cache_decodes_exactly_as_transformers_own(lm, monkeypatch):
+def test_the_float32_cache_decodes_exactly_as_transformers_own(tiny, monkeypatch):
     """The float32 cache's bookkeeping (buffers written in place, the prompt's own states
     first) changes nothing: forced on for the float32 model, the same tokens and scores."""
     prompts = ["Count from one to ten in words.", "Name a colour.", "What is 2 + 2? Answer with a number."]
     same_length = ["Name a colour.", "Name a number."]  # a batch without padding decodes over it too
-    assert len(lm.prompt_ids(same_length[0])) == len(lm.prompt_ids(same_length[1]))
-    plain = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
-    plain_batch = lm.generate_batch(same_length, max_new_tokens=10)
-    monkeypatch.setattr(lm, "float32_decoding", True)
-    cached = [lm.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
+    assert len(tiny.prompt_ids(same_length[0])) == len(tiny.prompt_ids(same_length[1]))
+    plain = [tiny.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
+    plain_batch = tiny.generate_batch(same_length, max_new_tokens=10)
+    monkeypatch.setattr(tiny, "float32_decoding", True)
+    cached = [tiny.generate(p, max_new_tokens=10, logprobs=True) for p in prompts]
     assert [g.text for g in cached] == [g.text for g in plain]
     assert [t.logprob for g in cached for t in g.tokens] == pytest.approx([t.logprob for g in plain for t in g.tokens], abs=1e-5)
-    assert [g.text for g in lm.generate_batch(same_length, max_new_tokens=10)] == [g.text for g in plain_batch]
+    assert [g.text for g in tiny.generate_batch(same_length, max_new_tokens=10)] == [g.text for g in plain_batch]
 
 
 def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
@@ -358,32 +364,31 @@ def test_constrained_beam_search_stays_in_the_trie(lm):
     assert [b.score for b in beams] == sorted((b.score for b in beams), reverse=True)
 
 
-@pytest.mark.model
-def test_batched_scores_equal_one_by_one_scoring(lm):
+def test_batched_scores_equal_one_by_one_scoring(tiny):
     """score_batch (the prompt once, continuations side by side over its cache, in passes) gives
     every token the log-probability of scoring each continuation on its own; with eos the
     end token is scored after each continuation, and one continuation may prefix another."""
     prompt = "Which relation answers the question: who directed [Titanic]?"
     options = ["Titanic+directed_by", "Titanic+^starred_actors", "Titanic", "None", "entity_1+has_genre x"]
-    lm.score_tokens, most = 8, lm.score_tokens  # several passes
+    tiny.score_tokens, most = 8, tiny.score_tokens  # several passes
     try:
-        batched = lm.score_batch(prompt, options)
-        ended = lm.score_batch(prompt, options, eos=True)
+        batched = tiny.score_batch(prompt, options)
+        ended = tiny.score_batch(prompt, options, eos=True)
     finally:
-        lm.score_tokens = most
+        tiny.score_tokens = most
     for option, scores, with_eos in zip(options, batched, ended):
-        single = [t.logprob for t in lm.token_logprobs(prompt, option)]
+        single = [t.logprob for t in tiny.token_logprobs(prompt, option)]
         assert scores == pytest.approx(single, abs=1e-4)
         assert len(with_eos) == len(single) + 1 and with_eos[:-1] == pytest.approx(single, abs=1e-4)
         assert with_eos[-1] < 0
-    assert lm.score(prompt, options) == pytest.approx([sum(s) for s in batched], abs=1e-4)
+    assert tiny.score(prompt, options) == pytest.approx([sum(s) for s in batched], abs=1e-4)
     # a prompt that begins like an earlier one reuses that beginning's cache: same scores
     other = prompt.replace("[Titanic]?", "[Avatar] and [Titanic]?")
-    assert lm.score_batch(other, options[:2]) == [
-        pytest.approx([t.logprob for t in lm.token_logprobs(other, o)], abs=1e-4) for o in options[:2]
+    assert tiny.score_batch(other, options[:2]) == [
+        pytest.approx([t.logprob for t in tiny.token_logprobs(other, o)], abs=1e-4) for o in options[:2]
     ]
-    assert lm.score_batch(prompt, []) == []
-    assert lm.score_batch(prompt, ["same", "same"])[0] == pytest.approx(lm.score_batch(prompt, ["same"])[0], abs=1e-4)
+    assert tiny.score_batch(prompt, []) == []
+    assert tiny.score_batch(prompt, ["same", "same"])[0] == pytest.approx(tiny.score_batch(prompt, ["same"])[0], abs=1e-4)
 
 # ----------------------------------------------------------------------------- chat endpoint
 _NOT_JSON = {"page": b"<html>Bad gateway</html>", "deep": b"[" * 100_000 + b"]" * 100_000}

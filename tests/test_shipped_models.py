@@ -5,6 +5,7 @@ recipe), with their methods' defaults, on test-split questions of PathQuestion a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from engine.methods.spec import Models
 from engine.models.adapters import SHIPPED, adapter_base, shipped_adapter
 from engine.models.transformers_lm import DEFAULT_LM
 from engine.recipes.recipe import Stage, load_recipe
+from engine.store import Store
 from loaders.datasets import select_questions
 from loaders.load import load_files
 
@@ -41,12 +43,28 @@ def _shipped_adapter_of(name: str, stage: Stage) -> Path:
     return path
 
 
-def _records_with_defaults(method: str, config: Any, dataset: str, kb: str, kb_format: str, shared_data: Path,
-                           make_store: Any) -> list[dict]:
-    """``method``'s records with ``config`` on 20 test-split questions of ``dataset`` over a fresh store of ``kb``."""
-    store = make_store("oxigraph")
-    load_files(store, [shared_data / kb], kb_format, progress=False)
-    questions = select_questions(dataset, "test", sample=20, seed=1, data_directory=shared_data)
+#: held-out questions per set: each method's validation Hits@1 there is 0.93 or more, an untrained
+#: model's 0.0, so ten tell the two apart (each is a real model's answer, the costliest tests here)
+QUESTIONS = 20
+
+
+@pytest.fixture(scope="module")
+def held_out_graph(make_module_store, shared_data) -> Callable[[str, str], Store]:
+    """``held_out_graph(kb, kb_format)``: an embedded store holding ``kb``, loaded once per module."""
+    loaded: dict[str, Store] = {}
+
+    def graph(kb: str, kb_format: str) -> Store:
+        if kb not in loaded:
+            loaded[kb] = make_module_store("oxigraph")
+            load_files(loaded[kb], [shared_data / kb], kb_format, progress=False)
+        return loaded[kb]
+
+    return graph
+
+
+def _records_with_defaults(method: str, config: Any, dataset: str, store: Store, shared_data: Path) -> list[dict]:
+    """``method``'s records with ``config`` on held-out test-split questions of ``dataset`` over ``store``."""
+    questions = select_questions(dataset, "test", sample=QUESTIONS, seed=1, data_directory=shared_data)
     records: list[dict] = []
     run_method(registry.get(method).build(config, store, Models(progress=False)), questions, progress=False,
                on_record=records.append)
@@ -86,11 +104,11 @@ def test_the_shipped_ldr_model_is_the_lora_recipes_adapter_answering_as_that_rec
 @pytest.mark.model
 @pytest.mark.shared_data
 @HELD_OUT
-def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, make_store):
-    records = _records_with_defaults("arg", ArgConfig(), dataset, kb, kb_format, shared_data, make_store)
+def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format, shared_data, held_out_graph):
+    records = _records_with_defaults("arg", ArgConfig(), dataset, held_out_graph(kb, kb_format), shared_data)
     # the lora recipe's validation split: EM 0.90 (PQ-2H) and 1.00 (MetaQA-2hop) on 50 questions each
     assert evaluate(records).overall.hits1 >= 0.8
-    assert sum(r["arg"]["em"] for r in records) >= 16
+    assert sum(r["arg"]["em"] for r in records) >= 0.8 * QUESTIONS
 
 
 @pytest.mark.model
@@ -101,6 +119,6 @@ def test_arg_answers_held_out_questions_with_its_defaults(dataset, kb, kb_format
     ("ldr", LdrConfig()),  # the lora recipe's validation split: 0.93 (PQ-2H), 0.98 (MetaQA-2hop), 60 questions each
 ])
 def test_rog_and_ldr_answer_held_out_questions_with_their_defaults(method, config, dataset, kb, kb_format, shared_data,
-                                                                   make_store):
-    records = _records_with_defaults(method, config, dataset, kb, kb_format, shared_data, make_store)
+                                                                   held_out_graph):
+    records = _records_with_defaults(method, config, dataset, held_out_graph(kb, kb_format), shared_data)
     assert evaluate(records).overall.hits1 >= 0.8
