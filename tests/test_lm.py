@@ -175,16 +175,17 @@ def test_the_float32_cache_decodes_exactly_as_transformers_own(tiny, monkeypatch
 def test_a_16_bit_model_on_a_cpu_decodes_with_a_float32_cache(tmp_path):
     import torch
 
+    from engine.models.float32_cache import Float32Layer
     from tests.tiny_lm import make_tiny_lm
 
     tiny = make_tiny_lm(tmp_path / "tiny")
     float32 = TransformersLM.load(tiny, "cpu", "raw", "float32")
-    assert not float32.float32_decoding and float32.decoding_cache(False, 4000, 10) == {}
+    assert not float32.float32_decoding and float32.decoding_cache(False, 4000, 10) is None
     lm = TransformersLM.load(tiny, "cpu", "raw", "bfloat16")
     assert lm.float32_decoding and lm.model.config._attn_implementation == "kgqa_float32_decode"
     # prompts without padding only (padded ones attend through masks: transformers' own cache)
-    assert "past_key_values" in lm.decoding_cache(False, 10, 5)
-    assert lm.decoding_cache(True, 4000, 5) == {}
+    assert isinstance(lm.decoding_cache(False, 10, 5).layers[0], Float32Layer)
+    assert lm.decoding_cache(True, 4000, 5) is None
     seen = []
     forward = torch.nn.functional.scaled_dot_product_attention
 
@@ -392,6 +393,22 @@ def test_batched_scores_equal_one_by_one_scoring(tiny):
 
 # ----------------------------------------------------------------------------- chat endpoint
 _NOT_JSON = {"page": b"<html>Bad gateway</html>", "deep": b"[" * 100_000 + b"]" * 100_000}
+
+
+def test_the_model_is_given_its_cache_by_the_name_its_transformers_takes(tiny, tmp_path, recwarn):
+    """transformers 5 renamed the forward pass's ``past_key_values`` to ``cache`` (the old name
+    warns, and goes in 5.40): decoding (over the float32 cache of a 16-bit model too), scoring
+    and scoring over a cached prefix use the name the installed release takes, so none warns."""
+    from tests.tiny_lm import make_tiny_lm
+
+    bf16 = TransformersLM.load(make_tiny_lm(tmp_path / "tiny"), "cpu", "raw", "bfloat16")
+    assert bf16.float32_decoding and bf16.generate("ab", max_new_tokens=3).completion_tokens == 3
+    tiny._prefixes.clear()
+    tiny.generate_batch(["ab", "abc", "abcd"], max_new_tokens=3)
+    tiny.score_batch("hello there", ["x", "yz"], eos=True)
+    tiny.score_batch("hello there, again", ["x"])  # over the cached "hello there"
+    tiny.score_many([("ab", ["x", "y"]), ("abc", ["z"])])
+    assert not [str(w.message) for w in recwarn if "past_key_values" in str(w.message)]
 
 
 class _Canned(JsonHandler):

@@ -15,6 +15,7 @@ Imported only where a local model runs (it imports torch and transformers).
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,10 +51,22 @@ def plain_argmax(model: Any) -> bool:
     return not (getattr(config, "min_length", 0) or 0) > 0
 
 
-def _cache_keyword(model: Any) -> str:
-    """The name the model's forward pass takes its key/value cache under (``cache`` since
-    transformers 5, ``past_key_values`` before)."""
-    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    """The name a model's forward pass takes its key/value cache under: ``cache`` in the
+    transformers 5 releases that renamed it (``past_key_values`` is deprecated there, to go in
+    5.40), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def caching(model: Any, cache: Any) -> dict[str, Any]:
+    """The keyword arguments that run ``model``'s forward pass over ``cache`` and extend it."""
+    return {_cache_keyword(type(model)): cache, "use_cache": True}
+
+
+def returned_cache(output: Any) -> Any:
+    """The key/value cache a forward pass run with :func:`caching` returned."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 def shared_prefix(encoded: Sequence[Sequence[int]]) -> int:
@@ -86,19 +99,18 @@ def decode(
     ``share``: read a common prefix once (:func:`shared_prefix`)."""
     device = model.device
     cache = DynamicCache() if cache is None else cache
-    caching = {_cache_keyword(model): cache, "use_cache": True}
     n = len(encoded)
     shared = shared_prefix(encoded) if share else 0
     if shared:
         prefix = torch.tensor([encoded[0][:shared]], device=device)
-        model(input_ids=prefix, attention_mask=torch.ones_like(prefix), logits_to_keep=1, **caching)
+        model(input_ids=prefix, attention_mask=torch.ones_like(prefix), logits_to_keep=1, **caching(model, cache))
         cache.batch_repeat_interleave(n)
     own = [e[shared:] for e in encoded]
     width = max(len(o) for o in own)
     ids = torch.tensor([[pad] * (width - len(o)) + o for o in own], device=device)
     mask = torch.tensor([[1] * shared + [0] * (width - len(o)) + [1] * len(o) for o in own], device=device)
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)[:, shared:]
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, **caching).logits
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, **caching(model, cache)).logits
     following = logits[:, -1].argmax(-1)
     position = positions[:, -1]
     rows = list(range(n))  # the prompts still decoding, in batch order
@@ -119,6 +131,6 @@ def decode(
             rows = [rows[at] for at in going]
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=-1)
         position = position + 1
-        logits = model(input_ids=following[:, None], attention_mask=mask, position_ids=position[:, None], **caching).logits
+        logits = model(input_ids=following[:, None], attention_mask=mask, position_ids=position[:, None], **caching(model, cache)).logits
         following = logits[:, -1].argmax(-1)
     return out

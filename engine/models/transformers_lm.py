@@ -107,18 +107,18 @@ class TransformersLM(LanguageModel):
     #: greedy decoding keeps the key/value cache in float32 (a 16-bit model on a CPU: :func:`float32_cache.enable`)
     float32_decoding: bool = False
 
-    def decoding_cache(self, padded: bool, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
-        """``generate``'s cache argument for prompts of ``prompt_tokens`` (``padded`` to that
+    def decoding_cache(self, padded: bool, prompt_tokens: int, new_tokens: int) -> Any | None:
+        """The key/value cache to decode prompts of ``prompt_tokens`` (``padded`` to that
         width or not) and ``new_tokens`` more: the float32 cache where :attr:`float32_decoding`
         holds and the prompts need no padding, else none (transformers' own). It pays only
         there: without padding bfloat16 attends through a kernel that is slow for one query; with
         padding both attend through masks at the same cost, and short padded batches decoded a
         little slower with it (docs/design/model-precision.md)."""
         if not self.float32_decoding or padded:
-            return {}
+            return None
         from engine.models import float32_cache
 
-        return {"past_key_values": float32_cache.new_cache(self.model, prompt_tokens + new_tokens)}
+        return float32_cache.new_cache(self.model, prompt_tokens + new_tokens)
 
     # -- prompts and tokens
     @property
@@ -168,8 +168,11 @@ class TransformersLM(LanguageModel):
     ) -> tuple[Any, int]:
         import torch
 
+        from engine.models import greedy
+
         ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
         start = ids.shape[1]
+        cache = self.decoding_cache(False, start, options["max_new_tokens"])
         allowed = None
         if allowed_tokens is not None:
 
@@ -188,7 +191,7 @@ class TransformersLM(LanguageModel):
                 output_scores=True,
                 pad_token_id=self._pad,
                 eos_token_id=self.eos_token_id,
-                **self.decoding_cache(False, start, options["max_new_tokens"]),
+                **({} if cache is None else greedy.caching(self.model, cache)),
                 **options,
             )
         return out, start
@@ -257,7 +260,7 @@ class TransformersLM(LanguageModel):
             rows = [encoded[i] for i in chunk]
             width = max(len(e) for e in rows)
             rules = [stops[i] for i in chunk]
-            cache = self.decoding_cache(any(len(e) < width for e in rows), width, max_new_tokens).get("past_key_values")
+            cache = self.decoding_cache(any(len(e) < width for e in rows), width, max_new_tokens)
             with torch.no_grad():
                 new = greedy.decode(
                     self.model, rows, max_new_tokens=max_new_tokens, eos=self.eos_token_id, pad=self._pad,
@@ -406,6 +409,8 @@ class TransformersLM(LanguageModel):
         continuations of its prompt (:meth:`_score_rests`)."""
         import torch
 
+        from engine.models import greedy
+
         heads = [_common_prefix(t) for t in targets]
         rows = [c + t[0][:h] for c, t, h in zip(contexts, targets, heads)]
         common = min(_common_prefix(contexts), min(len(c) for c in contexts) - 1)
@@ -428,9 +433,9 @@ class TransformersLM(LanguageModel):
                 keep = max(heads) + 1
                 out = self.model(
                     input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=positions.to(self.device),
-                    past_key_values=cache, use_cache=True, logits_to_keep=keep,
+                    logits_to_keep=keep, **greedy.caching(self.model, cache),
                 )
-                cache = out.past_key_values
+                cache = greedy.returned_cache(out)
                 lasts = [out.logits[k, keep - 1 - h:] for k, h in enumerate(heads)]
             scores: list[list[list[float]]] = []
             rests: list[list[tuple[int, list[int]]]] = []  # per prompt: (continuation, its tokens past the head) to run
@@ -452,6 +457,8 @@ class TransformersLM(LanguageModel):
         rest needs no copy of its prompt's cache, however long the prompt; at most
         :attr:`score_tokens` per pass. The passes add to ``cache`` and crop it back."""
         import torch
+
+        from engine.models import greedy
 
         prompts, cached = mask.shape
         lengths = mask.sum(dim=1)  # each prompt's real tokens: the position of its next one
@@ -484,7 +491,7 @@ class TransformersLM(LanguageModel):
             bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
             logits = self.model(
                 input_ids=ids.to(self.device), attention_mask=bias.to(self.device), position_ids=positions.to(self.device),
-                past_key_values=cache, use_cache=True,
+                **greedy.caching(self.model, cache),
             ).logits
             cache.crop(-width)
             step = torch.log_softmax(logits.float(), dim=-1)
@@ -503,6 +510,8 @@ class TransformersLM(LanguageModel):
 
         import torch
 
+        from engine.models import greedy
+
         best, start = None, 0
         for entry in self._prefixes:
             n = min(_common_prefix([entry[0], ids]), reusable)
@@ -516,12 +525,13 @@ class TransformersLM(LanguageModel):
             if start == len(ids):
                 return cache, None
         out = self.model(
-            input_ids=torch.tensor([ids[start:]], device=self.device), past_key_values=cache, use_cache=True,
+            input_ids=torch.tensor([ids[start:]], device=self.device),
             logits_to_keep=max(len(ids) - reusable, 1),  # 0 would keep every position's
+            **greedy.caching(self.model, cache),
         )
-        self._prefixes.insert(0, (ids, out.past_key_values))
+        self._prefixes.insert(0, (ids, greedy.returned_cache(out)))
         del self._prefixes[self.prefix_caches:]
-        return copy.deepcopy(out.past_key_values), out.logits[0]
+        return copy.deepcopy(self._prefixes[0][1]), out.logits[0]
 
 
 def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int, tokens: int) -> list[list[int]]:
