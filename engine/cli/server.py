@@ -1,7 +1,8 @@
-"""``kgqa server virtuoso|falkordb --dir D [--port P] [--host H]``: a local throw-away server to
-try the engine on, listening on loopback unless ``--host`` names another address. Prints the
-store URI on stdout (first line), how to use it on stderr, and runs until Ctrl-C or SIGTERM, then
-stops the server and removes its directory."""
+"""``kgqa server virtuoso|falkordb --dir D [--port P] [--host H] [--buffer-pool-gib G]
+[--query-timeout S]``: a local throw-away server to try the engine on, listening on loopback
+unless ``--host`` names another address. Prints the store URI on stdout (first line), how to
+use it on stderr, and runs until Ctrl-C or SIGTERM, then stops the server and removes its
+directory."""
 from __future__ import annotations
 
 import argparse
