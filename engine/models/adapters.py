@@ -7,7 +7,10 @@ adapter into it, which gives the weights the run merged itself. The adapters the
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,16 @@ from engine.errors import InvalidInputError
 CONFIG_FILE = "adapter_config.json"
 #: where the shipped adapters are
 SHIPPED = Path(__file__).parent / "adapters"
+
+
+@contextlib.contextmanager
+def peft_quietly() -> Iterator[None]:
+    """Apply or set up LoRA adapters without transformers' FutureWarning that peft (to 0.21)
+    reads the deprecated ``is_gradient_checkpointing``: it came with every adapter loaded and
+    every LoRA run, and nothing a user does changes it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def is_adapter(path: str | Path) -> bool:
@@ -56,7 +69,8 @@ def merge_adapter(lm: Any, adapter_dir: str | Path, dtype: str | None) -> None:
     from engine.models import float32_cache
 
     try:
-        model = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload()
+        with peft_quietly():
+            model = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload()
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise InvalidInputError(f"cannot apply the LoRA adapter {str(adapter_dir)!r} to {lm.name!r}: {e}") from e
     if dtype not in (None, "auto", "float32"):

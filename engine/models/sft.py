@@ -307,12 +307,15 @@ def load_trainable(base: str | None, config: SftConfig) -> Any:
     if config.lora:
         from peft import LoraConfig, get_peft_model
 
+        from engine.models.adapters import peft_quietly
+
         peft_config = LoraConfig(
             r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
             target_modules="all-linear", task_type="CAUSAL_LM",
         )
         torch.manual_seed(config.seed)  # the adapters' random initialisation: the same seed, the same run
-        lm.model = get_peft_model(lm.model, peft_config)
+        with peft_quietly():
+            lm.model = get_peft_model(lm.model, peft_config)
     elif any(p.dtype != torch.float32 for p in lm.model.parameters()):
         lm.model.to(torch.float32)  # full fine-tuning keeps float32 master weights (a de-quantised GGUF already is)
     lm.model.train()
