@@ -3,10 +3,12 @@ whole check run with the CPU standing in for the GPU, on the tiny local model.""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from benchmarks import gpu_check
+from engine.models.device import native_bf16
 
 
 def test_without_a_gpu_the_check_stops_and_says_so(monkeypatch, capsys):
@@ -23,8 +25,13 @@ def test_the_check_runs_with_the_cpu_in_place_of_the_gpu(shared_data, tmp_path, 
 
     tiny = make_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "gpu-check.json"
-    assert gpu_check.main(["--gpu", "cpu", "--base", tiny, "--questions", "2", "--train-questions", "4",
-                           "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert gpu_check.main(["--gpu", "cpu", "--base", tiny, "--questions", "2", "--train-questions", "4",
+                               "--workdir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    # the CPU standing in for the GPU trains in bf16 only where it computes bfloat16, else says so
+    fell_back = [w for w in caught if "no bfloat16 arithmetic" in str(w.message)]
+    assert bool(fell_back) == (not native_bf16("cpu"))
     results = json.loads(out.read_text())
     assert results["training"]["gpu"]["samples"] == results["training"]["cpu"]["samples"] > 0
     for method in ("rog", "ldr"):
