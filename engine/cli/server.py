@@ -50,7 +50,7 @@ def _falkordb(directory: Path, args: argparse.Namespace) -> Running:
     from engine.servers import falkordb
 
     host = args.host
-    query_timeout = args.query_timeout or None  # 0: no limit
+    query_timeout = FALKORDB_QUERY_TIMEOUT if args.query_timeout is None else args.query_timeout or None  # 0: no limit
     instance = falkordb.start_instance(directory, args.port, host, query_timeout)
     notes = [
         f"FalkorDB (pid {instance.process.pid}) in {directory}: Bolt at {instance.uri}; it ignores database names "
@@ -98,14 +98,13 @@ def run_server(args: argparse.Namespace) -> None:
     directory = args.dir.resolve()
     if args.buffer_pool_gib is not None and args.kind != "virtuoso":
         raise InvalidInputError(f"--buffer-pool-gib is Virtuoso's setting; {args.kind} has none")
-    if args.query_timeout is not None and args.kind != "falkordb":
-        raise InvalidInputError(
-            f"--query-timeout is FalkorDB's setting; {args.kind} stops each query at the deadline the engine sends"
-        )
-    if args.query_timeout is None and args.kind == "falkordb":
-        args.query_timeout = FALKORDB_QUERY_TIMEOUT
-    if args.query_timeout is not None and not (math.isfinite(args.query_timeout) and args.query_timeout >= 0):
-        raise InvalidInputError(f"--query-timeout {args.query_timeout:g}: give a number of seconds, or 0 for no limit")
+    if args.query_timeout is not None:
+        if args.kind != "falkordb":
+            raise InvalidInputError(
+                f"--query-timeout is FalkorDB's setting; {args.kind} stops each query at the deadline the engine sends"
+            )
+        if not (math.isfinite(args.query_timeout) and args.query_timeout >= 0):
+            raise InvalidInputError(f"--query-timeout {args.query_timeout:g}: give a number of seconds, or 0 for no limit")
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise InvalidInputError(
             f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "

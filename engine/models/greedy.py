@@ -99,18 +99,19 @@ def decode(
     ``share``: read a common prefix once (:func:`shared_prefix`)."""
     device = model.device
     cache = DynamicCache() if cache is None else cache
+    over_cache = caching(model, cache)
     n = len(encoded)
     shared = shared_prefix(encoded) if share else 0
     if shared:
         prefix = torch.tensor([encoded[0][:shared]], device=device)
-        model(input_ids=prefix, attention_mask=torch.ones_like(prefix), logits_to_keep=1, **caching(model, cache))
+        model(input_ids=prefix, attention_mask=torch.ones_like(prefix), logits_to_keep=1, **over_cache)
         cache.batch_repeat_interleave(n)
     own = [e[shared:] for e in encoded]
     width = max(len(o) for o in own)
     ids = torch.tensor([[pad] * (width - len(o)) + o for o in own], device=device)
     mask = torch.tensor([[1] * shared + [0] * (width - len(o)) + [1] * len(o) for o in own], device=device)
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)[:, shared:]
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, **caching(model, cache)).logits
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, **over_cache).logits
     following = logits[:, -1].argmax(-1)
     position = positions[:, -1]
     rows = list(range(n))  # the prompts still decoding, in batch order
@@ -131,6 +132,6 @@ def decode(
             rows = [rows[at] for at in going]
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=-1)
         position = position + 1
-        logits = model(input_ids=following[:, None], attention_mask=mask, position_ids=position[:, None], **caching(model, cache)).logits
+        logits = model(input_ids=following[:, None], attention_mask=mask, position_ids=position[:, None], **over_cache).logits
         following = logits[:, -1].argmax(-1)
     return out

@@ -529,9 +529,10 @@ class TransformersLM(LanguageModel):
             logits_to_keep=max(len(ids) - reusable, 1),  # 0 would keep every position's
             **greedy.caching(self.model, cache),
         )
-        self._prefixes.insert(0, (ids, greedy.returned_cache(out)))
+        cache = greedy.returned_cache(out)
+        self._prefixes.insert(0, (ids, cache))
         del self._prefixes[self.prefix_caches:]
-        return copy.deepcopy(self._prefixes[0][1]), out.logits[0]
+        return copy.deepcopy(cache), out.logits[0]
 
 
 def _alike(contexts: Sequence[list[int]], members: Sequence[int], most: int, tokens: int) -> list[list[int]]:
