@@ -284,6 +284,11 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     written = json.loads((results_dir / "rog" / "toy.json").read_text())
     assert written["recipe_hash"] == load_recipe("rog", "toy", path).hash and written["device"] == "cpu"
     assert written["machine"]["cores"] >= 1 and written["steps_seconds"] > 0
+    # every step's CPU seconds, and their sum: training a model costs some
+    every = [*written["steps"], *written["validation"].values(), *written["evaluation"].values()]
+    assert all(isinstance(s["cpu_seconds"], float) and s["cpu_seconds"] >= 0 for s in every)
+    assert written["steps_cpu_seconds"] == pytest.approx(sum(s["cpu_seconds"] for s in every), abs=0.1)
+    assert next(s for s in every if s["step"] == "stage:planner")["cpu_seconds"] > 0 and written["cpu_seconds"] > 0
     test = written["evaluation"]["toy"]
     assert test["split"] == "test" and test["questions"] == 2 and written["validation"]["toy"]["split"] == "val"
     assert set(test["scores"]["overall"]["metrics"]) >= {"hits1", "hits1_any", "rog_hit", "macro_f1"}
@@ -296,6 +301,9 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     said = capsys.readouterr().err
     assert "kgqa reproduce: store:toy: loaded before, reused (" in said and "samples:toy: done before, resumed (" in said
     assert again["evaluation"] == {**first["evaluation"], "toy": {**first["evaluation"]["toy"], "resumed": True}}
+    # a resumed step's seconds are those it took when it ran
+    assert again["steps"] == [{**s, "resumed": True} for s in first["steps"]]
+    assert again["steps_cpu_seconds"] == first["steps_cpu_seconds"]
 
     # another setting of the stage: the stage and what reads its model run again, the samples do not
     changed = _toy(tmp_path, tiny, stage="warmup = 0.0")
@@ -322,6 +330,41 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     assert _steps(fifth) == {"store:toy": True, "samples:toy": True, "stage:planner": True, "validate:toy": False,
                              "evaluate:toy": False}
     assert fifth["dtype"] == "bfloat16"
+
+
+def test_a_stage_stopped_part_way_goes_on_from_its_checkpoint_and_counts_the_time_before(tmp_path, tiny, monkeypatch):
+    import functools
+
+    import engine.models.sft as sft
+
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text().replace("batch_size = 4", "batch_size = 1"))  # several batches to stop between
+    work, results_dir = tmp_path / "work", tmp_path / "results"
+    calls, real_loss, real_train = [0], sft.target_loss, sft.train
+
+    def stop_at_the_fourth_batch(*args):
+        calls[0] += 1
+        if calls[0] == 4:
+            raise KeyboardInterrupt
+        return real_loss(*args)
+
+    monkeypatch.setattr(sft, "train", functools.partial(real_train, checkpoint_seconds=0))  # a checkpoint every batch
+    monkeypatch.setattr(sft, "target_loss", stop_at_the_fourth_batch)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    stage = work / "runs" / "rog" / "toy" / "stages" / "planner"
+    state = json.loads((sft.find_checkpoint(stage) / "state.json").read_text())
+    assert state["part"]["batches"] == 3 and state["cpu_seconds"] > 0
+
+    monkeypatch.setattr(sft, "target_loss", real_loss)
+    results = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    planner = next(s for s in results["steps"] if s["step"] == "stage:planner")
+    assert planner["continued_from_checkpoint"] and not planner["resumed"]
+    assert planner["seconds_before_resuming"] == pytest.approx(state["part"]["seconds"], abs=0.1)
+    assert planner["cpu_seconds_before_resuming"] == state["cpu_seconds"]
+    assert planner["seconds"] >= planner["seconds_before_resuming"]
+    assert planner["cpu_seconds"] > planner["cpu_seconds_before_resuming"]
+    assert planner["training"]["epochs"] == 1 and sft.find_checkpoint(stage) is None  # trained to its end
 
 
 def _predictions(path: Path) -> list[dict]:
@@ -437,7 +480,7 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     page = (out / "results-rog.md").read_text()
     assert "### Recipe `toy`" in page and "#### Test split" in page and "#### Validation split" in page
     assert "| set | n | Hits@1 | Hits@1-any | RoG Hit |" in page and "| toy | 2 |" in page
-    assert "| stage:planner | lm |" in page
+    assert "| stage:planner | lm |" in page and "| step | kind | seconds | CPU seconds | device | resumed |" in page
     assert "Test split, the method's own measures (its summary of each run):" in page
     assert "| measure | toy |" in page and "| `plan_mode` | grounded |" in page
     assert "| toy | rog | toy | 2 |" in (out / "results-all.md").read_text()

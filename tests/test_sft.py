@@ -226,14 +226,28 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     # the training it holds: epoch 1 and the part of epoch 2 (what a resumed recipe stage counts)
     assert sft.trained_seconds(tmp_path / "resumed") == pytest.approx(state["summary"]["epoch_seconds"][0] + state["part"]["seconds"])
     assert state["part"]["seconds"] > 0 and sft.trained_seconds(tmp_path / "nothing") == 0.0
+    # and the CPU seconds the interrupted run used up to it
+    assert sft.trained_cpu_seconds(tmp_path / "resumed") == state["cpu_seconds"] > 0
+    assert sft.trained_cpu_seconds(tmp_path / "nothing") == 0.0
 
     # a save cut between its two renames leaves the previous checkpoint, which is found and used
     (found).rename(found.with_name("checkpoint.old"))
     resumed = train(samples, None, tmp_path / "resumed", config, resume=tmp_path / "resumed", progress=False)
     assert resumed.epochs == 2 and resumed.train_loss == pytest.approx(straight.train_loss, rel=1e-5)
+    assert resumed.cpu_seconds > state["cpu_seconds"]  # the resumed run's and the interrupted one's
     weights = torch.load(tmp_path / "resumed" / "checkpoint" / "trainable.pt")
     reference = torch.load(tmp_path / "straight" / "checkpoint" / "trainable.pt")
     assert weights.keys() == reference.keys() and all(torch.allclose(weights[k], reference[k], atol=1e-6) for k in weights)
+
+    # a checkpoint that does not record CPU seconds: the run's total is unknown, not this run's alone
+    found = sft.find_checkpoint(tmp_path / "resumed")
+    state = json.loads((found / "state.json").read_text())
+    del state["cpu_seconds"]
+    (found / "state.json").write_text(json.dumps(state))
+    assert sft.trained_cpu_seconds(tmp_path / "resumed") is None
+    longer = dataclasses.replace(config, epochs=3)
+    assert train(samples, None, tmp_path / "resumed", longer, resume=tmp_path / "resumed", progress=False).cpu_seconds is None
+
     sft.remove_checkpoints(tmp_path / "resumed")
     assert sft.find_checkpoint(tmp_path / "resumed") is None
 

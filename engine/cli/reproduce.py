@@ -71,8 +71,10 @@ def _reproduce(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))
         return
+    cpu = results["steps_cpu_seconds"]
     print(f"{args.method} recipe {results['recipe']!r} on {results['device']}: {results['wall_seconds']:,.0f} s this run, "
-          f"{results['steps_seconds']:,.0f} s of steps from a clean state")
+          f"{results['steps_seconds']:,.0f} s of steps from a clean state"
+          + (f" ({cpu:,.0f} CPU seconds)" if cpu is not None else ""))
     for name, run in results["evaluation"].items():
         m = run["scores"]["overall"]["metrics"]
         shown = "  ".join(f"{k} {m[k]['value']:.3f}" for k in ("hits1", "hits1_any", "rog_hit", "macro_f1") if m.get(k, {}).get("value") is not None)

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError, ParseError
 from engine.jsonl import json_lines
 from engine.models.device import bf16_or_warn, pick_device
@@ -132,6 +133,9 @@ class SftSummary:
     val_loss: list[float] = field(default_factory=list)
     epoch_seconds: list[float] = field(default_factory=list)
     seconds: float = 0.0  # this run's wall time (setup and saving included)
+    # CPU seconds of this run and of the runs it resumed (setup and saving included); None where
+    # a resumed checkpoint did not record them
+    cpu_seconds: float | None = 0.0
     stopped: str = ""  # "patience" when early stopping ended training
     lora: bool = False
     config: dict[str, Any] = field(default_factory=dict)
@@ -274,6 +278,15 @@ def trained_seconds(out_dir: str | Path) -> float:
     return sum(state["summary"]["epoch_seconds"]) + ((state.get("part") or {}).get("seconds") or 0.0)
 
 
+def trained_cpu_seconds(out_dir: str | Path) -> float | None:
+    """CPU seconds the runs behind the checkpoint of ``out_dir`` used up to it (0 without a
+    checkpoint; None where the checkpoint does not record them)."""
+    found = find_checkpoint(out_dir)
+    if found is None:
+        return 0.0
+    return json.loads((found / "state.json").read_text()).get("cpu_seconds")
+
+
 def remove_checkpoints(out_dir: str | Path) -> None:
     """A finished run's checkpoints (its saved model is its output)."""
     import shutil
@@ -357,7 +370,7 @@ def train(
     from tqdm import tqdm
     from transformers import get_scheduler
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     if not samples:
         raise InvalidInputError("no training samples")
     out = Path(out_dir)
@@ -411,7 +424,7 @@ def train(
         config.schedule, optimiser, num_warmup_steps=round(config.warmup * total_steps), num_training_steps=total_steps
     )
     best_loss, stale, best_state = math.inf, 0, None
-    first_epoch, part = 1, None
+    first_epoch, part, cpu_before = 1, None, 0.0
     if state is not None:
         lm.model.load_state_dict(torch.load(checkpoint / "trainable.pt", map_location=device), strict=False)
         optimiser.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=device))
@@ -420,13 +433,17 @@ def train(
             setattr(summary, key, state["summary"][key])
         best_loss, stale, first_epoch = state["best_loss"], state["stale"], state["summary"]["epochs"] + 1
         part = state.get("part")  # an epoch stopped part way: its batches done, loss so far, time
+        cpu_before = state.get("cpu_seconds")  # None from a checkpoint that did not record it
         if (checkpoint / "best.pt").is_file():
             best_state = torch.load(checkpoint / "best.pt", map_location="cpu")
+
+    def cpu_spent() -> float | None:
+        return None if cpu_before is None else round(cpu_before + cpu_seconds() - cpu_started, 1)
 
     def save(part: dict[str, Any] | None = None) -> None:
         _save_checkpoint(out, lm, optimiser, scheduler, best_state, {
             "base": summary.base if base is not None else None, "fingerprint": _fingerprint(samples),
-            "config": asdict(config), "best_loss": best_loss, "stale": stale, "part": part,
+            "config": asdict(config), "best_loss": best_loss, "stale": stale, "part": part, "cpu_seconds": cpu_spent(),
             "summary": {k: getattr(summary, k) for k in ("epochs", "best_epoch", "train_loss", "val_loss", "epoch_seconds")},
         })
 
@@ -487,7 +504,7 @@ def train(
     if best_state is not None:
         lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
     save_model(lm, out, base)
-    summary.seconds = round(time.perf_counter() - started, 1)
+    summary.seconds, summary.cpu_seconds = round(time.perf_counter() - started, 1), cpu_spent()
     (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
     return summary
 

@@ -7,7 +7,7 @@ page), so they open with no heading of their own:
 - ``results-<method>.md`` per registered method: per recipe, its test (and validation) sets in
   every scoring convention with 95 % bootstrap intervals, seconds per question split into store
   and model, calls (and LLM tokens where recorded) per question; Hits@1 per hop count and
-  question type; every step's wall time;
+  question type; every step's wall and CPU seconds;
 - ``results-all.md``: one table of every method and recipe on the same sets;
 - ``results-bars.md``: each published number and target of ``engine/recipes/bars.toml`` beside
   the full recipe's number in the same convention (a ``kgqa eval`` metric, or ``method.<key>``: a
@@ -71,6 +71,10 @@ def _seconds(value: float | None, places: int) -> str:
     return "–" if value is None else f"{value:.{places}f}"
 
 
+def _cpu(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
 def _tokens(run: dict[str, Any]) -> str:
     tokens = run.get("tokens_per_question")
     if not tokens:
@@ -98,6 +102,7 @@ def _cost_cells(run: dict[str, Any]) -> list[str]:
             f"{calls.get('llm', 0):.2f}", _tokens(run), f"{calls.get('store', 0):.2f}"]
 
 
+STEPS_NOTE = "Seconds are wall time; CPU seconds, the processor time the run used on all its cores (– where it did not record them)."
 COST_HEADER = ["store s/q", "model s/q", "total s/q", "LLM calls/q", "LLM tokens/q (in / out)", "store calls/q"]
 
 
@@ -156,9 +161,11 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
         lines += [f"No results yet: `kgqa reproduce {method}` writes them.", ""]
         return "\n".join(lines)
     for r in results:
+        cpu = r.get("steps_cpu_seconds")
         lines += [f"### Recipe `{r['recipe']}`", "", " ".join(r.get("description", "").split()), "",
                   f"From `{r.get('recipe_file', '?')}`; {_machine(r)}; {r.get('steps_seconds', 0):,.0f} s of steps "
-                  "from a clean state. Intervals: 95 % bootstrap over the set's questions.", ""]
+                  + (f"({cpu:,.0f} CPU seconds) " if cpu is not None else "")
+                  + "from a clean state. Intervals: 95 % bootstrap over the set's questions.", ""]
         for title, runs in (("Test split", r["evaluation"]), ("Validation split", r.get("validation") or {})):
             if not runs:
                 continue
@@ -169,9 +176,11 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
             own = _summary_table(runs)
             if own:
                 lines += [f"{title}, the method's own measures (its summary of each run):", "", *own, ""]
-        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", s.get("device", "?"), "yes" if s.get("resumed") else "no"]
+        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _cpu(s.get("cpu_seconds")), s.get("device", "?"),
+                  "yes" if s.get("resumed") else "no"]
                  for s in [*r.get("steps", []), *(r.get("validation") or {}).values(), *r["evaluation"].values()]]
-        lines += ["#### Steps", "", *_table(["step", "kind", "seconds", "device", "resumed"], steps), ""]
+        lines += ["#### Steps", "", STEPS_NOTE, "",
+                  *_table(["step", "kind", "seconds", "CPU seconds", "device", "resumed"], steps), ""]
     return "\n".join(lines)
 
 

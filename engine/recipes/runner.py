@@ -4,9 +4,9 @@ results file.
 Order: the stores (loaded or reused), the sample sets, the training stages, the validation
 sets, the test sets. The results file (``<results>/<method>/<recipe>.json``, a copy beside the
 run's models in ``<workdir>/runs/<method>/<recipe>/results.json``) holds every step with its
-hash, wall time, device and whether it was resumed; the scores of every validation and test set
-in every convention (:mod:`engine.methods.scoring`), per hop count and question type; the
-commit, the recipe's hash, the machine and the device.
+hash, wall and CPU seconds, device and whether it was resumed; the scores of every validation
+and test set in every convention (:mod:`engine.methods.scoring`), per hop count and question type;
+the commit, the recipe's hash, the machine and the device.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
 from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
 from engine.recipes.steps import RERUNNABLE, Context, answer_set, answering_dtype, export_samples, train_stage
@@ -119,7 +120,7 @@ def reproduce(
     from engine.methods.registry import get
     from engine.models.device import pick_device
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     unknown = set(rerun) - set(RERUNNABLE)
     if unknown:
         raise InvalidInputError(f"cannot rerun {', '.join(sorted(unknown))}: steps that can run again are {', '.join(RERUNNABLE)}")
@@ -141,11 +142,13 @@ def reproduce(
             print(f"kgqa reproduce: store:{name}: {said}", file=sys.stderr)
             ctx.stores[name] = ready
             steps.append({"step": f"store:{name}", "kind": "store", "hash": ready.content, "seconds": ready.seconds,
-                          "device": "cpu", "resumed": ready.reused, "triples": ready.triples})
+                          "cpu_seconds": ready.cpu_seconds, "device": "cpu", "resumed": ready.reused, "triples": ready.triples})
         steps += [export_samples(ctx, s) for s in r.samples]
         steps += [train_stage(ctx, stage) for stage in r.stages]
         validation = {e.name: answer_set(ctx, e, VALIDATE_SPLIT) for e in r.validate}
         evaluation = {e.name: answer_set(ctx, e, TEST_SPLIT) for e in r.evaluate}
+    every = [*steps, *validation.values(), *evaluation.values()]
+    cpu = [s["cpu_seconds"] for s in every]
     results = {
         "method": method,
         "recipe": recipe,
@@ -157,8 +160,11 @@ def reproduce(
         "device": device,
         "dtype": ctx.dtype or "float32",
         "wall_seconds": round(time.perf_counter() - started, 1),
+        "cpu_seconds": round(cpu_seconds() - cpu_started, 1),
         # every step's own time, resumed ones as they took when they ran: the recipe's cost from a clean state
-        "steps_seconds": round(sum(s["seconds"] for s in [*steps, *validation.values(), *evaluation.values()]), 1),
+        "steps_seconds": round(sum(s["seconds"] for s in every), 1),
+        # None where a step's CPU seconds were not recorded (a step finished by an older engine)
+        "steps_cpu_seconds": None if None in cpu else round(sum(cpu), 1),
         "steps": steps,
         "validation": validation,
         "evaluation": evaluation,

@@ -2,10 +2,10 @@
 
 Each step has a hash of everything its output depends on (its definition, the content
 fingerprint of its store, the bytes of its question file, the hashes of the steps it reads) and
-writes ``<output>.done.json`` beside its output when it finishes, with that hash, its wall time
-and what it reports. A step whose marker holds its hash is not run again: its report is read
-back (``resumed``). A training stage that stopped part way goes on from its last checkpoint (at most
-``CHECKPOINT_SECONDS`` of training back).
+writes ``<output>.done.json`` beside its output when it finishes, with that hash, its wall and
+CPU seconds (:mod:`engine.cpu_time`) and what it reports. A step whose marker holds its hash is
+not run again: its report is read back (``resumed``). A training stage that stopped part way goes
+on from its last checkpoint (at most ``CHECKPOINT_SECONDS`` of training back).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
 from engine.models import device as devices  # native_bf16 looked up at each call, as tests replace it
 from engine.methods.spec import MethodSpec, make_config
@@ -173,6 +174,9 @@ RERUNNABLE = ("validate", "evaluate")
 #: a step's report key: seconds its work took in earlier runs that stopped part way (a training
 #: stage's time up to its checkpoint), counted in the step's seconds, the cost from a clean state
 EARLIER_SECONDS = "seconds_before_resuming"
+#: a step's report key: its CPU seconds in those earlier runs (None where they were not recorded,
+#: which leaves the step's CPU seconds unknown)
+EARLIER_CPU_SECONDS = "cpu_seconds_before_resuming"
 
 
 def _marked_done(output: Path) -> dict[str, Any] | None:
@@ -195,16 +199,19 @@ def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, wor
     record = None if name.split(":", 1)[0] in ctx.rerun else _finished(output, wanted)
     if record is not None:
         print(f"kgqa reproduce: {name}: done before, resumed ({record['seconds']:.0f} s then)", file=sys.stderr)
-        return {"step": name, "kind": kind, "hash": wanted, "seconds": record["seconds"], "device": record["device"],
-                "resumed": True, **record["report"]}
+        return {"step": name, "kind": kind, "hash": wanted, "seconds": record["seconds"],
+                "cpu_seconds": record.get("cpu_seconds"), "device": record["device"], "resumed": True, **record["report"]}
     print(f"kgqa reproduce: {name} …", file=sys.stderr)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     report = work()
     seconds = round(time.perf_counter() - started + report.get(EARLIER_SECONDS, 0.0), 1)
-    marker(output).write_text(json.dumps({"hash": wanted, "state": "done", "seconds": seconds, "device": ctx.device,
-                                          "report": report}, indent=2, ensure_ascii=False) + "\n")
+    earlier_cpu = report.get(EARLIER_CPU_SECONDS, 0.0)
+    cpu = None if earlier_cpu is None else round(cpu_seconds() - cpu_started + earlier_cpu, 1)
+    marker(output).write_text(json.dumps({"hash": wanted, "state": "done", "seconds": seconds, "cpu_seconds": cpu,
+                                          "device": ctx.device, "report": report}, indent=2, ensure_ascii=False) + "\n")
     print(f"kgqa reproduce: {name}: {seconds:.0f} s", file=sys.stderr)
-    return {"step": name, "kind": kind, "hash": wanted, "seconds": seconds, "device": ctx.device, "resumed": False, **report}
+    return {"step": name, "kind": kind, "hash": wanted, "seconds": seconds, "cpu_seconds": cpu, "device": ctx.device,
+            "resumed": False, **report}
 
 
 # ----------------------------------------------------------------------------- samples
@@ -280,15 +287,15 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
     def work() -> dict[str, Any]:
         from dataclasses import asdict
 
-        from engine.models.sft import find_checkpoint, remove_checkpoints, train, trained_seconds
+        from engine.models.sft import find_checkpoint, remove_checkpoints, train, trained_cpu_seconds, trained_seconds
 
         samples = mix_samples(ctx, stage)
         config = SftConfig(**settings, template=template, device=ctx.device)
         started = out.with_name(out.name + ".started.json")
-        resume, earlier = None, 0.0
+        resume, earlier, earlier_cpu = None, 0.0, 0.0
         if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and find_checkpoint(out) is not None:
             resume = out  # the same stage stopped part way: go on from its last checkpoint
-            earlier = round(trained_seconds(out), 1)
+            earlier, earlier_cpu = round(trained_seconds(out), 1), trained_cpu_seconds(out)
         elif out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -297,6 +304,7 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
         remove_checkpoints(out)  # the saved model is the stage's output
         started.unlink()
         return {"samples": len(samples), "continued_from_checkpoint": resume is not None, EARLIER_SECONDS: earlier,
+                EARLIER_CPU_SECONDS: earlier_cpu,
                 "training": {k: summary[k] for k in ("examples", "val_examples", "skipped", "tokens", "target_tokens", "epochs",
                                                      "best_epoch", "train_loss", "val_loss", "epoch_seconds", "device")}}
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
 from engine.recipes.recipe import StoreSource
 
@@ -71,6 +72,7 @@ class ReadyStore:
     path: Path
     content: str
     seconds: float
+    cpu_seconds: float | None  # None from a load that did not record them
     reused: bool
     triples: int
 
@@ -119,7 +121,7 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     if record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists():
         content, triples = _content(path)
         if content == record["content"]:
-            ready = ReadyStore(source.name, path, content, record["seconds"], True, triples)
+            ready = ReadyStore(source.name, path, content, record["seconds"], record.get("cpu_seconds"), True, triples)
             if any(not f.is_file() for f in built_files(source, workdir)):
                 with ready.open() as store:  # the store holds the KB: the build only reads it
                     _build_datasets(source, store, workdir, progress)
@@ -128,13 +130,13 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
         shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps({"hash": wanted, "state": "loading"}) + "\n")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     _load(source, path, workdir, progress)
-    seconds = round(time.perf_counter() - started, 1)
+    seconds, cpu = round(time.perf_counter() - started, 1), round(cpu_seconds() - cpu_started, 1)
     content, triples = _content(path)
     done.write_text(json.dumps({"hash": wanted, "state": "done", "content": content, "seconds": seconds,
-                                "triples": triples}, indent=2) + "\n")
-    return ReadyStore(source.name, path, content, seconds, False, triples)
+                                "cpu_seconds": cpu, "triples": triples}, indent=2) + "\n")
+    return ReadyStore(source.name, path, content, seconds, cpu, False, triples)
 
 
 def store_directory(workdir: Path, name: str) -> Path:
