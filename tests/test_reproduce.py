@@ -483,7 +483,13 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert "| stage:planner | lm |" in page and "| step | kind | seconds | CPU seconds | device | resumed |" in page
     assert "Test split, the method's own measures (its summary of each run):" in page
     assert "| measure | toy |" in page and "| `plan_mode` | grounded |" in page
-    assert "| toy | rog | toy | 2 |" in (out / "results-all.md").read_text()
+    everything = (out / "results-all.md").read_text()
+    assert "| toy | rog | toy | 2 |" in everything
+    # what the recipe cost: its wall seconds, of which training, and its CPU seconds, all recorded
+    written = json.loads((tmp_path / "results" / "rog" / "toy.json").read_text())
+    training = next(s["seconds"] for s in written["steps"] if s["step"] == "stage:planner")
+    assert (f"| rog | toy | cpu, float32 | {written['machine']['cores']} cores of {written['machine']['cpu']} | "
+            f"{written['steps_seconds']:,.0f} | {training:,.0f} | {written['steps_cpu_seconds']:,.0f} |") in everything
     assert write_report(tmp_path / "results", out, check=True) == []
     (out / "results-rog.md").write_text(page + "typed by hand\n")
     assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]

@@ -8,7 +8,8 @@ page), so they open with no heading of their own:
   every scoring convention with 95 % bootstrap intervals, seconds per question split into store
   and model, calls (and LLM tokens where recorded) per question; Hits@1 per hop count and
   question type; every step's wall and CPU seconds;
-- ``results-all.md``: one table of every method and recipe on the same sets;
+- ``results-all.md``: one table of every method and recipe on the same sets, and one of what each
+  recipe cost (wall seconds, of which training, and CPU seconds);
 - ``results-bars.md``: each published number and target of ``engine/recipes/bars.toml`` beside
   the full recipe's number in the same convention (a ``kgqa eval`` metric, or ``method.<key>``: a
   number of the method's own summary of the run, such as ARG's logical-form ``method.em``).
@@ -71,8 +72,8 @@ def _seconds(value: float | None, places: int) -> str:
     return "–" if value is None else f"{value:.{places}f}"
 
 
-def _cpu(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
+def _cpu(value: float | None, places: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{places}f}"
 
 
 def _tokens(run: dict[str, Any]) -> str:
@@ -202,7 +203,20 @@ def all_page(results: list[dict[str, Any]]) -> str:
              for name, method, recipe, run in rows]
     lines += ["Test split; the conventions are those of `kgqa eval`; seconds and calls per question as the run protocol "
               "meters them.", "", *_table(["set", "method", "recipe", "n", *(labels[m] for m in metrics), *COST_HEADER], table), ""]
+    lines += ["What each recipe cost from a clean state, every step counted as long as it took when it ran: wall seconds, "
+              "of which training, and CPU seconds on all cores (– where the run did not record them).", "",
+              *_table(["method", "recipe", "device", "machine", "seconds", "training seconds", "CPU seconds"],
+                      [_recipe_cost(r) for r in results]), ""]
     return "\n".join(lines)
+
+
+def _recipe_cost(result: dict[str, Any]) -> list[str]:
+    m = result.get("machine") or {}
+    training = sum(s["seconds"] for s in result.get("steps", []) if s["kind"] not in ("store", "samples"))
+    device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
+    return [result["method"], result["recipe"], f"{device}, {result.get('dtype', 'float32')}",
+            f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}", f"{result.get('steps_seconds', 0):,.0f}",
+            f"{training:,.0f}", _cpu(result.get("steps_cpu_seconds"), 0)]
 
 
 def read_bars(path: Path = BARS) -> list[dict[str, Any]]:
