@@ -69,10 +69,6 @@ def _value(metric: dict[str, Any] | None, interval: bool = False) -> str:
 
 
 def _seconds(value: float | None, places: int) -> str:
-    return "–" if value is None else f"{value:.{places}f}"
-
-
-def _cpu(value: float | None, places: int = 1) -> str:
     return "–" if value is None else f"{value:,.{places}f}"
 
 
@@ -147,9 +143,15 @@ def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     return _table(["measure", *runs], rows)
 
 
+def _device(result: dict[str, Any]) -> str:
+    """The device a results file's run used, with its GPU's name where it was one."""
+    gpu = (result.get("machine") or {}).get("gpu")
+    return result.get("device", "?") + (f" ({gpu})" if gpu else "")
+
+
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
-    device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
+    device = _device(result)
     bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
     threads = m.get("torch_threads", "?")
     return (f"device {device}, {result.get('dtype', 'float32')}; {m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}, "
@@ -177,7 +179,7 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
             own = _summary_table(runs)
             if own:
                 lines += [f"{title}, the method's own measures (its summary of each run):", "", *own, ""]
-        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _cpu(s.get("cpu_seconds")), s.get("device", "?"),
+        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _seconds(s.get("cpu_seconds"), 1), s.get("device", "?"),
                   "yes" if s.get("resumed") else "no"]
                  for s in [*r.get("steps", []), *(r.get("validation") or {}).values(), *r["evaluation"].values()]]
         lines += ["#### Steps", "", STEPS_NOTE, "",
@@ -213,10 +215,9 @@ def all_page(results: list[dict[str, Any]]) -> str:
 def _recipe_cost(result: dict[str, Any]) -> list[str]:
     m = result.get("machine") or {}
     training = sum(s["seconds"] for s in result.get("steps", []) if s["kind"] not in ("store", "samples"))
-    device = result.get("device", "?") + (f" ({m['gpu']})" if m.get("gpu") else "")
-    return [result["method"], result["recipe"], f"{device}, {result.get('dtype', 'float32')}",
+    return [result["method"], result["recipe"], f"{_device(result)}, {result.get('dtype', 'float32')}",
             f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}", f"{result.get('steps_seconds', 0):,.0f}",
-            f"{training:,.0f}", _cpu(result.get("steps_cpu_seconds"), 0)]
+            f"{training:,.0f}", _seconds(result.get("steps_cpu_seconds"), 0)]
 
 
 def read_bars(path: Path = BARS) -> list[dict[str, Any]]:
