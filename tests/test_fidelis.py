@@ -411,7 +411,7 @@ def test_fidelis_run_end_to_end_with_the_offline_model(tmp_path, capsys, one_thr
     assert FilePath(store + ".fidelis-index", "meta.json").is_file()
     records = [json.loads(line) for line in FilePath(out).read_text().splitlines()]
     for r in records:
-        assert r["fidelis"]["llm"]["prompts"] >= 3 and r["fidelis"]["llm"]["prompt_tokens"] > 0
+        assert r["fidelis"]["llm"]["prompts"] >= 3 and r["tokens"]["prompt_tokens"] > 0 and r["tokens"]["completion_tokens"] > 0
         assert r["calls"]["store"] > 0 and r["seconds"]["model"] > 0
     assert main(["eval", out, "--protocol", "engine", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["questions"] == 2

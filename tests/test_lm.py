@@ -391,6 +391,42 @@ def test_batched_scores_equal_one_by_one_scoring(tiny):
     assert tiny.score_batch(prompt, []) == []
     assert tiny.score_batch(prompt, ["same", "same"])[0] == pytest.approx(tiny.score_batch(prompt, ["same"])[0], abs=1e-4)
 
+def _counted(lm: TransformersLM, work) -> tuple[int, int]:
+    """The tokens ``lm`` read and wrote doing ``work()``."""
+    read, written, untold = lm.tokens.snapshot()
+    work()
+    after = lm.tokens.snapshot()
+    assert after[2] == untold  # a local model tells every call's tokens
+    return after[0] - read, after[1] - written
+
+
+def test_a_local_model_counts_the_tokens_it_reads_and_writes_batched_as_one_by_one(tiny):
+    """Every prompt is read once per call (its template included) and every generated token of
+    the sequences returned is written, whether prompts go one by one or in a batch; scoring reads
+    the prompt once and every continuation's tokens (and the end token after each with eos)."""
+    prompts = ["Name a colour.", "What is 2 + 2? Answer with a number.", "Say yes or no: is water wet?"]
+    prompt_tokens = sum(len(tiny.prompt_ids(p)) for p in prompts)
+    single: list = []
+    one_by_one = _counted(tiny, lambda: single.extend(tiny.generate(p, max_new_tokens=6) for p in prompts))
+    assert one_by_one == (prompt_tokens, sum(g.completion_tokens for g in single))
+    assert _counted(tiny, lambda: tiny.generate_batch(prompts, max_new_tokens=6)) == one_by_one
+    # one beam is greedy decoding: the same tokens; more beams read each prompt once still
+    assert _counted(tiny, lambda: tiny.beam_search_batch(prompts, num_beams=1, max_new_tokens=6)) == one_by_one
+    read, written = _counted(tiny, lambda: tiny.beam_search_batch(prompts, num_beams=3, max_new_tokens=6))
+    assert read == prompt_tokens and one_by_one[1] <= written <= 3 * 6 * len(prompts)
+
+    prompt, options = prompts[1], ["4", "four", "None"]
+    continuation_tokens = sum(len(tiny.encode(o)) for o in options)
+    assert _counted(tiny, lambda: tiny.score_batch(prompt, options)) == (len(tiny.prompt_ids(prompt)) + continuation_tokens, 0)
+    assert _counted(tiny, lambda: tiny.score_batch(prompt, options, eos=True)) == (
+        len(tiny.prompt_ids(prompt)) + continuation_tokens + len(options), 0)
+    requests = [(prompt, options), (prompts[0], ["red"]), (prompts[2], [])]
+    together = _counted(tiny, lambda: tiny.score_many(requests))
+    alone = [_counted(tiny, lambda r=r: tiny.score_batch(*r)) for r in requests]
+    assert together == tuple(map(sum, zip(*alone))) and alone[2] == (0, 0)  # nothing to score: nothing read
+    assert _counted(tiny, lambda: tiny.token_logprobs(prompt, "four")) == (len(tiny.prompt_ids(prompt)) + len(tiny.encode("four")), 0)
+
+
 # ----------------------------------------------------------------------------- chat endpoint
 _NOT_JSON = {"page": b"<html>Bad gateway</html>", "deep": b"[" * 100_000 + b"]" * 100_000}
 
@@ -461,6 +497,7 @@ def test_chat_generate_with_logprobs(chat_server):
     assert body["messages"] == [{"role": "user", "content": "capital of France?"}]
     assert (body["temperature"], body["max_tokens"], body["logprobs"]) == (0.0, 8, True)
     assert lm.generate("again").tokens is None
+    assert lm.tokens.snapshot() == (0, 0, 2)  # the server sent no usage: the calls' tokens are untold
 
 
 def test_chat_retries_a_503(chat_server):

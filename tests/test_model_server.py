@@ -95,6 +95,7 @@ def test_a_template_sends_generations_to_completions_written_by_the_client(canne
     path, body = canned.requests[0]
     assert path == "/v1/completions" and body["prompt"] == "<s>Q?\n" and body["max_tokens"] == 5 and "messages" not in body
     assert g.text == "<s>Q?\n done" and (g.prompt_tokens, g.completion_tokens) == (7, 2)
+    assert lm.tokens.snapshot() == (7, 2, 0)  # the server's usage
     assert _client(canned, "raw").generate("Q?").text == "Q? done"
     assert _client(canned).url.endswith("/v1/chat/completions") and _client(canned, "chat").format is None
 
@@ -108,6 +109,7 @@ def test_completions_score_the_continuation_and_the_end_of_the_answer(canned):
     path, body = canned.requests[0]
     assert path == "/v1/completions" and body["echo"] is True and body["max_tokens"] == 1
     assert {b["prompt"] for _, b in canned.requests} == {"<s>Q?\nNew York<|im_end|>", "<s>Q?\nParis<|im_end|>"}
+    assert lm.tokens.snapshot() == (14, 4, 0)  # a request per option, each with its usage
     assert lm.score_batch("Q?", ["Paris"]) == [pytest.approx([-0.6])]
     # a round of prompts: every continuation of every prompt one request, answers in order
     assert lm.score_many([("Q?", ["Paris"]), ("Q?", []), ("Q?", ["New York", "Paris"])], eos=True) == [[scores[1]], [], scores]
@@ -198,8 +200,12 @@ def test_the_server_generates_greedily_what_the_model_in_process_does(lm, model_
     chat = load_lm(model_server.name)
     assert isinstance(chat, OpenAIChatLM)
     served = chat.generate_batch(PROMPTS, max_new_tokens=16)
+    before = lm.tokens.snapshot()
     local = [lm.generate(p, max_new_tokens=16) for p in PROMPTS]
     assert [g.text for g in served] == [g.text for g in local]
+    # the server's usage counts the tokens the model in process counts
+    after = lm.tokens.snapshot()
+    assert chat.tokens.snapshot() == (after[0] - before[0], after[1] - before[1], 0)
     # the server wrapped each prompt in the same chat template
     assert [g.prompt_tokens for g in served] == [len(lm.prompt_ids(p)) for p in PROMPTS]
     # the completions route, the chat format written out by the client, reads the same tokens

@@ -291,6 +291,8 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     assert next(s for s in every if s["step"] == "stage:planner")["cpu_seconds"] > 0 and written["cpu_seconds"] > 0
     test = written["evaluation"]["toy"]
     assert test["split"] == "test" and test["questions"] == 2 and written["validation"]["toy"]["split"] == "val"
+    # the tokens the planner read (its prompts) and wrote (its plans), per question
+    assert test["tokens_per_question"]["prompt_tokens"] > 0 and test["tokens_per_question"]["completion_tokens"] > 0
     assert set(test["scores"]["overall"]["metrics"]) >= {"hits1", "hits1_any", "rog_hit", "macro_f1"}
     # two grounded one-hop plans: every relation of the topic film, so its director is among the path ends
     assert test["scores"]["overall"]["metrics"]["hits1_any"]["value"] == 1.0
@@ -485,8 +487,10 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert "| measure | toy |" in page and "| `plan_mode` | grounded |" in page
     everything = (out / "results-all.md").read_text()
     assert "| toy | rog | toy | 2 |" in everything
-    # what the recipe cost: its wall seconds, of which training, and its CPU seconds, all recorded
     written = json.loads((tmp_path / "results" / "rog" / "toy.json").read_text())
+    tokens = written["evaluation"]["toy"]["tokens_per_question"]
+    assert f"| {tokens['prompt_tokens']:.0f} / {tokens['completion_tokens']:.0f} |" in everything
+    # what the recipe cost: its wall seconds, of which training, and its CPU seconds, all recorded
     training = next(s["seconds"] for s in written["steps"] if s["step"] == "stage:planner")
     assert (f"| rog | toy | cpu, float32 | {written['machine']['cores']} cores of {written['machine']['cpu']} | "
             f"{written['steps_seconds']:,.0f} | {training:,.0f} | {written['steps_cpu_seconds']:,.0f} |") in everything

@@ -12,6 +12,7 @@ from engine.reference import ReferenceStore
 from engine.methods.meter import Meter
 from engine.methods.run import format_summary, run_method
 from engine.methods.spec import Method, Models, Prediction
+from engine.models.lm import TokenCount
 from loaders.questions import Question
 
 
@@ -68,10 +69,11 @@ class _Echo(Method):
     """Answers each question with its topic entity, in batches of two, one store call per batch."""
 
     name = "echo"
+    model = _LM
 
     def __init__(self, store, models):
         super().__init__(store, models, batch_size=2)
-        self.lm = models.meter.lm(_LM())
+        self.lm = models.meter.lm(self.model())
 
     def _answer(self, questions):
         self.store.names([q.topic_entities[0] for q in questions])
@@ -105,7 +107,55 @@ def test_run_method_writes_one_record_shape_and_splits_batch_costs(tmp_path):
     assert summary["hits1"] == 0.8 and summary["questions"] == 5 and summary["echo"] == {"seen": 5}
     assert summary["by_hops"] == {"1": pytest.approx(2 / 3, abs=1e-4), "2": 1.0}
     assert summary["calls_per_question"] == {"store": 0.6, "llm": 1.0}
+    assert "tokens_per_question" not in summary  # the stub model does not count them
     assert summary["predictions"] == str(out)
+
+
+class _CountingLM(_LM):
+    """A stub that counts tokens as a local model does: the prompt's characters read, three written."""
+
+    def __init__(self):
+        self.tokens = TokenCount()
+
+    def generate(self, prompt, **_):
+        self.tokens.add(len(prompt), 3)
+        return prompt.upper()
+
+
+def test_the_meter_counts_the_tokens_its_models_read_and_wrote_since_the_last_reset():
+    meter = Meter()
+    assert meter.tokens() is None  # no model
+    counting = _CountingLM()
+    counting.generate("before")  # before the meter sees it: not counted
+    lm = meter.lm(counting)
+    assert meter.tokens() == {"prompt_tokens": 0, "completion_tokens": 0}
+    lm.generate("abcd")
+    meter.lm(counting).generate("ab")  # the same model metered twice counts once
+    assert meter.tokens() == {"prompt_tokens": 6, "completion_tokens": 6}
+    meter.reset()
+    lm.generate("a")
+    assert meter.tokens() == {"prompt_tokens": 1, "completion_tokens": 3}
+    counting.tokens.add(None, None)  # a call whose tokens the model could not tell
+    assert meter.tokens() is None
+    meter.reset()
+    assert meter.tokens() == {"prompt_tokens": 0, "completion_tokens": 0}
+    meter.lm(_LM())  # a model that does not count tokens: the total is unknown
+    assert meter.tokens() is None
+
+
+def test_a_batchs_tokens_are_shared_evenly_and_summed_per_question(tmp_path):
+    questions = [Question(f"q{i}", "x" * (i + 1), ["e0"], ["e0"], ["e0"], hops=1) for i in range(3)]
+
+    class Counting(_Echo):
+        model = _CountingLM
+
+    summary = run_method(Counting(ReferenceStore([Triple("e0", "r", "e1")]), Models()), questions, tmp_path / "p.jsonl", progress=False)
+    records = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    # batches of two and one: questions of 1 and 2 characters share 3 read and 6 written, the third reads 3
+    assert [r["tokens"] for r in records] == [{"prompt_tokens": 1.5, "completion_tokens": 3.0}] * 2 + [
+        {"prompt_tokens": 3.0, "completion_tokens": 3.0}]
+    assert summary["tokens_per_question"] == {"prompt_tokens": 2.0, "completion_tokens": 3.0}
+    assert "llm tokens read 2, written 3" in format_summary(summary)
 
 
 class _Forgiving(_Echo):

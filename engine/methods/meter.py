@@ -21,6 +21,8 @@ from engine import deadlines
 STAGES = ("store", "model")
 #: the kinds of calls a record counts
 CALLS = ("store", "llm")
+#: the tokens a record counts: what its language models read and wrote (:meth:`Meter.tokens`)
+TOKENS = ("prompt_tokens", "completion_tokens")
 #: store methods that do not call the database (compiling for display, closing)
 STORE_UNMETERED = frozenset({"explain", "explaining", "close"})
 #: language-model methods that cost a model call (tokenizer helpers do not)
@@ -31,18 +33,36 @@ LM_CALLS = frozenset({
 
 
 class Meter:
-    """Seconds per stage and calls per kind, since the last :meth:`reset`."""
+    """Seconds per stage and calls per kind, and the tokens its language models read and wrote,
+    since the last :meth:`reset`."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: Counter[str] = Counter()
         self.operations: Counter[str] = Counter()
         self._open: list[list[float]] = []  # [start, seconds spent in nested stages]
+        self._models: dict[int, tuple[Any, tuple[int, int, int] | None]] = {}  # id → (model, its tokens at reset)
 
     def reset(self) -> None:
         self.seconds.clear()
         self.calls.clear()
         self.operations.clear()
+        self._models = {key: (lm, _token_count(lm)) for key, (lm, _) in self._models.items()}
+
+    def tokens(self) -> dict[str, int] | None:
+        """``prompt_tokens`` and ``completion_tokens`` the metered language models read and wrote
+        since the last reset (:class:`engine.models.lm.TokenCount`); None without a model, or
+        where one does not count them or could not tell a call's."""
+        if not self._models:
+            return None
+        read = written = 0
+        for lm, before in self._models.values():
+            now = _token_count(lm)
+            if now is None or before is None or now[2] != before[2]:
+                return None
+            read += now[0] - before[0]
+            written += now[1] - before[1]
+        return dict(zip(TOKENS, (read, written)))
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -70,8 +90,16 @@ class Meter:
         return Metered(store, self, stage="store", kind="store", skip=STORE_UNMETERED)
 
     def lm(self, lm: Any) -> Any:
-        """``lm`` with its generation and scoring methods timed as ``model``, counted as llm calls."""
+        """``lm`` with its generation and scoring methods timed as ``model``, counted as llm
+        calls; the tokens it reads and writes count from now on."""
+        self._models.setdefault(id(lm), (lm, _token_count(lm)))
         return Metered(lm, self, stage="model", kind="llm", only=LM_CALLS)
+
+
+def _token_count(lm: Any) -> tuple[int, int, int] | None:
+    """``lm``'s tokens read, written and untold so far; None for a model that does not count them."""
+    count = getattr(lm, "tokens", None)
+    return count.snapshot() if count is not None else None
 
 
 class Metered:

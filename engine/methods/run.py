@@ -12,8 +12,10 @@ store call made inside a ``model`` stage counts as store time only.
 
 A record holds ``id, question, topic, answers`` (gold names), ``answer_ids`` (gold ids),
 ``prediction`` (best first), ``prediction_ids``, ``hops, qtype``, ``seconds{store, model,
-other, total}``, ``calls{store, llm}`` and the method's trace under its name. Questions
-answered in one batch share the batch's seconds and calls evenly. Before a batch is answered its
+other, total}``, ``calls{store, llm}``, ``tokens{prompt_tokens, completion_tokens}`` (the tokens
+its language models read and wrote, where they count them: :meth:`Meter.tokens`) and the
+method's trace under its name. Questions answered in one batch share the batch's seconds, calls
+and tokens evenly. Before a batch is answered its
 topic entities are looked up in the store (one ``names`` call, neither timed nor counted): a
 question with a topic entity the store does not hold gets ``missing_topics`` and a ``warning``
 in its record, and the summary counts such questions (a method finds nothing from an entity
@@ -32,7 +34,7 @@ from typing import Any
 from engine import deadlines
 from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
 from engine.identifiers import validate_id
-from engine.methods.meter import CALLS, STAGES, percentile
+from engine.methods.meter import CALLS, STAGES, TOKENS, percentile
 from engine.methods.spec import Method, Prediction
 from engine.results import to_json
 from loaders.questions import Question
@@ -72,7 +74,8 @@ def _batches(items: Sequence[Question], size: int) -> Iterator[Sequence[Question
 
 
 def _record(
-    method: Method, q: Question, p: Prediction, seconds: dict[str, float], calls: dict[str, float], missing: list[str]
+    method: Method, q: Question, p: Prediction, seconds: dict[str, float], calls: dict[str, float],
+    tokens: dict[str, float] | None, missing: list[str],
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": q.id,
@@ -87,6 +90,8 @@ def _record(
         "seconds": seconds,
         "calls": calls,
     }
+    if tokens is not None:
+        record["tokens"] = tokens
     if missing:
         record["missing_topics"] = missing
         record["warning"] = (
@@ -140,8 +145,10 @@ def run_method(
             seconds["other"] = round(max(total - sum(meter.seconds.get(s, 0.0) for s in STAGES), 0.0) / n, 5)
             seconds["total"] = round(total / n, 5)
             calls = {k: round(meter.calls.get(k, 0) / n, 3) for k in CALLS}
+            counted = meter.tokens()
+            tokens = None if counted is None else {k: round(v / n, 3) for k, v in counted.items()}
             for q, p, absent in zip(batch, predictions, missing):
-                record = _record(method, q, p, dict(seconds), dict(calls), absent)
+                record = _record(method, q, p, dict(seconds), dict(calls), None if tokens is None else dict(tokens), absent)
                 records.append(record)
                 if sink is not None:
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -163,8 +170,9 @@ def run_method(
 
 def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = None) -> dict[str, Any]:
     """Answer metrics (by ids where both sides have them, else by names), mean seconds per
-    stage, p50/p95 seconds per question, mean calls per question, and how many questions have
-    a topic entity that is not in the store (``missing_topics``, only when some have)."""
+    stage, p50/p95 seconds per question, mean calls per question, mean tokens per question (where
+    every record counts them), and how many questions have a topic entity that is not in the
+    store (``missing_topics``, only when some have)."""
     from engine.methods.metrics import evaluate
 
     report = evaluate(records)
@@ -181,6 +189,8 @@ def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = No
         "p95_seconds": round(percentile(totals, 0.95) or 0.0, 5),
         "calls_per_question": {k: round(sum(r["calls"][k] for r in records) / n, 3) for k in CALLS},
     }
+    if records and all("tokens" in r for r in records):
+        summary["tokens_per_question"] = {k: round(sum(r["tokens"][k] for r in records) / n, 1) for k in TOKENS}
     if wall_seconds is not None:
         summary["seconds"] = round(wall_seconds, 3)
         summary["questions_per_second"] = round(len(records) / wall_seconds, 3) if wall_seconds > 0 else 0.0
@@ -204,7 +214,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"seconds per question: store {s['store']:.4f}  model {s['model']:.4f}  other {s['other']:.4f}"
             f"  total {s['total']:.4f}  (p50 {summary['p50_seconds']:.4f}, p95 {summary['p95_seconds']:.4f})"
         ),
-        f"calls per question: store {calls['store']:.2f}  llm {calls['llm']:.2f}",
+        f"calls per question: store {calls['store']:.2f}  llm {calls['llm']:.2f}"
+        + (f"  (llm tokens read {t['prompt_tokens']:.0f}, written {t['completion_tokens']:.0f})"
+           if (t := summary.get("tokens_per_question")) else ""),
     ]
     if summary.get("missing_topics"):
         lines.append(

@@ -9,6 +9,7 @@ and :class:`engine.models.openai_lm.OpenAIChatLM` (an OpenAI-compatible chat end
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -59,10 +60,41 @@ class Generation:
     completion_tokens: int | None = None
 
 
+class TokenCount:
+    """The tokens a model has read and written since it was made, as a hosted model's usage
+    counts them: ``read``, every call's prompts (template included; a prompt once per call, however
+    many sequences it returns) and the given text it scored; ``written``, the tokens of every
+    sequence it returned (its end token included), and the one token a scoring request to a server
+    generates. A local model reads a prompt that begins like a recent one from its cache; the
+    count does not see that saving. ``untold``: calls whose tokens the model could not tell (a
+    server that sent no usage)."""
+
+    def __init__(self) -> None:
+        self.read = 0
+        self.written = 0
+        self.untold = 0
+        self._lock = threading.Lock()  # a server's requests are sent from several threads
+
+    def add(self, read: int | None, written: int | None) -> None:
+        """One call's tokens; None where the model could not tell them."""
+        with self._lock:
+            if read is None or written is None:
+                self.untold += 1
+            else:
+                self.read += read
+                self.written += written
+
+    def snapshot(self) -> tuple[int, int, int]:
+        with self._lock:
+            return self.read, self.written, self.untold
+
+
 class LanguageModel(ABC):
     """Generation, beam search, token log-probabilities and constrained decoding."""
 
     name: str = ""
+    #: the tokens the model has read and written; None for a model that does not count them
+    tokens: TokenCount | None = None
 
     @abstractmethod
     def generate(

@@ -44,6 +44,7 @@ from engine.models.lm import (
     Generation,
     LanguageModel,
     StopWhen,
+    TokenCount,
     TokenLogprob,
     per_prompt_stops,
 )
@@ -130,6 +131,7 @@ class OpenAIChatLM(LanguageModel):
         self.retry_wait = retry_wait
         self.sample_temperature = sample_temperature
         self.concurrency = concurrency
+        self.tokens = TokenCount()
 
     # -- HTTP
     def _post_once(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -160,9 +162,13 @@ class OpenAIChatLM(LanguageModel):
             reraise=True,
         )
         try:
-            return retrying(self._post_once, url, body)
+            reply = retrying(self._post_once, url, body)
         except _Transient as e:
             raise KGQAError(f"{url} failed {self.retries} times, last: {e}; is the server up?") from e
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        read, written = (usage.get("prompt_tokens"), usage.get("completion_tokens")) if isinstance(usage, dict) else (None, None)
+        self.tokens.add(read if isinstance(read, int) else None, written if isinstance(written, int) else None)
+        return reply
 
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``fn`` over ``items`` in order, ``concurrency`` requests at a time."""

@@ -25,6 +25,7 @@ from engine.models.lm import (
     LanguageModel,
     StepRows,
     StopWhen,
+    TokenCount,
     TokenLogprob,
     per_prompt_stops,
 )
@@ -65,6 +66,7 @@ class TransformersLM(LanguageModel):
         self.template = template
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
         self._prefixes: list[tuple[list[int], Any]] = []  # score_batch's recent prompt caches, most recent first
+        self.tokens = TokenCount()
 
     @classmethod
     def load(
@@ -210,6 +212,7 @@ class TransformersLM(LanguageModel):
         steps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0].tolist()
         pairs = list(zip(new, steps))
         tokens = tuple(TokenLogprob(self.tokenizer.decode([t]), lp) for t, lp in pairs) if logprobs else None
+        self.tokens.add(start, len(new))
         return Generation(self._decode(new), sum(lp for _, lp in pairs), tokens, start, len(new))
 
     #: prompts decoded together by :meth:`generate_batch` (sorted by length, so padding stays small)
@@ -270,6 +273,7 @@ class TransformersLM(LanguageModel):
                     cache=cache, share=cache is None,
                 )
             for i, tokens in zip(chunk, new):
+                self.tokens.add(len(encoded[i]), len(tokens))
                 out[i] = Generation(self._decode(tokens), None, None, len(encoded[i]), len(tokens))
         return out  # type: ignore[return-value]
 
@@ -362,9 +366,24 @@ class TransformersLM(LanguageModel):
                     pad_token_id=self._pad, eos_token_id=self.eos_token_id,
                 )
             scores = result.sequences_scores.tolist() if num_beams > 1 else [None] * len(result.sequences)
+            written = [0] * len(chunk)
             for row, (sequence, score) in enumerate(zip(result.sequences, scores)):
-                out[chunk[row // num_return]].append(Generation(self._decode(sequence[width:].tolist()), score))
+                new = sequence[width:].tolist()
+                written[row // num_return] += self._generated(new)
+                out[chunk[row // num_return]].append(Generation(self._decode(new), score))
+            for i, count in zip(chunk, written):
+                self.tokens.add(len(encoded[i]), count)
         return out
+
+    def _generated(self, new: Sequence[int]) -> int:
+        """How many of a returned sequence's tokens the model generated: up to its end token
+        (included), before the padding of a sequence that ended before the others."""
+        for i, token in enumerate(new):
+            if token == self.eos_token_id:
+                return i + 1
+            if token == self._pad:
+                return i
+        return len(new)
 
     def token_logprobs(self, prompt: str, continuation: str) -> list[TokenLogprob]:
         import torch
@@ -373,6 +392,7 @@ class TransformersLM(LanguageModel):
         target = self.encode(continuation)
         if not target:
             return []
+        self.tokens.add(len(context) + len(target), 0)
         ids = torch.tensor([context + target], device=self.device)
         with torch.no_grad():
             logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
@@ -395,7 +415,9 @@ class TransformersLM(LanguageModel):
         targets = [[self.encode(c) + ([self.eos_token_id] if eos else []) for c in continuations]
                    for _, continuations in requests]
         scores: list[list[list[float]]] = [[] for _ in requests]
-        for group in _alike(contexts, [i for i, t in enumerate(targets) if t], self.batch_size, self.batch_tokens):
+        asked = [i for i, t in enumerate(targets) if t]
+        self.tokens.add(sum(len(contexts[i]) + sum(len(t) for t in targets[i]) for i in asked), 0)
+        for group in _alike(contexts, asked, self.batch_size, self.batch_tokens):
             deadlines.check()
             for i, request_scores in zip(group, self._score_group([contexts[i] for i in group], [targets[i] for i in group])):
                 scores[i] = request_scores

@@ -367,7 +367,7 @@ def answer_set(ctx: Context, e: QuestionSelection, split: str) -> dict[str, Any]
             method = ctx.spec.build(config, store, models)
             summary = run_method(method, questions, out, progress=ctx.progress)
         extra = summary.get(ctx.recipe.method) or {}
-        tokens = {k: extra[k] for k in ("prompt_tokens", "completion_tokens") if k in extra}
+        tokens = summary.get("tokens_per_question")
         scores = score(read_predictions(out), default_set=e.name).to_json()
         return {
             "dataset": e.name, "split": split, "questions": len(questions), "sample": e.sample, "seed": e.seed,

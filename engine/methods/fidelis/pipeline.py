@@ -41,13 +41,11 @@ class SearchTrace:
 
 @dataclass(frozen=True)
 class LlmUsage:
-    """The question's LLM prompts (all, and per stage), tokens read and written, and the
-    replies per stage that could not be used."""
+    """The question's LLM prompts (all, and per stage) and the replies per stage that could not
+    be used (the tokens are the run protocol's, in the record's ``tokens``)."""
 
     prompts: int
     by_stage: dict[str, int]
-    prompt_tokens: int
-    completion_tokens: int
     malformed: dict[str, int]
 
 
@@ -118,10 +116,7 @@ class FidelisMethod(Method):
             ],
             paths=[text(p) for s in o.searches for p in s.reasoning_paths],
             output=o.output,
-            llm=LlmUsage(
-                sum(o.usage.prompts.values()), dict(o.usage.prompts), o.usage.prompt_tokens, o.usage.completion_tokens,
-                dict(o.usage.malformed),
-            ),
+            llm=LlmUsage(sum(o.usage.prompts.values()), dict(o.usage.prompts), dict(o.usage.malformed)),
             validity=Validity(len(flags), sum(flags)),
             coverage=None if gold is None else Coverage(gold, coverage_ratio(retrieved, [gold]), coverage_ratio(kept, [gold])),
             embedding_seconds=round(embedding_seconds, 5),
@@ -171,8 +166,6 @@ def summarize(records: Sequence[dict[str, Any]], config: SearchConfig | None = N
         "path_coverage": sum(c["kept"] for c in covered) / len(covered) if covered else None,
         "verified": sum(any(s["verified"] for s in e["searches"]) for e in extras) / n,
         "llm_prompts": sum(e["llm"]["prompts"] for e in extras) / n,
-        "prompt_tokens": sum(e["llm"]["prompt_tokens"] for e in extras) / n,
-        "completion_tokens": sum(e["llm"]["completion_tokens"] for e in extras) / n,
         "plans_parsed": sum(e["plan"]["parsed"] for e in extras) / n,
         "plans_partial": sum(e["plan"].get("partial", False) for e in extras) / n,
         "malformed": malformed,

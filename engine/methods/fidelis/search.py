@@ -86,11 +86,9 @@ class SearchConfig:
 
 @dataclass
 class Usage:
-    """One question's LLM prompts and tokens (the paper's 'LLM calls' are prompts)."""
+    """One question's LLM prompts (the paper's 'LLM calls' are prompts) and unusable replies."""
 
     prompts: Counter = field(default_factory=Counter)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     malformed: Counter = field(default_factory=Counter)
 
 
@@ -173,8 +171,6 @@ class Searcher:
         outputs = self.lm.generate_batch([p for _, _, p in items], max_new_tokens=max_new_tokens, stop=stop)
         for (q, stage, _), g in zip(items, outputs):
             usage[q].prompts[stage] += 1
-            usage[q].prompt_tokens += g.prompt_tokens or 0
-            usage[q].completion_tokens += g.completion_tokens or 0
         return [g.text for g in outputs]
 
     def _name(self, nodes: Sequence[Term]) -> Program[None]:
