@@ -90,6 +90,15 @@ def completion_format(template: str | None) -> tuple[str, str | None] | None:
     return head, (end if marker and end else None)
 
 
+def _usage(reply: Any) -> tuple[int | None, int | None]:
+    """The prompt and completion tokens a reply's ``usage`` counts; None for what it does not give."""
+    usage = reply.get("usage") if isinstance(reply, dict) else None
+    if not isinstance(usage, dict):
+        return None, None
+    read, written = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return (read if isinstance(read, int) else None), (written if isinstance(written, int) else None)
+
+
 class _Transient(Exception):
     """A failure worth another try: timeouts, refused connections, 429 and 5xx answers."""
 
@@ -165,9 +174,7 @@ class OpenAIChatLM(LanguageModel):
             reply = retrying(self._post_once, url, body)
         except _Transient as e:
             raise KGQAError(f"{url} failed {self.retries} times, last: {e}; is the server up?") from e
-        usage = reply.get("usage") if isinstance(reply, dict) else None
-        read, written = (usage.get("prompt_tokens"), usage.get("completion_tokens")) if isinstance(usage, dict) else (None, None)
-        self.tokens.add(read if isinstance(read, int) else None, written if isinstance(written, int) else None)
+        self.tokens.add(*_usage(reply))
         return reply
 
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -197,11 +204,9 @@ class OpenAIChatLM(LanguageModel):
         reply = self._post(self.url, body)
         try:
             out = [self._generation(choice, logprobs) for choice in reply["choices"]]
-            usage = reply.get("usage") or {}
-            if len(out) == 1 and isinstance(usage.get("prompt_tokens"), int):
-                out[0] = dataclasses.replace(
-                    out[0], prompt_tokens=usage["prompt_tokens"], completion_tokens=usage.get("completion_tokens")
-                )
+            read, written = _usage(reply)
+            if len(out) == 1 and read is not None:
+                out[0] = dataclasses.replace(out[0], prompt_tokens=read, completion_tokens=written)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise KGQAError(f"{self.url} returned an unexpected reply: {str(reply)[:300]}") from e
         if not out:
