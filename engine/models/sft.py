@@ -437,8 +437,8 @@ def train(
         if (checkpoint / "best.pt").is_file():
             best_state = torch.load(checkpoint / "best.pt", map_location="cpu")
 
-    def cpu_spent() -> float | None:
-        return None if cpu_before is None else round(cpu_before + cpu_seconds() - cpu_started, 1)
+    def cpu_spent() -> float | None:  # unrounded: a checkpoint after a few short batches must not hold 0.0
+        return None if cpu_before is None else cpu_before + cpu_seconds() - cpu_started
 
     def save(part: dict[str, Any] | None = None) -> None:
         _save_checkpoint(out, lm, optimiser, scheduler, best_state, {
@@ -504,7 +504,8 @@ def train(
     if best_state is not None:
         lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
     save_model(lm, out, base)
-    summary.seconds, summary.cpu_seconds = round(time.perf_counter() - started, 1), cpu_spent()
+    spent = cpu_spent()
+    summary.seconds, summary.cpu_seconds = round(time.perf_counter() - started, 1), None if spent is None else round(spent, 1)
     (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
     return summary
 

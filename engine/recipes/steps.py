@@ -296,6 +296,7 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
         if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and find_checkpoint(out) is not None:
             resume = out  # the same stage stopped part way: go on from its last checkpoint
             earlier, earlier_cpu = round(trained_seconds(out), 1), trained_cpu_seconds(out)
+            earlier_cpu = None if earlier_cpu is None else round(earlier_cpu, 1)
         elif out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
