@@ -26,6 +26,7 @@ from typing import Any
 from benchmarks import runner, sources
 from engine.errors import InvalidInputError, KGQAError
 from engine.methods import registry
+from engine.methods.run import tokens_cell
 
 #: the knowledge graphs the benchmark loads -> the question sets asked over each
 QUESTION_SETS: dict[str, tuple[str, ...]] = {
@@ -189,8 +190,8 @@ def markdown(results: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v} s" for k, v in results["anchors_s_per_question"].items()) + " per question.",
         "",
         ("| method | dataset | store | device | n | q/s | p50 s | p95 s | store s/q | model s/q | other s/q | store share "
-        "| store calls/q | LLM calls/q | Hits@1 | F1 |"),
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| store calls/q | LLM calls/q | LLM tokens/q (in / out) | Hits@1 | F1 |"),
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results["rows"]:
         s, c = r["seconds_per_question"], r["calls_per_question"]
@@ -199,7 +200,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {r['method']} | {r['dataset']} | {r['store']} | {r['device']} | {r['questions']} | "
             f"{r.get('questions_per_second', 0):.2f} | {r['p50_seconds']:.3f} | {r['p95_seconds']:.3f} | "
             f"{s['store']:.4f} | {s['model']:.3f} | {s['other']:.3f} | {share:.2%} | {c['store']:.1f} | {c['llm']:.1f} | "
-            f"{r['hits1']:.3f} | {r['f1']:.3f} |"
+            f"{tokens_cell(r)} | {r['hits1']:.3f} | {r['f1']:.3f} |"
         )
     if results["skipped"]:
         lines += ["", "Skipped:", ""] + [f"- {s['method']} on {s['dataset']} ({s['store']}): {s['reason']}" for s in results["skipped"]]

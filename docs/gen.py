@@ -283,15 +283,17 @@ def bench_scale() -> str:
 
 
 def bench_methods() -> str:
+    from engine.methods.run import tokens_cell
+
     results, meta = _results("methods")
     lines = _provenance("methods", meta)
-    lines += ["| method | question set | store | questions | Hits@1 | questions/s | model s/q | store s/q | store calls/q | LLM calls/q |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["| method | question set | store | questions | Hits@1 | questions/s | model s/q | store s/q | store calls/q | LLM calls/q | LLM tokens/q (in / out) |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results["rows"]:
         s, c = r["seconds_per_question"], r["calls_per_question"]
         lines.append(f"| {r['method']} | {r['dataset']} | {r['store']} | {r['questions']} | {_number(r['hits1'])} | "
                      f"{_number(r['questions_per_second'])} | {_number(s['model'])} | {_number(s['store'])} | "
-                     f"{_number(c['store'])} | {_number(c['llm'])} |")
+                     f"{_number(c['store'])} | {_number(c['llm'])} | {tokens_cell(r)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,7 @@ from engine.graph import Triple
 from engine.methods.metrics import evaluate, evaluate_rog
 from engine.reference import ReferenceStore
 from engine.methods.meter import Meter
-from engine.methods.run import format_summary, run_method
+from engine.methods.run import format_summary, run_method, tokens_cell
 from engine.methods.spec import Method, Models, Prediction
 from engine.models.lm import TokenCount
 from loaders.questions import Question
@@ -156,6 +156,8 @@ def test_a_batchs_tokens_are_shared_evenly_and_summed_per_question(tmp_path):
         {"prompt_tokens": 3.0, "completion_tokens": 3.0}]
     assert summary["tokens_per_question"] == {"prompt_tokens": 2.0, "completion_tokens": 3.0}
     assert "llm tokens read 2, written 3" in format_summary(summary)
+    assert tokens_cell(summary) == "2 / 3"
+    assert tokens_cell({k: v for k, v in summary.items() if k != "tokens_per_question"}) == "–"  # not counted: no number
 
 
 class _Forgiving(_Echo):

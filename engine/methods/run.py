@@ -201,6 +201,15 @@ def summarize(records: Sequence[dict[str, Any]], wall_seconds: float | None = No
     return summary
 
 
+def tokens_cell(summary: dict[str, Any]) -> str:
+    """A summary's LLM tokens per question as a table cell, "read / written", or "–" where its
+    language models did not count them."""
+    tokens = summary.get("tokens_per_question")
+    if not tokens:
+        return "–"
+    return f"{tokens.get('prompt_tokens', 0):.0f} / {tokens.get('completion_tokens', 0):.0f}"
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a few readable lines."""
     s = summary["seconds_per_question"]
