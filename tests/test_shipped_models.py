@@ -39,6 +39,7 @@ def _shipped_adapter_of(name: str, stage: Stage) -> Path:
     assert path == SHIPPED / name and adapter_base(path) == DEFAULT_LM
     config = json.loads((path / "adapter_config.json").read_text())
     assert stage.settings["lora"] and (config["r"], config["lora_alpha"]) == (stage.settings["lora_r"], stage.settings["lora_alpha"])
+    assert config["target_modules"] == sorted(config["target_modules"])  # as the recipe's rebuild writes it
     assert (path / "adapter_model.safetensors").stat().st_size < 16 * 2**20
     return path
 

@@ -549,6 +549,8 @@ def save_model(lm: Any, out_dir: str | Path, base: str | None = None) -> None:
         # its --model name (a local base by its absolute path) rather than the file peft loaded
         for adapter in model.peft_config.values():
             adapter.base_model_name_or_path = str(Path(base).resolve()) if base and Path(base).exists() else base or DEFAULT_LM
+            if isinstance(adapter.target_modules, (set, frozenset)):  # peft writes a set in hash order
+                adapter.target_modules = sorted(adapter.target_modules)
         model.save_pretrained(str(out / ADAPTER_DIR))
         (out / ADAPTER_DIR / "README.md").unlink(missing_ok=True)  # peft's blank model card
         (out / ADAPTER_DIR / TEMPLATE_FILE).write_text(lm.template + "\n", encoding="utf-8")
