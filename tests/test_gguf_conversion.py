@@ -178,3 +178,19 @@ def test_a_read_parses_the_file_once_and_leaves_gguf_as_it_was(monkeypatch):
     with pytest.raises(ValueError, match="a failed read"), gguf_conversion._parsed_once():
         raise ValueError("a failed read")
     assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (Reader, own)  # restored on an error too
+
+
+@pytest.mark.parametrize("bars", [True, False])
+def test_the_bar_over_the_gguf_tensors_obeys_transformers_switch(bars, capfd):
+    from transformers import modeling_gguf_pytorch_utils as reading
+    from transformers.utils import logging
+
+    own, was_on = reading.tqdm, logging.is_progress_bar_enabled()
+    (logging.enable_progress_bar if bars else logging.disable_progress_bar)()
+    try:
+        with gguf_conversion._bar_follows_transformers():
+            assert list(reading.tqdm(range(3), desc="Converting GGUF tensors")) == [0, 1, 2]
+    finally:
+        (logging.enable_progress_bar if was_on else logging.disable_progress_bar)()
+    assert ("Converting GGUF tensors" in capfd.readouterr().err) is bars
+    assert reading.tqdm is own

@@ -152,11 +152,35 @@ def _parsed_once() -> Iterator[None]:
                 setattr(gguf, name, make)
 
 
+_BAR_PATCHING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _bar_follows_transformers() -> Iterator[None]:
+    """Inside the block, transformers' bar over the GGUF tensors obeys its own progress-bar switch.
+
+    transformers draws that bar with plain tqdm, which its ``disable_progress_bar()`` (what
+    ``--no-progress`` sets) does not reach; the block hands it transformers' own tqdm, which does."""
+    from transformers import modeling_gguf_pytorch_utils as reading
+    from transformers.utils import logging
+
+    with _BAR_PATCHING:
+        drawn = getattr(reading, "tqdm", None)
+        if drawn is None:
+            yield
+            return
+        reading.tqdm = logging.tqdm
+        try:
+            yield
+        finally:
+            reading.tqdm = drawn
+
+
 def _read_file(gguf: Path) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with _parsed_once():
+    with _parsed_once(), _bar_follows_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         # float32: transformers de-quantises into it fastest, and the kept weights are exact
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
