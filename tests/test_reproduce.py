@@ -284,6 +284,9 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     written = json.loads((results_dir / "rog" / "toy.json").read_text())
     assert written["recipe_hash"] == load_recipe("rog", "toy", path).hash and written["device"] == "cpu"
     assert written["machine"]["cores"] >= 1 and written["steps_seconds"] > 0
+    # every step but a store's records the machine it ran on: this run's
+    assert [s["step"] for s in written["steps"] if "machine" not in s] == ["store:toy"]
+    assert all(s["machine"] == written["machine"] for s in [*written["steps"][1:], *written["evaluation"].values()])
     # every step's CPU seconds, and their sum: training a model costs some
     every = [*written["steps"], *written["validation"].values(), *written["evaluation"].values()]
     assert all(isinstance(s["cpu_seconds"], float) and s["cpu_seconds"] >= 0 for s in every)
@@ -306,6 +309,16 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     # a resumed step's seconds are those it took when it ran
     assert again["steps"] == [{**s, "resumed": True} for s in first["steps"]]
     assert again["steps_cpu_seconds"] == first["steps_cpu_seconds"]
+    # a step resumed from a run on another machine says where it ran, and the report names it
+    stage_marker = work / "runs" / "rog" / "toy" / "stages" / "planner.done.json"
+    elsewhere = {**first["machine"], "cpu": "Another CPU", "bf16_instructions": ["amx_bf16"], "cores": 16}
+    stage_marker.write_text(json.dumps({**json.loads(stage_marker.read_text()), "machine": elsewhere}))
+    moved = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
+    assert [s["machine"] for s in moved["steps"][1:]] == [first["machine"], elsewhere]
+    assert main(["report", "--results", str(results_dir), "--out", str(tmp_path / "generated")]) == 0
+    page = (tmp_path / "generated" / "results-rog.md").read_text()
+    assert "Resumed from a run on 16 cores of Another CPU (with amx_bf16): stage:planner." in page
+    assert "did not record its machine" not in page
 
     # another setting of the stage: the stage and what reads its model run again, the samples do not
     changed = _toy(tmp_path, tiny, stage="warmup = 0.0")
@@ -495,8 +508,17 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert (f"| rog | toy | cpu, float32 | {written['machine']['cores']} cores of {written['machine']['cpu']} | "
             f"{written['steps_seconds']:,.0f} | {training:,.0f} | {written['steps_cpu_seconds']:,.0f} |") in everything
     assert write_report(tmp_path / "results", out, check=True) == []
+    assert "Resumed from" not in page  # every step ran in this run
     (out / "results-rog.md").write_text(page + "typed by hand\n")
     assert write_report(tmp_path / "results", out, check=True) == ["results-rog.md"]
+    # a step resumed from a run by an older engine, which did not record its machine
+    for s in written["steps"]:
+        if s["step"] == "stage:planner":
+            del s["machine"]
+            s["resumed"] = True
+    (tmp_path / "results" / "rog" / "toy.json").write_text(json.dumps(written))
+    assert main(["report", "--results", str(tmp_path / "results"), "--out", str(out)]) == 0
+    assert "Resumed from an earlier run that did not record its machine: stage:planner." in (out / "results-rog.md").read_text()
 
 
 def test_report_refuses_a_folder_without_results_files(tmp_path, capsys):

@@ -143,13 +143,37 @@ def _device(result: dict[str, Any]) -> str:
     return result.get("device", "?") + (f" ({gpu})" if gpu else "")
 
 
+def _cores(m: dict[str, Any]) -> str:
+    """A machine record's CPU: "2 cores of AMD EPYC (with avx512_bf16)", with its GPU where it had one."""
+    bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
+    gpu = f" and {m['gpu']}" if m.get("gpu") else ""
+    return f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}{gpu}"
+
+
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
-    device = _device(result)
-    bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
     threads = m.get("torch_threads", "?")
-    return (f"device {device}, {result.get('dtype', 'float32')}; {m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}, "
+    return (f"device {_device(result)}, {result.get('dtype', 'float32')}; {_cores({**m, 'gpu': None})}, "
             f"{threads} torch thread{'' if threads == 1 else 's'}")
+
+
+def _resumed_elsewhere(result: dict[str, Any]) -> list[str]:
+    """Sentences on the resumed steps (stores aside) that ran on another machine than the run's, or
+    whose machine was not recorded (finished by an older engine); none where every step ran on it."""
+    here = result.get("machine") or {}
+    elsewhere: dict[str, list[str]] = {}
+    unrecorded = []
+    for s in [*result.get("steps", []), *(result.get("validation") or {}).values(), *result["evaluation"].values()]:
+        if not s.get("resumed") or s["kind"] == "store":
+            continue
+        if not s.get("machine"):
+            unrecorded.append(s["step"])
+        elif s["machine"] != here:
+            elsewhere.setdefault(_cores(s["machine"]), []).append(s["step"])
+    said = [f"Resumed from a run on {where}: {', '.join(names)}." for where, names in elsewhere.items()]
+    if unrecorded:
+        said.append(f"Resumed from an earlier run that did not record its machine: {', '.join(unrecorded)}.")
+    return said
 
 
 def method_page(method: str, results: list[dict[str, Any]]) -> str:
@@ -178,6 +202,9 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
                  for s in [*r.get("steps", []), *(r.get("validation") or {}).values(), *r["evaluation"].values()]]
         lines += ["#### Steps", "", STEPS_NOTE, "",
                   *_table(["step", "kind", "seconds", "CPU seconds", "device", "resumed"], steps), ""]
+        elsewhere = _resumed_elsewhere(r)
+        if elsewhere:
+            lines += [" ".join(elsewhere), ""]
     return "\n".join(lines)
 
 

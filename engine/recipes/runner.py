@@ -4,9 +4,10 @@ results file.
 Order: the stores (loaded or reused), the sample sets, the training stages, the validation
 sets, the test sets. The results file (``<results>/<method>/<recipe>.json``, a copy beside the
 run's models in ``<workdir>/runs/<method>/<recipe>/results.json``) holds every step with its
-hash, wall and CPU seconds, device and whether it was resumed; the scores of every validation
-and test set in every convention (:mod:`engine.methods.scoring`), per hop count and question type;
-the commit, the recipe's hash, the machine and the device.
+hash, wall and CPU seconds, device, the machine it ran on (each but a store's) and whether it was
+resumed; the scores of every validation and test set in every convention
+(:mod:`engine.methods.scoring`), per hop count and question type; the commit, the recipe's hash,
+the machine and the device.
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def reproduce(
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInputError(f"--workdir {workdir} is a file: give a directory (made where it does not exist)")
     dtype = answering_dtype(r, device)
-    ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun))
+    ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun), machine(device))
     steps: list[dict[str, Any]] = []
     from loaders.datasets import DATA_ENV
 
@@ -156,7 +157,7 @@ def reproduce(
         "recipe_file": _shown(r.file),
         "recipe_hash": r.hash,
         "commit": commit(),
-        "machine": machine(device),
+        "machine": ctx.machine,
         "device": device,
         "dtype": ctx.dtype or "float32",
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -125,6 +125,9 @@ class Context:
     data_directory: Path | None = None
     #: kinds of step (:data:`RERUNNABLE`) run again though marked done
     rerun: frozenset[str] = frozenset()
+    #: the machine this run is on (``runner.machine``), recorded with each step it runs, so that a
+    #: step resumed later, on another machine, still says where it ran
+    machine: dict[str, Any] = field(default_factory=dict)
     #: step name -> its hash, as the steps finish
     hashes: dict[str, str] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
@@ -200,7 +203,8 @@ def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, wor
     if record is not None:
         print(f"kgqa reproduce: {name}: done before, resumed ({record['seconds']:.0f} s then)", file=sys.stderr)
         return {"step": name, "kind": kind, "hash": wanted, "seconds": record["seconds"],
-                "cpu_seconds": record.get("cpu_seconds"), "device": record["device"], "resumed": True, **record["report"]}
+                "cpu_seconds": record.get("cpu_seconds"), "device": record["device"],
+                "machine": record.get("machine"), "resumed": True, **record["report"]}
     print(f"kgqa reproduce: {name} …", file=sys.stderr)
     started, cpu_started = time.perf_counter(), cpu_seconds()
     report = work()
@@ -208,10 +212,11 @@ def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, wor
     earlier_cpu = report.get(EARLIER_CPU_SECONDS, 0.0)
     cpu = None if earlier_cpu is None else round(cpu_seconds() - cpu_started + earlier_cpu, 1)
     marker(output).write_text(json.dumps({"hash": wanted, "state": "done", "seconds": seconds, "cpu_seconds": cpu,
-                                          "device": ctx.device, "report": report}, indent=2, ensure_ascii=False) + "\n")
+                                          "device": ctx.device, "machine": ctx.machine, "report": report},
+                                         indent=2, ensure_ascii=False) + "\n")
     print(f"kgqa reproduce: {name}: {seconds:.0f} s", file=sys.stderr)
     return {"step": name, "kind": kind, "hash": wanted, "seconds": seconds, "cpu_seconds": cpu, "device": ctx.device,
-            "resumed": False, **report}
+            "machine": ctx.machine, "resumed": False, **report}
 
 
 # ----------------------------------------------------------------------------- samples
