@@ -144,17 +144,21 @@ def _device(result: dict[str, Any]) -> str:
 
 
 def _cores(m: dict[str, Any]) -> str:
-    """A machine record's CPU: "2 cores of AMD EPYC (with avx512_bf16)", with its GPU where it had one."""
+    """A machine record's CPU: "2 cores of AMD EPYC (with avx512_bf16)"."""
     bf16 = f" (with {', '.join(m['bf16_instructions'])})" if m.get("bf16_instructions") else ""
-    gpu = f" and {m['gpu']}" if m.get("gpu") else ""
-    return f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}{gpu}"
+    return f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}{bf16}"
 
 
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     threads = m.get("torch_threads", "?")
-    return (f"device {_device(result)}, {result.get('dtype', 'float32')}; {_cores({**m, 'gpu': None})}, "
+    return (f"device {_device(result)}, {result.get('dtype', 'float32')}; {_cores(m)}, "
             f"{threads} torch thread{'' if threads == 1 else 's'}")
+
+
+def _every_step(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A results file's steps in run order: stores, samples and stages, then validation and test sets."""
+    return [*result.get("steps", []), *(result.get("validation") or {}).values(), *result["evaluation"].values()]
 
 
 def _resumed_elsewhere(result: dict[str, Any]) -> list[str]:
@@ -163,13 +167,14 @@ def _resumed_elsewhere(result: dict[str, Any]) -> list[str]:
     here = result.get("machine") or {}
     elsewhere: dict[str, list[str]] = {}
     unrecorded = []
-    for s in [*result.get("steps", []), *(result.get("validation") or {}).values(), *result["evaluation"].values()]:
+    for s in _every_step(result):
         if not s.get("resumed") or s["kind"] == "store":
             continue
-        if not s.get("machine"):
+        m = s.get("machine")
+        if not m:
             unrecorded.append(s["step"])
-        elif s["machine"] != here:
-            elsewhere.setdefault(_cores(s["machine"]), []).append(s["step"])
+        elif m != here:
+            elsewhere.setdefault(_cores(m) + (f" and {m['gpu']}" if m.get("gpu") else ""), []).append(s["step"])
     said = [f"Resumed from a run on {where}: {', '.join(names)}." for where, names in elsewhere.items()]
     if unrecorded:
         said.append(f"Resumed from an earlier run that did not record its machine: {', '.join(unrecorded)}.")
@@ -199,7 +204,7 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
                 lines += [f"{title}, the method's own measures (its summary of each run):", "", *own, ""]
         steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _seconds(s.get("cpu_seconds"), 1), s.get("device", "?"),
                   "yes" if s.get("resumed") else "no"]
-                 for s in [*r.get("steps", []), *(r.get("validation") or {}).values(), *r["evaluation"].values()]]
+                 for s in _every_step(r)]
         lines += ["#### Steps", "", STEPS_NOTE, "",
                   *_table(["step", "kind", "seconds", "CPU seconds", "device", "resumed"], steps), ""]
         elsewhere = _resumed_elsewhere(r)
