@@ -505,7 +505,8 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     assert f"| {tokens['prompt_tokens']:.0f} / {tokens['completion_tokens']:.0f} |" in everything
     # what the recipe cost: its wall seconds, of which training, and its CPU seconds, all recorded
     training = next(s["seconds"] for s in written["steps"] if s["step"] == "stage:planner")
-    assert (f"| rog | toy | cpu, float32 | {written['machine']['cores']} cores of {written['machine']['cpu']} | "
+    from engine.recipes.report import _cores
+    assert (f"| rog | toy | cpu, float32 | {_cores(written['machine'])} | "
             f"{written['steps_seconds']:,.0f} | {training:,.0f} | {written['steps_cpu_seconds']:,.0f} |") in everything
     assert write_report(tmp_path / "results", out, check=True) == []
     assert "Resumed from" not in page  # every step ran in this run

@@ -242,7 +242,7 @@ def _recipe_cost(result: dict[str, Any]) -> list[str]:
     m = result.get("machine") or {}
     training = sum(s["seconds"] for s in result.get("steps", []) if s["kind"] not in ("store", "samples"))
     return [result["method"], result["recipe"], f"{_device(result)}, {result.get('dtype', 'float32')}",
-            f"{m.get('cores', '?')} cores of {m.get('cpu', '?')}", f"{result.get('steps_seconds', 0):,.0f}",
+            _cores(m), f"{result.get('steps_seconds', 0):,.0f}",
             f"{training:,.0f}", _seconds(result.get("steps_cpu_seconds"), 0)]
 
 
