@@ -138,9 +138,10 @@ def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _device(result: dict[str, Any]) -> str:
-    """The device a results file's run used, with its GPU's name where it was one."""
+    """The device a results file's run used, with its GPU's name where it was one, and its dtype:
+    "cuda (NVIDIA H200), bfloat16"."""
     gpu = (result.get("machine") or {}).get("gpu")
-    return result.get("device", "?") + (f" ({gpu})" if gpu else "")
+    return result.get("device", "?") + (f" ({gpu})" if gpu else "") + f", {result.get('dtype', 'float32')}"
 
 
 def _cores(m: dict[str, Any]) -> str:
@@ -152,7 +153,7 @@ def _cores(m: dict[str, Any]) -> str:
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     threads = m.get("torch_threads", "?")
-    return (f"device {_device(result)}, {result.get('dtype', 'float32')}; {_cores(m)}, "
+    return (f"device {_device(result)}; {_cores(m)}, "
             f"{threads} torch thread{'' if threads == 1 else 's'}")
 
 
@@ -241,7 +242,7 @@ def all_page(results: list[dict[str, Any]]) -> str:
 def _recipe_cost(result: dict[str, Any]) -> list[str]:
     m = result.get("machine") or {}
     training = sum(s["seconds"] for s in result.get("steps", []) if s["kind"] not in ("store", "samples"))
-    return [result["method"], result["recipe"], f"{_device(result)}, {result.get('dtype', 'float32')}",
+    return [result["method"], result["recipe"], _device(result),
             _cores(m), f"{result.get('steps_seconds', 0):,.0f}",
             f"{training:,.0f}", _seconds(result.get("steps_cpu_seconds"), 0)]
 
