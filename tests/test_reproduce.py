@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -312,13 +313,18 @@ def test_reproduce_runs_a_recipe_and_a_second_run_resumes_every_finished_step(tm
     # a step resumed from a run on another machine says where it ran, and the report names it
     stage_marker = work / "runs" / "rog" / "toy" / "stages" / "planner.done.json"
     elsewhere = {**first["machine"], "cpu": "Another CPU", "bf16_instructions": ["amx_bf16"], "cores": 16}
-    stage_marker.write_text(json.dumps({**json.loads(stage_marker.read_text()), "machine": elsewhere}))
+    record = json.loads(stage_marker.read_text())
+    # ... and that it trained in bf16 there: the steps table shows the stage's precision, the run line the answering dtype
+    record["report"]["training"]["device"] = "cpu (bf16)"
+    stage_marker.write_text(json.dumps({**record, "machine": elsewhere}))
     moved = reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
     assert [s["machine"] for s in moved["steps"][1:]] == [first["machine"], elsewhere]
     assert main(["report", "--results", str(results_dir), "--out", str(tmp_path / "generated")]) == 0
     page = (tmp_path / "generated" / "results-rog.md").read_text()
     assert "Resumed from a run on 16 cores of Another CPU (with amx_bf16): stage:planner." in page
     assert "did not record its machine" not in page
+    assert "device cpu, answering in float32;" in page
+    assert re.search(r"^\| stage:planner \| lm \| [^|]+ \| [^|]+ \| cpu \(bf16\) \| yes \|$", page, re.M)
 
     # another setting of the stage: the stage and what reads its model run again, the samples do not
     changed = _toy(tmp_path, tiny, stage="warmup = 0.0")
@@ -506,7 +512,7 @@ def test_report_shows_every_set_and_convention_of_a_results_file(tmp_path, tiny,
     # what the recipe cost: its wall seconds, of which training, and its CPU seconds, all recorded
     training = next(s["seconds"] for s in written["steps"] if s["step"] == "stage:planner")
     from engine.recipes.report import _cores
-    assert (f"| rog | toy | cpu, float32 | {_cores(written['machine'])} | "
+    assert (f"| rog | toy | cpu, answering in float32 | {_cores(written['machine'])} | "
             f"{written['steps_seconds']:,.0f} | {training:,.0f} | {written['steps_cpu_seconds']:,.0f} |") in everything
     assert write_report(tmp_path / "results", out, check=True) == []
     assert "Resumed from" not in page  # every step ran in this run
@@ -556,9 +562,9 @@ def test_report_names_the_cpus_bfloat16_instructions_where_a_results_file_record
 
     machine = {"cpu": "AMD EPYC", "cores": 2, "torch_threads": 2}
     assert _machine({"device": "cpu", "machine": {**machine, "bf16_instructions": ["amx_bf16", "avx512_bf16"]}}) == (
-        "device cpu, float32; 2 cores of AMD EPYC (with amx_bf16, avx512_bf16), 2 torch threads")
+        "device cpu, answering in float32; 2 cores of AMD EPYC (with amx_bf16, avx512_bf16), 2 torch threads")
     for recorded in ({}, {"bf16_instructions": []}):  # files written before it was recorded, and CPUs without any
-        assert _machine({"device": "cpu", "machine": {**machine, **recorded}}) == "device cpu, float32; 2 cores of AMD EPYC, 2 torch threads"
+        assert _machine({"device": "cpu", "machine": {**machine, **recorded}}) == "device cpu, answering in float32; 2 cores of AMD EPYC, 2 torch threads"
 
 
 def test_a_bar_is_met_below_within_its_interval_below_or_not_run():

@@ -93,7 +93,8 @@ def _cost_cells(run: dict[str, Any]) -> list[str]:
             f"{calls.get('llm', 0):.2f}", tokens_cell(run), f"{calls.get('store', 0):.2f}"]
 
 
-STEPS_NOTE = "Seconds are wall time; CPU seconds, the processor time the run used on all its cores (– where it did not record them)."
+STEPS_NOTE = ("Seconds are wall time; CPU seconds, the processor time the run used on all its cores (– where it did "
+              "not record them); device, the one the step ran on, with a training stage's precision where it was not float32.")
 COST_HEADER = ["store s/q", "model s/q", "total s/q", "LLM calls/q", "LLM tokens/q (in / out)", "store calls/q"]
 
 
@@ -138,10 +139,11 @@ def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _device(result: dict[str, Any]) -> str:
-    """The device a results file's run used, with its GPU's name where it was one, and its dtype:
-    "cuda (NVIDIA H200), bfloat16"."""
+    """The device a results file's run used, with its GPU's name where it was one, and the dtype it
+    answered in (a training stage's own precision is in the steps table): "cuda (NVIDIA H200),
+    answering in bfloat16"."""
     gpu = (result.get("machine") or {}).get("gpu")
-    return result.get("device", "?") + (f" ({gpu})" if gpu else "") + f", {result.get('dtype', 'float32')}"
+    return result.get("device", "?") + (f" ({gpu})" if gpu else "") + f", answering in {result.get('dtype', 'float32')}"
 
 
 def _cores(m: dict[str, Any]) -> str:
@@ -203,8 +205,8 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
             own = _summary_table(runs)
             if own:
                 lines += [f"{title}, the method's own measures (its summary of each run):", "", *own, ""]
-        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _seconds(s.get("cpu_seconds"), 1), s.get("device", "?"),
-                  "yes" if s.get("resumed") else "no"]
+        steps = [[s["step"], s["kind"], f"{s['seconds']:,.1f}", _seconds(s.get("cpu_seconds"), 1),
+                  (s.get("training") or {}).get("device") or s.get("device", "?"), "yes" if s.get("resumed") else "no"]
                  for s in _every_step(r)]
         lines += ["#### Steps", "", STEPS_NOTE, "",
                   *_table(["step", "kind", "seconds", "CPU seconds", "device", "resumed"], steps), ""]
