@@ -25,6 +25,7 @@ from engine.models.sft import (
     read_samples,
     target_loss,
     train,
+    save_model,
     write_samples,
 )
 from tests.cli_process import child_env
@@ -286,6 +287,17 @@ def test_lora_is_merged_on_save(tiny, tmp_path: Path, recwarn: pytest.WarningsRe
     assert not any("lora" in name for name, _ in from_adapter.model.named_parameters())
     # peft's use of a deprecated transformers property is not the user's to see, training or loading
     assert not [str(w.message) for w in recwarn if "is_gradient_checkpointing" in str(w.message)]
+
+
+def test_an_adapter_of_a_named_base_saves_without_a_warning(tiny, tmp_path: Path, recwarn: pytest.WarningsRecorder):
+    # a recipe names its base as --model does ("SmolLM2-135M-Instruct"), not a folder peft could read
+    from peft import LoraConfig, get_peft_model
+
+    lm = load_lm.__wrapped__(tiny, "cpu")
+    lm.model = get_peft_model(lm.model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    save_model(lm, tmp_path / "m", base="SmolLM2-135M-Instruct")
+    assert json.loads((tmp_path / "m" / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == "SmolLM2-135M-Instruct"
+    assert not [str(w.message) for w in recwarn if "config file" in str(w.message)]
 
 
 def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixture):

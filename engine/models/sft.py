@@ -551,7 +551,9 @@ def save_model(lm: Any, out_dir: str | Path, base: str | None = None) -> None:
             adapter.base_model_name_or_path = str(Path(base).resolve()) if base and Path(base).exists() else base or DEFAULT_LM
             if isinstance(adapter.target_modules, (set, frozenset)):  # peft writes a set in hash order
                 adapter.target_modules = sorted(adapter.target_modules)
-        model.save_pretrained(str(out / ADAPTER_DIR))
+        # LoRA here targets linear layers only and never resizes the vocabulary, so no embedding
+        # layer is saved; said outright, peft skips looking the base name up (a warning offline)
+        model.save_pretrained(str(out / ADAPTER_DIR), save_embedding_layers=False)
         (out / ADAPTER_DIR / "README.md").unlink(missing_ok=True)  # peft's blank model card
         (out / ADAPTER_DIR / TEMPLATE_FILE).write_text(lm.template + "\n", encoding="utf-8")
         model = model.merge_and_unload()
