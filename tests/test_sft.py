@@ -15,17 +15,18 @@ import torch
 from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAWarning, ParseError
 from engine.models.loading import load_lm
-from engine.models.transformers_lm import TransformersLM
+from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
 from engine.models.sft import (
     IGNORE,
     Sample,
     SftConfig,
     collate,
     encode,
+    load_trainable,
     read_samples,
+    save_model,
     target_loss,
     train,
-    save_model,
     write_samples,
 )
 from tests.cli_process import child_env
@@ -290,13 +291,10 @@ def test_lora_is_merged_on_save(tiny, tmp_path: Path, recwarn: pytest.WarningsRe
 
 
 def test_an_adapter_of_a_named_base_saves_without_a_warning(tiny, tmp_path: Path, recwarn: pytest.WarningsRecorder):
-    # a recipe names its base as --model does ("SmolLM2-135M-Instruct"), not a folder peft could read
-    from peft import LoraConfig, get_peft_model
-
-    lm = load_lm.__wrapped__(tiny, "cpu")
-    lm.model = get_peft_model(lm.model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
-    save_model(lm, tmp_path / "m", base="SmolLM2-135M-Instruct")
-    assert json.loads((tmp_path / "m" / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == "SmolLM2-135M-Instruct"
+    # a recipe names its base as --model does (the offline default's name), not a folder peft could read
+    lm = load_trainable(tiny, SftConfig(lora=True, lora_r=4, device="cpu"))
+    save_model(lm, tmp_path / "m", base=DEFAULT_LM)
+    assert json.loads((tmp_path / "m" / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == DEFAULT_LM
     assert not [str(w.message) for w in recwarn if "config file" in str(w.message)]
 
 
