@@ -138,7 +138,7 @@ def _summary_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     return _table(["measure", *runs], rows)
 
 
-def _device(result: dict[str, Any]) -> str:
+def _device_and_dtype(result: dict[str, Any]) -> str:
     """The device a results file's run used, with its GPU's name where it was one, and the dtype it
     answered in (a training stage's own precision is in the steps table): "cuda (NVIDIA H200),
     answering in bfloat16"."""
@@ -155,7 +155,7 @@ def _cores(m: dict[str, Any]) -> str:
 def _machine(result: dict[str, Any]) -> str:
     m = result.get("machine") or {}
     threads = m.get("torch_threads", "?")
-    return (f"device {_device(result)}; {_cores(m)}, "
+    return (f"device {_device_and_dtype(result)}; {_cores(m)}, "
             f"{threads} torch thread{'' if threads == 1 else 's'}")
 
 
@@ -244,7 +244,7 @@ def all_page(results: list[dict[str, Any]]) -> str:
 def _recipe_cost(result: dict[str, Any]) -> list[str]:
     m = result.get("machine") or {}
     training = sum(s["seconds"] for s in result.get("steps", []) if s["kind"] not in ("store", "samples"))
-    return [result["method"], result["recipe"], _device(result),
+    return [result["method"], result["recipe"], _device_and_dtype(result),
             _cores(m), f"{result.get('steps_seconds', 0):,.0f}",
             f"{training:,.0f}", _seconds(result.get("steps_cpu_seconds"), 0)]
 
