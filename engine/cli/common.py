@@ -15,11 +15,13 @@ from engine.ops import Compiled, Op
 from engine.render import render
 from engine.results import to_json
 
-STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default kgqa-data/store, or $KGQA_STORE), memory:, http://host:port/sparql, bolt://… or neo4j://…"
+STORE_HELP = "store URI: a directory or oxigraph:PATH (embedded, default {default}), memory:, http://host:port/sparql, bolt://… or neo4j://…"
 
 
-def add_store_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=None, help=STORE_HELP)
+def add_store_arguments(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--store`` and its options; without ``default`` the store is $KGQA_STORE, else kgqa-data/store."""
+    p.add_argument("--store", default=default,
+                   help=STORE_HELP.format(default=default or "kgqa-data/store, or $KGQA_STORE"))
     p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF stores (default: Freebase's)")
     p.add_argument(
         "--store-option",

@@ -37,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument("--strict-constraints", action="store_true", help="drop a question that loses any constraint, instead of keeping it without")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_store_arguments(b)
-    b.set_defaults(store=DEFAULT_KB_STORE)
+    add_store_arguments(b, default=DEFAULT_KB_STORE)
     add_output_arguments(b)
     b.set_defaults(handler=_run_build)
     c = actions.add_parser(
