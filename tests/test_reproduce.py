@@ -542,7 +542,14 @@ def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path
     assert main(["report", "--results", str(results), "--out", str(out)]) == 0
     assert stale_results(results) == [] and main(["report", "--check", "--results", str(results), "--out", str(out)]) == 0
     text = path.read_text()
+    # the description is prose outside the hash: reworded, the results stand and the page shows the new words
     path.write_text(text.replace("the tiny model on a toy KB", "the tiny model on a toy KB, described anew"))
+    assert stale_results(results) == []
+    assert "the tiny model on a toy KB, described anew" in render(results)["results-rog.md"]
+    # a setting changed: the results no longer say what the recipe gives, and the page keeps the run's words
+    path.write_text(text.replace("the tiny model on a toy KB", "the tiny model on a toy KB, described anew").replace("epochs = 1", "epochs = 2"))
+    page = render(results)["results-rog.md"]
+    assert "the tiny model on a toy KB\n" in page and "described anew" not in page
     [line] = stale_results(results)
     assert line.startswith(str(results / "rog" / "toy.json")) and "changed since this run" in line
     assert f"kgqa reproduce rog --recipe toy --recipe-file {path}`" in line

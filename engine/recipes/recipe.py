@@ -22,7 +22,8 @@ A recipe file holds one method's recipes (``[recipes.<name>]``), and may add sto
   each key it writes in place of that recipe's (``description`` it must write), except
   ``samples`` and ``stages``: each sample set or stage it writes changes the keys it writes of
   the one of that name (a sample set's name defaults to its dataset), or is added after them if
-  none has that name. The recipe's hash is taken of the recipe so made.
+  none has that name. The recipe's hash is taken of the recipe so made, its ``description``
+  aside: rewording the prose changes nothing a run does, so it leaves the results standing.
 
 A value ``"@stage"`` (or ``"@stage/file"``) names what an earlier stage wrote. Every key is
 checked: an unknown key, a missing one or a value of the wrong type is an error naming the file
@@ -166,7 +167,7 @@ class Recipe:
     validate: tuple[QuestionSelection, ...]
     evaluate: tuple[QuestionSelection, ...]
     stores: dict[str, StoreSource] = field(default_factory=dict)
-    #: sha256 of the recipe as written and of the stores it names
+    #: sha256 of the recipe as written, its description aside, and of the stores it names
     hash: str = ""
     #: the language models' weight precision when answering (None: the device's default)
     dtype: str | None = None
@@ -361,7 +362,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     validate, evaluate = runs("validate", False), runs("evaluate", True)
     used = {s.store for s in (*samples, *validate, *evaluate)} | {s.store for s in stages if s.store}
     digest = hashlib.sha256(json.dumps(
-        {"method": method, "recipe": resolved, "stores": [stores[s].describe() for s in sorted(used)]},
+        {"method": method, "recipe": {k: v for k, v in resolved.items() if k != "description"},
+         "stores": [stores[s].describe() for s in sorted(used)]},
         sort_keys=True, ensure_ascii=False,
     ).encode()).hexdigest()
     return Recipe(method, name, path, table["description"], config, tuple(samples), tuple(stages), validate, evaluate,

@@ -14,8 +14,9 @@ page), so they open with no heading of their own:
   the full recipe's number in the same convention (a ``kgqa eval`` metric, or ``method.<key>``: a
   number of the method's own summary of the run, such as ARG's logical-form ``method.em``).
 
-The output depends on the results files alone (no clock, no machine), so the committed tables
-can be checked by regenerating them (``--check``). ``--check`` also holds each results file against
+The output depends on the results files and the recipe files alone (no clock, no machine), so
+the committed tables can be checked by regenerating them (``--check``). A recipe's description is
+shown as its file words it now, where the recipe is still the one that ran. ``--check`` also holds each results file against
 the recipe that wrote it: a file whose recipe has changed since (another hash) or is gone no
 longer says what its recipe gives.
 """
@@ -184,6 +185,31 @@ def _resumed_elsewhere(result: dict[str, Any]) -> list[str]:
     return said
 
 
+def _recipe_path(result: dict[str, Any]) -> Path:
+    """The recipe file a results file names, relative paths read from the project's root."""
+    from engine.recipes.runner import ROOT
+
+    path = Path(result.get("recipe_file") or "")
+    return path if path.is_absolute() else ROOT / path
+
+
+def _description(result: dict[str, Any]) -> str:
+    """The recipe's description as its file words it now, where the recipe is still the one that
+    ran (the description is outside the hash); else as the run recorded it."""
+    from engine.recipes.recipe import load_recipe
+
+    text = result.get("description", "")
+    path = _recipe_path(result)
+    if path.is_file():
+        try:
+            recipe = load_recipe(result["method"], result["recipe"], path)
+        except InvalidInputError:
+            recipe = None
+        if recipe is not None and recipe.hash == result.get("recipe_hash"):
+            text = recipe.description
+    return " ".join(text.split())
+
+
 def method_page(method: str, results: list[dict[str, Any]]) -> str:
     lines = [HEADER.format(source=f"results/{method}/").rstrip("\n"), ""]
     if not results:
@@ -191,7 +217,7 @@ def method_page(method: str, results: list[dict[str, Any]]) -> str:
         return "\n".join(lines)
     for r in results:
         cpu = r.get("steps_cpu_seconds")
-        lines += [f"### Recipe `{r['recipe']}`", "", " ".join(r.get("description", "").split()), "",
+        lines += [f"### Recipe `{r['recipe']}`", "", _description(r), "",
                   f"From `{r.get('recipe_file', '?')}`; {_machine(r)}; {r.get('steps_seconds', 0):,.0f} s of steps "
                   + (f"({cpu:,.0f} CPU seconds) " if cpu is not None else "")
                   + "from a clean state. Intervals: 95 % bootstrap over the set's questions.", ""]
@@ -339,13 +365,11 @@ def stale_results(results_dir: Path) -> list[str]:
     """One line per results file under ``results_dir`` that its recipe, as the recipe file reads
     now, would not write: the recipe changed since the run (another hash), is gone, or its file is."""
     from engine.recipes.recipe import load_recipe, recipe_file
-    from engine.recipes.runner import ROOT
 
     found = []
     for r in read_results(results_dir):
         where = Path(results_dir) / r["method"] / f"{r['recipe']}.json"
-        path = Path(r.get("recipe_file") or "")
-        path = path if path.is_absolute() else ROOT / path
+        path = _recipe_path(r)
         if not path.is_file():
             found.append(f"{where}: its recipe file {r.get('recipe_file')} is not here")
             continue
