@@ -55,7 +55,7 @@ def validate_relation(name: object) -> str:
     """Return ``name`` if it is a well-formed relation name, else raise."""
     if not isinstance(name, str) or not RELATION_PATTERN.fullmatch(name):
         raise InvalidIdentifierError(
-            f"invalid relation name {clipped(repr(name), 200)}: relation names may contain only letters, digits, "
+            f"invalid relation name {clipped(repr(name), 200)}: relation names may contain only ASCII letters, digits, "
             "'_', '.', '/' and '-' (at most 256 characters), e.g. 'people.person.place_of_birth' "
             "or 'directed_by'"
         )
@@ -178,7 +178,7 @@ def validate_iri(iri: object, what: str, example: str = "http://example.org/x") 
     """``iri`` if it is an absolute IRI safe to write between angle brackets, else an error
     naming ``what`` it was meant to be."""
     if not isinstance(iri, str) or not IRI_PATTERN.fullmatch(iri):
-        raise InvalidIdentifierError(f"invalid {what} {iri!r}: give an absolute IRI such as {example}")
+        raise InvalidIdentifierError(f"invalid {what} {clipped(repr(iri), 200)}: give an absolute IRI such as {example}")
     return iri
 
 

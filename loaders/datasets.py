@@ -107,6 +107,11 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
             raise InvalidInputError(f"dataset {name_or_path!r} is not at {path}: set ${DATA_ENV} or give the file path")
     else:
         path = Path(name_or_path)
+        if path.is_dir():
+            raise InvalidInputError(f"question file {str(path)!r} is a directory: give one file of questions")
+        if not path.is_file() and (path.suffix or len(path.parts) > 1):  # named as a file, not as a dataset
+            raise InvalidInputError(f"question file {str(path)!r} does not exist: check the path, or give one of "
+                                    f"{', '.join([*DATASETS, *BUILT_DATASETS])}")
         if not path.is_file():
             raise InvalidInputError(
                 f"unknown dataset {str(name_or_path)!r}: give one of {', '.join([*DATASETS, *BUILT_DATASETS])} or a question file "

@@ -111,7 +111,14 @@ def test_errors_name_the_input_and_exit_2(demo_store, capsys):
     code, _, err = run(capsys, "query", "relations", "--store", demo_store)
     assert code == 2 and "at least one id or --literal" in err
     code, _, err = run(capsys, "query", "relations", "--literal", "(JOIN r m.1)", "--store", demo_store)
-    assert code == 2 and "is not a literal" in err
+    assert code == 2 and "is not a literal (it reads as a name or an expression, not a value)" in err
+    # a text with a space, unquoted: the fix is said; a megabyte of it is not echoed whole
+    code, _, err = run(capsys, "query", "relations", "--literal", "hello world", "--store", demo_store)
+    assert code == 2 and "'hello world' is not a literal (unexpected text" in err and "'\"hello world\"'" in err
+    code, _, err = run(capsys, "query", "relations", "--literal", "a" * 100_000, "--store", demo_store)
+    assert code == 2 and "(100,002 characters) is not a literal (invalid class name" in err and len(err) < 1_000
+    code, _, err = run(capsys, "query", "expand", "m.0kq01", "--relation", "film.é", "--store", demo_store)
+    assert code == 2 and "invalid relation name 'film.é': relation names may contain only ASCII letters" in err
     code, _, err = run(capsys, "load", "no/such/file.nt", "--store", demo_store, "--no-progress")
     assert code == 2 and "no/such/file.nt" in err
 

@@ -24,6 +24,12 @@ def test_unknown_names_and_missing_files_say_what_to_give(tmp_path):
         load_dataset("metaqa-1")
     with pytest.raises(InvalidInputError, match="is not at"):
         load_dataset("metaqa-2hop", tmp_path)
+    # a name written as a file is looked for as one, and said to be missing, not an unknown dataset
+    for missing in (tmp_path / "questions.jsonl", "qa_test.txt"):
+        with pytest.raises(InvalidInputError, match=re.escape(f"question file {str(missing)!r} does not exist")):
+            load_dataset(missing)
+    with pytest.raises(InvalidInputError, match=re.escape(f"question file {str(tmp_path)!r} is a directory")):
+        load_dataset(tmp_path)
 
 
 def _checkout(root: Path, data: bool) -> Path:

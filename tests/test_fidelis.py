@@ -40,6 +40,7 @@ from engine.methods.meter import Meter
 from engine.methods.run import run_method
 from engine.methods.spec import Models
 from loaders.questions import Question
+from tests.cli_process import run_kgqa
 from tests.random_graphs import node_ids, random_graph
 
 # ----------------------------------------------------------------------------- Eq. 3
@@ -172,6 +173,18 @@ def test_index_finds_exact_matches_first_and_refuses_a_stale_store(make_store, t
     (tmp_path / "a-file").write_text("")
     with pytest.raises(InvalidInputError, match="index path .*a-file is a file: give --index DIR"):
         index_dir(store, str(tmp_path / "a-file"))  # named before the index is built, not after
+    for blank in ("", " \t\n"):  # near nothing: its matches would be noise
+        with pytest.raises(InvalidInputError, match="the text to look up is empty"):
+            loaded.search(blank, "entities", 3)
+
+
+def test_kgqa_fidelis_search_refuses_blank_text_and_no_matches_before_loading_anything(tmp_path):
+    # the store does not exist: the arguments are refused before it, the index or the encoder opens
+    missing = str(tmp_path / "no-store")
+    result = run_kgqa("fidelis", "search", " ", "--store", missing, timeout=60)
+    assert result.returncode == 2 and "the text to look up is empty" in result.stderr
+    result = run_kgqa("fidelis", "search", "Titanic", "-m", "0", "--store", missing, timeout=60)
+    assert result.returncode == 2 and "argument -m: '0': give a whole number of at least 1" in result.stderr
 
 
 # ----------------------------------------------------------------------------- beam search

@@ -24,7 +24,7 @@ from engine.serve.server import Background
 from engine.serve.settings import ServeSettings
 from engine.servers.base import free_port
 from engine.store import Store
-from tests.cli_process import ROOT, child_env, wait_listening
+from tests.cli_process import ROOT, child_env, run_kgqa, wait_listening
 from tests.test_serve import CASES, GRAPH, YEAR, Gated, _writes, raw_query
 
 
@@ -208,6 +208,12 @@ def test_kgqa_mcp_over_stdio_answers_every_tool_as_the_python_api(store_dir):
                 opened.relations([YEAR], "in"))
 
         session(parameters, check)
+
+
+def test_kgqa_mcp_over_stdio_refuses_the_flags_of_the_http_transport(store_dir):
+    result = run_kgqa("mcp", "--store", str(store_dir), "--port", "9999", "--token", "s3cret", timeout=60)
+    assert result.returncode == 2
+    assert "--port, --token apply with --transport http only" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_kgqa_mcp_over_http_serves_on_loopback(store_dir):

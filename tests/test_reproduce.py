@@ -108,6 +108,19 @@ def test_a_recipe_file_that_is_not_toml_text_is_named(tmp_path, tiny):
     assert f"recipe file {path}: not valid TOML: arrays or tables nested too deep" in _error(path)
 
 
+def test_listing_a_recipe_file_checks_it(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    assert main(["reproduce", "rog", "--recipe-file", str(path), "--list"]) == 0
+    assert capsys.readouterr().out == "toy\tthe tiny model on a toy KB\n"
+    for text, says in (('method = "rog"\n', "missing key 'recipes'"), ('method = "rog"\n[recipes]\n', "recipes: no recipes"),
+                       (path.read_text().replace('method = "rog"', 'method = "ldr"'), "the file is 'ldr''s, not 'rog''s"),
+                       (path.read_text().replace("lr = 1e-3\n", ""), "missing key 'lr'")):
+        path.write_text(text)
+        assert main(["reproduce", "rog", "--recipe-file", str(path), "--list"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and str(path) in captured.err and says in captured.err
+
+
 def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     path = _toy(tmp_path, tiny)
     path.write_text(path.read_text().replace("lr = 1e-3\n", ""))

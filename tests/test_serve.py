@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from engine.cli.demo import sample_path
+from engine.errors import InvalidInputError
 from engine.graph import XSD, Literal, Triple
 from engine.methods import registry
 from engine.methods.run import run_method
@@ -37,7 +39,7 @@ from engine.servers.base import free_port
 from engine.store import Store
 from loaders.formats import read_triples
 from loaders.questions import Question
-from tests.cli_process import wait_listening
+from tests.cli_process import run_kgqa, wait_listening
 from tests.conftest import missing
 
 GRAPH = [t for t in read_triples(sample_path(), "ntriples") if isinstance(t, Triple)]
@@ -245,6 +247,27 @@ def test_cors_is_off_unless_origins_are_named(oxigraph):
         assert status == 200 and headers["access-control-allow-origin"] == "http://app.example"
         _, headers = _headers(client.url, "GET", "/v1/health", {"Origin": "http://other.example"})
         assert "access-control-allow-origin" not in headers
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"cors": ("app.example",)}, "CORS origin 'app.example' is not an origin"),
+    ({"cors": ("http://app.example/",)}, "CORS origin 'http://app.example/' is not an origin"),
+    ({"cors": ("http://app.example:port",)}, "CORS origin 'http://app.example:port' is not an origin"),
+    ({"dtype": "float8"}, "unknown dtype 'float8'"),
+    ({"device": "cuda:99"}, "cuda:99"),  # no machine here has a hundred GPUs
+])
+def test_settings_refuse_what_would_fail_only_at_a_request(given, says):
+    """An origin no browser sends, or a device or dtype no model can load on, is refused before
+    the server starts, not at its first answer."""
+    with pytest.raises(InvalidInputError, match=re.escape(says)):
+        ServeSettings(**given)
+    assert ServeSettings(cors=("*", "https://app.example:8443", "http://[::1]:5173")).cors[0] == "*"
+
+
+def test_kgqa_serve_refuses_a_bad_origin_before_listening(tmp_path):
+    result = run_kgqa("serve", "--store", "memory:", "--cors", "localhost:5173", "--port", str(free_port()), timeout=60)
+    assert result.returncode == 2 and "CORS origin 'localhost:5173' is not an origin" in result.stderr
+    assert "kgqa serve:" not in result.stderr  # it never announced itself listening
 
 
 class Gated:

@@ -4,11 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli.common import (
-    add_output_arguments,
-    add_store_arguments,
-    open_from_args,
-)
+from engine.cli.common import add_output_arguments, add_store_arguments, count, open_from_args
 from engine.methods.fidelis.config import ENCODER_HELP, INDEX_HELP
 
 
@@ -27,7 +23,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("search", help="the relations and entities of the index most similar to a text")
     p.add_argument("text", help="the text to embed and look up")
-    p.add_argument("-m", type=int, default=10, help="how many of each (default 10)")
+    p.add_argument("-m", type=count, default=10, help="how many of each (default 10)")
     p.add_argument("--index", default=None, help=INDEX_HELP)
     p.add_argument("--encoder", default=None, help=ENCODER_HELP)
     add_store_arguments(p)
@@ -64,8 +60,9 @@ def _index(args: argparse.Namespace) -> None:
 
 
 def _search(args: argparse.Namespace) -> None:
-    from engine.methods.fidelis.index import index_dir, open_index
+    from engine.methods.fidelis.index import check_search_text, index_dir, open_index
 
+    check_search_text(args.text)  # before the index and its encoder load
     with open_from_args(args) as store:
         index = open_index(store, index_dir(store, args.index), args.encoder, None, rebuild=False, progress=True)
         found = {kind: index.search(args.text, kind, args.m) for kind in ("relations", "entities")}

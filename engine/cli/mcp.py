@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 
 from engine.cli.common import add_store_arguments, open_from_args
-from engine.cli.listening import add_listening_arguments, announce, listen_address, listening_settings
-from engine.errors import KGQAError
+from engine.cli.listening import DEFAULTS, add_listening_arguments, announce, listen_address, listening_settings
+from engine.errors import InvalidInputError, KGQAError
+from engine.servers.base import LOOPBACK
 from engine.serve.settings import ServeSettings
+
+#: the port ``kgqa mcp --transport http`` listens on by default
+PORT = 8001
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_arguments(p)
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (default: the MCP client starts this command) or http (streamable HTTP at /mcp)")
-    add_listening_arguments(p, port=8001, call="a tool call", calls="tool calls", busy="gets a tool error", http_only="with --transport http, ")
+    add_listening_arguments(p, port=PORT, call="a tool call", calls="tool calls", busy="gets a tool error", http_only="with --transport http, ")
     p.set_defaults(handler=run_mcp)
+
+
+def _refuse_http_flags(args: argparse.Namespace) -> None:
+    """Over stdio nothing listens: a flag of the HTTP transport given with it is a mistake, not a no-op."""
+    given = [flag for flag, value, default in (("--host", args.host, LOOPBACK), ("--port", args.port, PORT),
+                                               ("--token", args.token, None), ("--max-body", args.max_body, DEFAULTS.max_body))
+             if value != default]
+    if given:
+        raise InvalidInputError(f"{', '.join(given)} apply with --transport http only (over stdio the MCP client "
+                                "starts this command and talks to it through its stdin and stdout): add --transport http "
+                                "or leave them out")
 
 
 def run_mcp(args: argparse.Namespace) -> None:
@@ -28,9 +43,10 @@ def run_mcp(args: argparse.Namespace) -> None:
 
         from engine.serve.mcp import create_server, http_app, serve_stdio
     except ImportError as e:
-        raise KGQAError(f"kgqa mcp needs the serve extra ({e}): pip install 'kgqa-engine[serve]'") from e
+        raise KGQAError(f"kgqa mcp needs the serve extra ({e}): pip install '.[serve]' in the checkout (make setup does)") from e
     settings = ServeSettings(**listening_settings(args))
     if args.transport == "stdio":
+        _refuse_http_flags(args)
         with open_from_args(args) as store:
             anyio.run(serve_stdio, create_server(store, settings))  # stdout carries the protocol: nothing else may print there
         return

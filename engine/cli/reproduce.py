@@ -55,13 +55,13 @@ def _recipe_name(args: argparse.Namespace) -> str:
 
 
 def _reproduce(args: argparse.Namespace) -> None:
-    from engine.recipes.recipe import read_file, recipe_file
+    from engine.recipes.recipe import load_recipe, recipe_file, recipe_names
     from engine.recipes.runner import reproduce
 
     path = Path(args.recipe_file) if args.recipe_file else recipe_file(args.method)
     if args.list:
-        for name, table in (read_file(path).get("recipes") or {}).items():
-            print(f"{name}\t{' '.join(str(table.get('description', '')).split())}")
+        for name in recipe_names(args.method, path):
+            print(f"{name}\t{' '.join(load_recipe(args.method, name, path).description.split())}")
         return
     results = reproduce(
         args.method, _recipe_name(args), recipe_path=path, workdir=Path(args.workdir), results_dir=Path(args.results),

@@ -67,7 +67,7 @@ def run_serve(args: argparse.Namespace) -> None:
         from engine.serve.app import create_app
         from engine.serve.server import run
     except ImportError as e:
-        raise KGQAError(f"kgqa serve needs the serve extra ({e}): pip install 'kgqa-engine[serve]'") from e
+        raise KGQAError(f"kgqa serve needs the serve extra ({e}): pip install '.[serve]' in the checkout (make setup does)") from e
     settings = settings_from_args(args)
     host, port = listen_address(args)
     with open_from_args(args) as store:

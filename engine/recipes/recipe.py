@@ -235,20 +235,33 @@ def read_file(path: Path) -> dict[str, Any]:
         raise InvalidInputError(f"cannot read recipe file {path}: {e.strerror}") from e
 
 
+def _read_recipes(method: str, path: Path) -> tuple[dict[str, Any], _Where]:
+    """``method``'s recipe file read, its top-level keys checked, and where its keys are named."""
+    raw = read_file(path)
+    top = _Where(path)
+    _check_table(raw, {"method": str, "stores": dict, "recipes": dict}, ("method", "recipes"), top)
+    if raw["method"] != method:
+        raise (top / "method").error(f"the file is {raw['method']!r}'s, not {method!r}'s")
+    if not raw["recipes"]:
+        raise (top / "recipes").error("no recipes: write at least one [recipes.NAME] table")
+    return raw, top
+
+
+def recipe_names(method: str, path: Path | None = None) -> list[str]:
+    """The names of the recipes in ``method``'s recipe file (``path``, default the engine's)."""
+    return list(_read_recipes(method, path or recipe_file(method))[0]["recipes"])
+
+
 def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     """Recipe ``name`` of ``method``'s recipe file (``path``, default the engine's), checked."""
     from engine.methods.registry import get
 
     spec = get(method)
     path = path or recipe_file(method)
-    raw = read_file(path)
-    top = _Where(path)
-    _check_table(raw, {"method": str, "stores": dict, "recipes": dict}, ("method", "recipes"), top)
-    if raw["method"] != method:
-        raise (top / "method").error(f"the file is {raw['method']!r}'s, not {method!r}'s")
+    raw, top = _read_recipes(method, path)
     recipes = raw["recipes"]
     if name not in recipes:
-        raise (top / "recipes").error(f"no recipe {name!r}: use one of {', '.join(recipes) or '(none)'}")
+        raise (top / "recipes").error(f"no recipe {name!r}: use one of {', '.join(recipes)}")
     stores = dict(BUILT_IN)
     for store_name, table in raw.get("stores", {}).items():
         where = top / "stores" / store_name

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from engine.errors import InvalidInputError
 from engine.identifiers import DEFAULT_LIMIT, positive_int, positive_seconds
@@ -65,10 +66,36 @@ class ServeSettings:
             positive_int(getattr(self, name), name.replace("_", " "))
         if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
             raise InvalidInputError("the bearer token must be a non-empty string")
+        for origin in self.cors:
+            check_origin(origin)
+        # the models load at a server's first answer: a wrong device or dtype is refused before it starts
+        if self.dtype is not None:
+            from engine.models.transformers_lm import check_dtype
+
+            check_dtype(self.dtype)
+        if self.device is not None:
+            from engine.models.device import pick_device
+
+            pick_device(self.device)
 
     @property
     def bounds(self) -> Bounds:
         return Bounds(self.timeout, self.max_rows)
+
+
+def check_origin(origin: str) -> None:
+    """Refuse a CORS origin that is not ``*`` or ``scheme://host[:port]``, which is all a browser
+    sends in its Origin header: anything else would match no request."""
+    if origin == "*":
+        return
+    try:
+        parts = urlsplit(origin)
+        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or origin != f"{parts.scheme}://{parts.netloc}":
+        raise InvalidInputError(f"CORS origin {origin!r} is not an origin: give scheme://host[:port], "
+                                "e.g. http://localhost:5173, with no path or trailing slash (or * for any)")
 
 
 def bounded_timeout(asked: float | None, maximum: float, what: str = "timeout") -> float:

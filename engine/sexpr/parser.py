@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.errors import InvalidIdentifierError, InvalidInputError, ParseError
+from engine.errors import InvalidIdentifierError, InvalidInputError, ParseError, clipped
 from engine.graph import XSD, Literal
 from engine.identifiers import validate_relation
 from engine.sexpr.tree import (
@@ -148,12 +148,17 @@ def check_size(text: str, tokens: list[Token]) -> None:
 def parse_literal(text: str) -> Literal:
     """A literal written as in an S-expression (``1990^^http://www.w3.org/2001/XMLSchema#gYear``,
     ``'"Paris"@en'``), e.g. a question's literal anchor given on the command line."""
-    node = parse(text)
-    if not isinstance(node, Value):
+    try:
+        node: object = parse(text)
+        why = "" if isinstance(node, Value) else "it reads as a name or an expression, not a value"
+    except SExprSyntaxError as e:
+        why = str(e)
+    if why:
         raise InvalidInputError(
-            f"{text!r} is not a literal: write e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear or '\"Paris\"@en'"
+            f"{clipped(repr(text), 200)} is not a literal ({why}): write e.g. 1990^^http://www.w3.org/2001/XMLSchema#gYear "
+            "or '\"Paris\"@en', and a text with spaces in double quotes: '\"hello world\"'"
         )
-    return node.literal
+    return node.literal  # type: ignore[attr-defined]
 
 
 class _Parser:
@@ -295,11 +300,12 @@ class _Parser:
 
     def name(self, token: Token, what: str) -> str:
         if token.kind != "atom":
-            raise self.error(token.position, f"expected a {what} name, found {token.text!r}")
+            raise self.error(token.position, f"expected a {what} name, found {clipped(repr(token.text), 200)}")
         try:
             return validate_relation(token.text)
         except InvalidIdentifierError as e:
-            raise self.error(token.position, f"invalid {what} name {token.text!r}") from e
+            raise self.error(token.position, f"invalid {what} name {clipped(repr(token.text), 200)}: names may contain "
+                             "only ASCII letters, digits, '_', '.', '/' and '-' (at most 256 characters)") from e
 
     def relation(self) -> Relation:
         token = self.next("a relation")

@@ -120,6 +120,12 @@ class IndexInfo:
     seconds: float
 
 
+def check_search_text(text: str) -> None:
+    """Refuse a blank text: its embedding is near no relation or entity, so its matches would be noise."""
+    if not text.strip():
+        raise InvalidInputError("the text to look up is empty: give a few words, e.g. a question or a relation's name")
+
+
 def _unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
@@ -238,6 +244,7 @@ class EmbeddingIndex:
             raise InvalidInputError(f"unknown index kind {kind!r}: use {' or '.join(KINDS)}")
         if m < 1:
             raise InvalidInputError(f"m must be at least 1, not {m}")
+        check_search_text(text)
         scores = self.matrix[kind] @ self.embed([text])[0]
         m = min(m, len(scores))
         top = np.argpartition(-scores, m - 1)[:m]
