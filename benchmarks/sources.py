@@ -7,7 +7,6 @@ this module only.
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError
 from engine.graph import FREEBASE_NS, Literal, Triple
+from engine.outputs import written_whole
 from engine.results import LoadReport
 from engine.servers import falkordb, virtuoso
 from engine.servers.base import Server, ServerUnavailable
@@ -112,15 +112,13 @@ def write_ntriples(triples: Iterator[Triple], path: Path, namespace: str = FREEB
     iris: dict[str, str] = {}
     count = 0
     opener = gzip.open if path.suffix == ".gz" else open
-    tmp = path.with_name(path.name + ".part")
-    with opener(tmp, "wt", encoding="utf-8", newline="\n") as out:  # type: ignore[operator]
+    with written_whole(path) as tmp, opener(tmp, "wt", encoding="utf-8", newline="\n") as out:  # type: ignore[operator]
         for t in triples:
             r = iris.get(t.relation)
             if r is None:
                 r = iris[t.relation] = terms.iri(t.relation)
             out.write(f"{terms.iri(t.subject)} {r} {terms.term(t.object)} .\n")
             count += 1
-    os.replace(tmp, path)
     return count
 
 

@@ -182,7 +182,11 @@ def validate_iri(iri: object, what: str, example: str = "http://example.org/x") 
     return iri
 
 
-def validate_hops(hops: object, name: str = "hops", maximum: int = 8) -> int:
+#: the most hops a walk, a path or a plan may take: each hop multiplies the work
+MAX_HOPS = 8
+
+
+def validate_hops(hops: object, name: str = "hops", maximum: int = MAX_HOPS) -> int:
     if isinstance(hops, bool) or not isinstance(hops, int) or not 1 <= hops <= maximum:
         raise InvalidInputError(f"invalid {name} {hops!r}: use an integer from 1 to {maximum}")
     return hops

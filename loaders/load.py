@@ -15,6 +15,7 @@ import inspect
 import itertools
 import os
 import queue
+import re
 import stat
 import sys
 import threading
@@ -30,6 +31,7 @@ from engine.errors import InvalidInputError, KGQAWarning
 from engine.graph import FREEBASE_NS, Triple
 from engine.identifiers import check_list, positive_int
 from engine.open import beside_store
+from engine.outputs import refuse_input_as_output
 from engine.results import LoadReport
 from engine.store import Store
 from loaders.formats import (
@@ -92,8 +94,10 @@ def load_files(
     verify_inputs(files, progress)
     check_reject_share(max_reject_share)
     rejects_file = Path(rejects_path) if rejects_path is not None else default_rejects_path(store, files[0])
-    _refuse_input_as_rejects(rejects_file, files)
+    refuse_input_as_output(rejects_file, files, what="the rejects file", option="--rejects (rejects_path=)")
+    _refuse_rejects_in_store(rejects_file, store)
     _refuse_unsafe_rejects(rejects_file)
+    _refuse_overwriting(rejects_file)
     rejects = RejectsFile(rejects_file, always=rejects_path is not None)
     report = LoadReport()
     started = time.perf_counter()
@@ -364,16 +368,38 @@ def _unwritable_rejects(rejects: Path, why: str) -> str:
     return f"cannot write the rejects file {str(rejects)!r}: {why}; name another with --rejects (rejects_path=)"
 
 
-def _refuse_input_as_rejects(rejects: Path, files: list[Path]) -> None:
-    """Writing the rejects file truncates it: it may not be one of the inputs (under any name)."""
-    if not rejects.exists():
-        return
-    for path in files:
-        if os.path.samefile(rejects, path):
-            raise InvalidInputError(
-                f"the rejects file {str(rejects)!r} is the input {str(path)!r}: writing rejects there would "
-                "destroy the input; give --rejects (rejects_path=) another file"
-            )
+def _refuse_rejects_in_store(rejects: Path, store: Store) -> None:
+    """The rejects file may not be inside an embedded store's folder, among the files the
+    store's database owns (one named CURRENT would break the store)."""
+    folder = getattr(store, "path", None)
+    if folder and rejects.resolve().is_relative_to(Path(folder).resolve()):
+        raise InvalidInputError(
+            f"the rejects file {str(rejects)!r} is inside the store's folder {folder}: writing there would damage "
+            "the store; give --rejects (rejects_path=) a file outside it"
+        )
+
+
+#: a line of a rejects file, as :class:`RejectsFile` writes it: ``file:line<TAB>reason<TAB>``
+_REJECTS_LINE = re.compile(rb"[^\t\n]*:\d+\t[^\t\n]*\t")
+
+
+def is_rejects_file(path: Path) -> bool:
+    """Whether ``path`` is empty or starts with a line as :class:`RejectsFile` writes them: a
+    file that a load may overwrite with its own rejects."""
+    with open(path, "rb") as f:
+        head = f.read(64 * 1024)
+    return not head or _REJECTS_LINE.match(head) is not None
+
+
+def _refuse_overwriting(rejects: Path) -> None:
+    """Writing the rejects file empties it: an existing file must be an earlier load's rejects
+    (or empty), never a file of the user's."""
+    if rejects.is_file() and not is_rejects_file(rejects):
+        raise InvalidInputError(
+            f"the rejects file {str(rejects)!r} exists and is not a rejects file of an earlier load (its first line is not "
+            "FILE:LINE<TAB>REASON<TAB>TEXT): writing rejects there would destroy it; give --rejects (rejects_path=) a new "
+            "file, or remove that one first"
+        )
 
 
 def _plan(

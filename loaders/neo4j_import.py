@@ -19,6 +19,7 @@ Usage::
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -33,10 +34,19 @@ from cypher.schema import NEO4J_SCHEMA, canonical_triple
 from cypher.terms import literal_key
 from engine import limits
 from engine.errors import InvalidInputError
+from engine.outputs import refuse_input_as_output
 from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 from loaders.formats import detect_format, get_format
-from loaders.load import FORMAT_SAMPLE, FormatCheck, RejectsFile, check_paths, check_reject_share, verify_inputs
+from loaders.load import (
+    FORMAT_SAMPLE,
+    FormatCheck,
+    RejectsFile,
+    check_paths,
+    check_reject_share,
+    is_rejects_file,
+    verify_inputs,
+)
 from loaders.source import Reject
 
 NODE_HEADER = ("id:ID(Entity)", "name", ":LABEL")
@@ -130,12 +140,15 @@ def export_neo4j_import(
 ) -> Neo4jImport:
     """Write ``triples`` as neo4j-admin import files into ``directory`` (created if needed;
     files of an earlier export there are overwritten) and return the command lines to run.
+    A directory that holds anything else than an earlier export is refused
+    (:func:`check_import_directory`).
 
     Duplicate triples are written once. Every triple is validated first (ids, relation,
     literal), so a bad one stops the export before the importer sees it.
     """
     started = time.monotonic()
     out = Path(directory)
+    check_import_directory(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(RELATION_FILES):
         old.unlink()
@@ -187,6 +200,48 @@ def export_neo4j_import(
     return report
 
 
+def check_import_directory(out: Path, inputs: Iterable[Path] = ()) -> None:
+    """Refuse an import directory that is or holds one of the ``inputs``, or that is neither
+    new, empty nor an earlier export: one whose files of the names an export writes (and
+    overwrites, or removes) all begin as an export writes them (:func:`_written_by_export`).
+    Other files in an earlier export's directory stay as they are."""
+    refuse_input_as_output(out, inputs, what="the import directory", option="--out")
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"the import directory {str(out)!r} is a file: name a new directory, or an earlier export's")
+    if not out.is_dir():
+        return
+    names = sorted(os.listdir(out))
+    exported = [n for n in names if n in (*EXPORT_FILES, REJECTS_FILE) or fnmatch.fnmatchcase(n, RELATION_FILES)]
+    foreign = [n for n in exported if not _written_by_export(out / n)]
+    if foreign:
+        raise InvalidInputError(
+            f"the import directory {str(out)!r} holds {foreign[0]}, which no export wrote: an export there would overwrite "
+            "or remove it; give --out a new or empty folder"
+        )
+    if names and not exported:
+        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        raise InvalidInputError(
+            f"the import directory {str(out)!r} is neither empty nor an earlier export (it holds {shown}); give --out a new "
+            "or empty folder"
+        )
+
+
+def _written_by_export(path: Path) -> bool:
+    """Whether the file ``path`` begins as the export writes the file of its name."""
+    if not path.is_file() or path.is_symlink():
+        return False
+    if path.name == REJECTS_FILE:
+        return is_rejects_file(path)
+    starts = {
+        NODE_FILE: (_csv_line(NODE_HEADER),),
+        LITERAL_FILE: (_csv_line(LITERAL_HEADER),),
+        SCHEMA_FILE: ("CREATE CONSTRAINT kgqa_",),
+    }.get(path.name, (_csv_line(ENTITY_EDGE_HEADER), _csv_line(LITERAL_EDGE_HEADER)))
+    with open(path, "rb") as f:
+        head = f.read(256)
+    return any(head.startswith(start.encode()) for start in starts)
+
+
 def export_files(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     directory: str | Path,
@@ -217,8 +272,7 @@ def export_files(
         readers.append((path, fmt, {"namespace": namespace} if fmt.namespaced else {}))
     verify_inputs(files, progress)
     out = Path(directory)
-    if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"the import directory {str(out)!r} is a file: name a new directory, or an earlier export's")
+    check_import_directory(out, files)
     (out / REJECTS_FILE).unlink(missing_ok=True)
     rejects = RejectsFile(out / REJECTS_FILE, always=False)
     check = limits.term_check(limits.NEO4J)

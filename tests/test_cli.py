@@ -193,6 +193,104 @@ def test_load_creates_a_store_and_says_so(tmp_path, capsys):
     assert json.loads(out)["triples"] == 1
 
 
+@pytest.mark.parametrize("command", ["load", "demo"])
+def test_a_store_is_made_only_in_a_new_or_empty_folder(command, tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    argv = {"load": ["load", str(kb), "--format", "metaqa", "--no-progress"], "demo": ["demo"]}[command]
+    # a folder of one's own, even one holding files named as RocksDB names its own
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    held = {"notes.txt": "mine\n", "LOG": "my log\n", "CURRENT": "my current\n"}
+    for name, text in held.items():
+        (mine / name).write_text(text)
+    code, _, err = run(capsys, *argv, "--store", str(mine))
+    assert code == 2 and f"{mine} is neither a kgqa store nor empty" in err and "give a new or empty folder" in err
+    assert {p.name: p.read_text() for p in mine.iterdir()} == held  # nothing written, renamed or removed
+    # an empty folder takes a new store, and the store opens again
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(capsys, *argv, "--store", str(empty))[0] == 0
+    assert run(capsys, *argv, "--store", str(empty))[0] == 0
+
+
+@pytest.mark.parametrize("damage", ["garbled CURRENT", "truncated sst"])
+def test_a_damaged_store_is_named_without_a_traceback(damage, demo_store, capsys):
+    from pathlib import Path
+
+    folder = Path(demo_store)
+    if damage == "garbled CURRENT":
+        (folder / "CURRENT").write_text("garbage\n")
+    else:
+        for sst in folder.glob("*.sst"):
+            os.truncate(sst, 10)
+    code, out, err = run(capsys, "stats", "--store", demo_store)
+    assert code == 2 and out == ""
+    assert f"the store at {folder} is damaged: Corruption: " in err
+    assert "restore it from a backup or load it again into a new folder" in err
+
+
+def test_demo_refuses_a_store_that_holds_other_data(demo_store, tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    store = str(tmp_path / "mine")
+    assert run(capsys, "load", str(kb), "--format", "metaqa", "--store", store, "--no-progress")[0] == 0
+    code, out, err = run(capsys, "demo", "--store", store)
+    assert code == 2 and "holds other data (1 triple, not the demo's sample)" in err and "give --store a new folder" in err
+    code, out, _ = run(capsys, "stats", "--store", store, "--json")
+    assert json.loads(out)["triples"] == 1  # the sample was not added
+    code, out, _ = run(capsys, "demo", "--store", demo_store)  # the demo's own store runs again
+    assert code == 0 and "already there 73" in out
+
+
+@pytest.mark.parametrize("command", ["load", "neo4j-import"])
+def test_a_reject_share_past_one_is_refused(command, tmp_path, capsys):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("A|r|B\n", encoding="utf-8")
+    where = ["--store", str(tmp_path / "s")] if command == "load" else ["--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit_:
+        main([command, str(kb), *where, "--max-reject-share", "2"])
+    assert exit_.value.code == 2 and "'2': give a fraction from 0 to 1" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("operation, flag", [("subgraph", "--hops"), ("shortest_paths", "--max-hops")])
+def test_hops_past_the_engines_bound_are_refused_as_arguments(operation, flag, capsys):
+    ids = ["m.1"] if operation == "subgraph" else ["--sources", "m.1", "--targets", "m.2"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["query", operation, *ids, flag, "1000", "--store", "memory:"])
+    assert exit_.value.code == 2 and f"argument {flag}: '1000': give a whole number from 1 to 8" in capsys.readouterr().err
+
+
+def test_neo4j_import_never_writes_over_an_input_or_a_folder_it_did_not_export(tmp_path, capsys):
+    data = tmp_path / "ud7"
+    data.mkdir()
+    nodes = data / "nodes.csv"
+    nodes.write_text("A\tr\tB\n", encoding="utf-8")
+    (data / "rel-1.csv").write_text("mine\n")
+    code, _, err = run(capsys, "neo4j-import", str(nodes), "--format", "tsv", "--out", str(data), "--no-progress")
+    assert code == 2 and f"the import directory {str(data)!r} holds the input {str(nodes)!r}" in err
+    assert "would destroy the input" in err
+    # a folder that holds files of an export's names that no export wrote, or only other files
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "rejects.tsv").write_text("my own table\n")
+    (mine / "rel-1.csv").write_text("mine\n")
+    code, _, err = run(capsys, "neo4j-import", str(nodes), "--format", "tsv", "--out", str(mine), "--no-progress")
+    assert code == 2 and "holds rejects.tsv, which no export wrote" in err and "give --out a new or empty folder" in err
+    (mine / "rejects.tsv").unlink()
+    (mine / "rel-1.csv").rename(mine / "notes.txt")
+    code, _, err = run(capsys, "neo4j-import", str(nodes), "--format", "tsv", "--out", str(mine), "--no-progress")
+    assert code == 2 and "is neither empty nor an earlier export (it holds notes.txt)" in err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and nodes.read_text() == "A\tr\tB\n"
+    # an earlier export is replaced, and a file of one's own beside it stays
+    out = tmp_path / "out"
+    assert run(capsys, "neo4j-import", str(nodes), "--format", "tsv", "--out", str(out), "--no-progress")[0] == 0
+    (out / "notes.txt").write_text("mine\n")
+    assert run(capsys, "neo4j-import", str(nodes), "--format", "tsv", "--out", str(out), "--no-progress")[0] == 0
+    assert (out / "notes.txt").read_text() == "mine\n"
+
+
 def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, capsys):
     kb = tmp_path / "kb.txt"
     long_id = "€" * 3000  # 9,000 bytes: a valid id, past the 8,000 bytes Neo4j's id index takes

@@ -103,7 +103,7 @@ def test_default_rejects_file_only_when_there_are_rejects_and_never_beside_the_i
 
 
 def test_explicit_rejects_file_is_written_even_when_empty(tmp_path):
-    rejects = write(tmp_path / "rejects.tsv", "stale content from an earlier run\n")
+    rejects = write(tmp_path / "rejects.tsv", "old.tsv:3\tmalformed line\tstale content from an earlier run\n")
     report = load_files(ReferenceStore(), write(tmp_path / "kb.tsv", "a\tr\tb\n"), rejects_path=rejects, progress=False)
     assert report.rejects_file == str(rejects)
     assert rejects.read_text() == ""

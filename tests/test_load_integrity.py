@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import gzip
+import json
 import os
 import random
 import shutil
@@ -115,6 +116,38 @@ def test_the_command_refuses_an_input_as_its_rejects_file(tmp_path, capsys):
     code = main(["load", str(source), "--rejects", str(source), "--store", str(tmp_path / "s"), "--no-progress"])
     assert code == 2 and "is the input" in capsys.readouterr().err
     assert source.read_text() == text
+
+
+def test_a_rejects_file_inside_the_store_is_refused_and_the_store_kept(tmp_path, capsys):
+    source = _with_bad_lines(tmp_path)
+    store = tmp_path / "store"
+    assert main(["load", str(source), "--store", str(store), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["load", str(source), "--store", str(store), "--rejects", str(store / "CURRENT"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"the rejects file {str(store / 'CURRENT')!r} is inside the store's folder" in err and "outside it" in err
+    assert (store / "CURRENT").read_bytes().startswith(b"MANIFEST-")  # RocksDB's, not a rejects line
+    assert main(["stats", "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["triples"] == CLEAN_TSV[:200].count(b"\n")
+
+
+def test_a_rejects_file_overwrites_only_an_earlier_loads_rejects(tmp_path, capsys):
+    source = _with_bad_lines(tmp_path)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("my notes\n")
+    store = str(tmp_path / "store")
+    assert main(["load", str(source), "--store", store, "--rejects", str(precious), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"the rejects file {str(precious)!r} exists and is not a rejects file of an earlier load" in err
+    assert "give --rejects (rejects_path=) a new file, or remove that one first" in err
+    assert precious.read_text() == "my notes\n" and not os.path.exists(store)
+    # an earlier load's rejects file, and an empty file, are written over
+    rejects = tmp_path / "rejects.tsv"
+    for before in ("", f"{source}:1\tmalformed\told line\n"):
+        rejects.write_text(before)
+        assert main(["load", str(source), "--store", store, "--rejects", str(rejects), "--no-progress"]) == 0
+        lines = source.read_bytes().count(b"\n")  # the last two are the bad ones
+        assert [line.split("\t")[0] for line in rejects.read_text().splitlines()] == [f"{source}:{lines - 1}", f"{source}:{lines}"]
 
 
 def _with_bad_lines(tmp_path: Path) -> Path:

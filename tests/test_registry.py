@@ -32,7 +32,7 @@ def _other_value(o):
     if o.kind is bool:
         return not o.default
     if o.kind is int:
-        return (o.default or 0) + 7
+        return min((o.default or 0) + 7, o.most) if o.most is not None else (o.default or 0) + 7
     if o.kind is float:
         return (o.default or 0.0) + 0.5
     return "some/value"
@@ -85,6 +85,15 @@ def test_every_number_option_is_held_to_its_least_value_however_it_is_given(name
         # the command refuses it before it opens a store or loads a model
         assert main([name, "run", "--dataset", "d", "--store", str(tmp_path / "none"), o.flag, str(below)]) == 2
         assert says in capsys.readouterr().err
+        if o.most is not None:  # and a value past its largest, the same ways
+            above = o.most + 1 if o.kind is int else o.most + 0.5
+            says = f"option {o.name} ({o.flag}) = {above!r}: use"
+            with pytest.raises(InvalidInputError, match=re.escape(says)):
+                spec.config(**{o.name: above})
+            with pytest.raises(InvalidInputError, match=re.escape(says)):
+                make_config(spec.config, {o.name: str(above)})
+            assert main([name, "run", "--dataset", "d", "--store", str(tmp_path / "none"), o.flag, str(above)]) == 2
+            assert says in capsys.readouterr().err
     if any(o.kind is float for o in numbers):
         o = next(o for o in numbers if o.kind is float)
         with pytest.raises(InvalidInputError, match="use a number"):

@@ -306,3 +306,34 @@ def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, c
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("missing_topics") for r in records] == [None, ["Nosferatu"]]
     assert records[1]["prediction"] == [] and "Nosferatu not in the store" in records[1]["warning"]
+
+
+def test_a_failed_command_line_run_leaves_an_existing_output_file_as_it_was(tmp_path, capsys):
+    from engine.cli.main import main
+    from tests.tiny_lm import make_tiny_lm
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Titanic|directed_by|James Cameron\n")
+    qa = tmp_path / "qa_dev.txt"
+    qa.write_text("who directed [Titanic]\tJames Cameron\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n")
+    store, out = str(tmp_path / "store"), tmp_path / "out.jsonl"
+    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    model = make_tiny_lm(tmp_path / "tiny")
+    common = ["--dataset", str(qa), "--split", "all", "--store", store, "--model", model, "--out", str(out), "--no-progress"]
+    out.write_text("earlier results\n")
+    # a plan longer than the engine walks: refused with the other options, before anything is written
+    for command in ("run", "export-training"):
+        capsys.readouterr()
+        assert main(["rog", command, *common, "--max-hops", "1000"]) == 2
+        assert "option max_hops (--max-hops) = 1000: use an integer from 1 to 8" in capsys.readouterr().err
+        assert out.read_text() == "earlier results\n"
+    # a run that fails once it is answering: the predictions went to out.jsonl.part, which goes too
+    qa.write_text("who directed [Titanic]" + " and" * 3000 + "\tJames Cameron\n")
+    assert main(["rog", "run", *common, "--mode", "paths", "--max-hops", "1"]) == 2
+    assert "is longer than the 8,192 that" in capsys.readouterr().err
+    assert out.read_text() == "earlier results\n" and sorted(p.name for p in tmp_path.glob("out*")) == ["out.jsonl"]
+    # one that succeeds replaces it
+    qa.write_text("who directed [Titanic]\tJames Cameron\n")
+    assert main(["rog", "run", *common, "--mode", "paths", "--max-hops", "1"]) == 0
+    assert [json.loads(line)["question"] for line in out.read_text().splitlines()] == ["who directed [Titanic]"]

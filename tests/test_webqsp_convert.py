@@ -51,6 +51,23 @@ def test_convert_command_writes_the_parses_and_reports_the_coverage(converted, s
     assert all(shape in text for shape in report.uncovered)
 
 
+def test_convert_never_writes_over_its_input(tmp_path, capsys):
+    from engine.cli.main import main
+
+    webqsp = tmp_path / "wq.json"
+    text = json.dumps({"Questions": [{"QuestionId": "WebQTrn-0", "ProcessedQuestion": "who", "Parses": []}]})
+    webqsp.write_text(text)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.json").symlink_to(webqsp)
+    for out in (webqsp, tmp_path / "sub" / ".." / "wq.json", tmp_path / "link.json"):
+        assert main(["webqsp", "convert", "--webqsp", str(webqsp), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"the output file {str(out)!r} is the input {str(webqsp)!r}" in err and "give --out another path" in err
+        assert webqsp.read_text() == text
+    assert main(["webqsp", "convert", "--webqsp", str(webqsp), "--out", str(tmp_path / "forms.jsonl")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forms.jsonl", "link.json", "sub", "wq.json"]  # no .part left
+
+
 def test_a_file_that_is_not_webqsp_json_is_named(tmp_path):
     from engine.errors import InvalidInputError
 

@@ -59,10 +59,31 @@ def seconds(text: str) -> float:
     return value
 
 
+def hops(text: str) -> int:
+    """An argparse type: a number of hops, from 1 to :data:`engine.identifiers.MAX_HOPS`."""
+    from engine.identifiers import MAX_HOPS, validate_hops
+
+    try:
+        return validate_hops(int(text))
+    except (ValueError, InvalidInputError):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to {MAX_HOPS}") from None
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a fraction from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction from 0 to 1")
+    return value
+
+
 def add_reject_share_argument(p: argparse.ArgumentParser, doing: str) -> None:
     """``--max-reject-share``: when a file read in the wrong format stops ``kgqa load`` and ``kgqa neo4j-import``."""
     p.add_argument(
-        "--max-reject-share", type=float, default=0.5, metavar="FRACTION",
+        "--max-reject-share", type=fraction, default=0.5, metavar="FRACTION",
         help=f"stop, {doing} nothing of a file, when more than this share of its first 1000 lines is rejected "
         "(a wrong --format); default 0.5, 1 never stops",
     )

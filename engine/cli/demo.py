@@ -4,14 +4,34 @@ from __future__ import annotations
 
 from importlib import resources
 
+from engine.errors import InvalidInputError
 from engine.open import open_store
 from engine.render import render
+from engine.store import Store
 
 SAMPLE = "sample_freebase.nt"
 
 
 def sample_path() -> str:
     return str(resources.files("engine") / "data" / SAMPLE)
+
+
+def _refuse_other_data(store: Store) -> None:
+    """The demo loads its sample only into an empty store or an earlier demo's: one whose
+    triples and relations count as the sample's do."""
+    held = store.count_triples()
+    if held == 0:
+        return
+    from loaders.load import load_files
+
+    with open_store("memory:") as sample:
+        load_files(sample, [sample_path()], "ntriples", progress=False)
+        if held == sample.count_triples() and store.stats().relations == sample.stats().relations:
+            return
+    raise InvalidInputError(
+        f"the store {store.uri} holds other data ({held:,} triple{'s' * (held != 1)}, not the demo's sample): the demo "
+        "adds its sample only to a new folder or an earlier demo's store; give --store a new folder (default kgqa-data/demo)"
+    )
 
 
 def run_demo(store_uri: str = "kgqa-data/demo") -> None:
@@ -22,6 +42,7 @@ def run_demo(store_uri: str = "kgqa-data/demo") -> None:
         print(render(result, names))
 
     with open_store(store_uri) as store:
+        _refuse_other_data(store)
         report = load_files(store, [sample_path()], "ntriples", progress=False)
         print(
             f"Loaded {sample_path()} into {store.uri}: read {report.read}, new {report.loaded}, "

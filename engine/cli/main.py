@@ -16,6 +16,7 @@ from engine.cli.common import (
     add_store_arguments,
     emit,
     emit_explained,
+    hops,
     open_from_args,
     parse_anchors,
     reject_share,
@@ -100,14 +101,14 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     limit(p)
     p = op("subgraph", "edges met by a breadth-first expansion")
     p.add_argument("seeds", nargs="+", help="entity ids the expansion starts from")
-    p.add_argument("--hops", type=int, default=1, help="layers to expand (default 1)")
+    p.add_argument("--hops", type=hops, default=1, help="layers to expand (default 1)")
     p.add_argument("--relation", action="append", dest="relations", help="follow only this relation (repeatable; default: all)")
     direction(p)
     limit(p)
     p = op("shortest_paths", "all shortest undirected paths between sources and targets")
     p.add_argument("--sources", nargs="+", required=True, help="entity ids the paths start from")
     p.add_argument("--targets", nargs="+", required=True, help="entity ids the paths end at")
-    p.add_argument("--max-hops", type=int, default=3, help="longest path looked for (default 3)")
+    p.add_argument("--max-hops", type=hops, default=3, help="longest path looked for (default 3)")
     p.add_argument(
         "--exclude", action="append", default=[], metavar="RELATION",
         help="a relation no path may use, repeatable (type.object.type and type.object.name are left out too)",

@@ -26,6 +26,7 @@ from engine.cli.common import (
 from engine.errors import InvalidInputError
 from engine.methods.registry import specs
 from engine.methods.spec import MethodSpec, Models
+from engine.outputs import written_whole
 
 if TYPE_CHECKING:
     from engine.models.sft import Sample
@@ -109,7 +110,9 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
     models = Models(device=args.device, dtype=dtype, questions=selection)
     with open_from_args(args) as store:
         method = spec.build(config, store, models)
-        summary = run_method(method, questions, args.out, progress=not args.no_progress)
+        with written_whole(args.out) as partial:
+            summary = run_method(method, questions, partial, progress=not args.no_progress)
+        summary["predictions"] = args.out
     summary = {"dataset": args.dataset, "split": args.split, **summary}
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
     return summary
@@ -164,7 +167,8 @@ def export_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, An
 
     with open_from_args(args) as store:
         shown = tqdm(questions, desc=f"{spec.name} samples", unit="q", file=sys.stderr, disable=args.no_progress)
-        counts = write_samples(noted(spec.training_samples(store, shown, config)), args.out)
+        with written_whole(args.out) as partial:
+            counts = write_samples(noted(spec.training_samples(store, shown, config)), partial)
     report = {"questions": len(questions), "without_samples": sum(q.id not in seen for q in questions),
               "samples": counts, "out": args.out}
     if args.json:

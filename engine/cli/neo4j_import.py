@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "to rejects.tsv in --out.",
     )
     p.add_argument("files", nargs="+", help="files to convert (gzip or plain), all in one format")
-    p.add_argument("--out", required=True, metavar="DIR", help="the import directory (created; an earlier export there is replaced)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the import directory: a new or empty folder, or an earlier export's, which is replaced")
     p.add_argument("--format", default=None, help="ntriples, freebase, metaqa, tsv, entity-names, rog (default: from the file name)")
     p.add_argument("--namespace", default=FREEBASE_NS, help="namespace of ids in RDF input (default: Freebase's)")
     p.add_argument("--database", default="neo4j", help="the Neo4j database to import into (default neo4j)")

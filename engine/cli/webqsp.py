@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.cli.common import add_output_arguments, add_store_arguments, open_from_args
 from engine.errors import InvalidInputError
+from engine.outputs import refuse_input_as_output, written_whole
 from engine.results import to_json
 
 #: the store the KB goes into unless --store names another
@@ -90,10 +91,9 @@ def _run_build(args: argparse.Namespace) -> None:
 def _run_convert(args: argparse.Namespace) -> None:
     from engine.sexpr.webqsp import convert_all, read_questions
 
+    refuse_input_as_output(args.out, [args.webqsp], what="the output file", option="--out")
     pairs, coverage = convert_all(read_questions(args.webqsp))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
+    with written_whole(args.out) as partial, partial.open("w", encoding="utf-8") as f:
         f.writelines(json.dumps({"ParseId": parse_id, "sexpr": sexpr}, ensure_ascii=False) + "\n" for parse_id, sexpr in pairs)
     report = coverage.to_json()
     if args.json:

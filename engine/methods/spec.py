@@ -50,13 +50,13 @@ class Prediction:
 
 
 def option(default: Any, help: str, *, flag: str | None = None, short: str | None = None,
-           choices: Sequence[str] | None = None, least: float | None = None) -> Any:
+           choices: Sequence[str] | None = None, least: float | None = None, most: float | None = None) -> Any:
     """A config field that is an option: its default, its help, and where the command line's
     flag differs from the field's name, the flag (``--plans`` for ``k``). ``least`` is the
-    smallest value a number may take (default 1 for an int: a count; none for a float);
-    :func:`check_options` holds a config to it."""
+    smallest value a number may take (default 1 for an int: a count; none for a float), ``most``
+    the largest (default none); :func:`check_options` holds a config to them."""
     return field(default=default, metadata={"help": help, "flag": flag, "short": short,
-                                            "choices": tuple(choices) if choices else None, "least": least})
+                                            "choices": tuple(choices) if choices else None, "least": least, "most": most})
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class Option:
     short: str | None
     choices: tuple[str, ...] | None
     least: float | None  # the smallest value a number may take
+    most: float | None = None  # the largest
 
     def kind_words(self) -> str:
         """The option's kind in words ("an integer")."""
@@ -94,24 +95,33 @@ def options(config_type: type) -> list[Option]:
         least = meta.get("least")
         found.append(Option(
             f.name, kind, optional, f.default, meta["help"], meta.get("flag") or "--" + f.name.replace("_", "-"),
-            meta.get("short"), meta.get("choices"), 1 if least is None and kind is int else least,
+            meta.get("short"), meta.get("choices"), 1 if least is None and kind is int else least, meta.get("most"),
         ))
     return found
 
 
 def check_options(config: Any) -> None:
-    """Every number option of ``config`` at least its smallest value (:func:`option`'s ``least``),
-    and a number: an error naming the option and its flag. Each config's ``__post_init__`` calls it,
-    so a command line, a recipe, an HTTP request and Python code are held to the same bounds."""
+    """Every number option of ``config`` a number from its smallest value to its largest
+    (:func:`option`'s ``least`` and ``most``): an error naming the option and its flag. Each
+    config's ``__post_init__`` calls it, so a command line, a recipe, an HTTP request and Python
+    code are held to the same bounds."""
     for o in options(type(config)):
         value = getattr(config, o.name)
-        if o.kind not in (int, float) or value is None or o.least is None:
+        if o.kind not in (int, float) or value is None or (o.least is None and o.most is None):
             continue
         number = isinstance(value, int) if o.kind is int else isinstance(value, (int, float)) and math.isfinite(value)
-        if isinstance(value, bool) or not number or value < o.least:
-            least = int(o.least) if float(o.least).is_integer() else o.least
-            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {o.kind_words()} of at least {least}"
+        if isinstance(value, bool) or not number or (o.least is not None and value < o.least) or (
+                o.most is not None and value > o.most):
+            least, most = _shown(o.least), _shown(o.most)
+            bounds = f"from {least} to {most}" if least is not None and most is not None else (
+                f"of at least {least}" if most is None else f"of at most {most}")
+            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {o.kind_words()} {bounds}"
                                     + (" (or none)" if o.optional else ""))
+
+
+def _shown(bound: float | None) -> float | int | None:
+    """A bound as an error message writes it: 1, not 1.0."""
+    return int(bound) if bound is not None and float(bound).is_integer() else bound
 
 
 def _scalar(hint: Any, owner: type, name: str) -> tuple[type, bool]:

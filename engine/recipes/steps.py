@@ -24,6 +24,7 @@ from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
 from engine.models import device as devices  # native_bf16 looked up at each call, as tests replace it
 from engine.methods.spec import MethodSpec, make_config
+from engine.outputs import written_whole
 from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, QuestionSelection, Recipe, Stage
 from engine.recipes.stores import ReadyStore, built_dataset_dir, marker
 
@@ -246,11 +247,9 @@ def export_samples(ctx: Context, s: QuestionSelection) -> dict[str, Any]:
                 seen.add(sample.id)
                 yield sample
 
-        partial = out.with_name(out.name + ".part")
-        with ctx.stores[s.store].open() as store:
+        with ctx.stores[s.store].open() as store, written_whole(out) as partial:
             shown = tqdm(questions, desc=f"{s.name} samples", unit="q", file=sys.stderr, disable=not ctx.progress)
             counts = write_samples(noted(ctx.spec.training_samples(store, shown, config)), partial)
-        partial.replace(out)
         return {"questions": len(questions), "without_samples": sum(q.id not in seen for q in questions), "samples": counts}
 
     return _run_step(ctx, f"samples:{s.name}", "samples", out, wanted, work)

@@ -16,15 +16,38 @@ from engine.results import QueryResult
 from engine.stores import oxigraph_child as child
 from engine.stores.oxigraph_processes import QueryProcesses
 from engine.stores.sparql_store import Columns, SparqlStore
-from engine.stores.store_lock import StoreLock, held_by, lock_holders
+from engine.stores.store_lock import LOCK_NAME, StoreLock, held_by, lock_holders
 from engine.timeouts import Abandoned, abandoned, run_with_timeout
 from sparql.compiler import SparqlCompiler
 from sparql.readonly import prepare_query
 
 
 def is_oxigraph_store(path: str) -> bool:
-    """Whether ``path`` holds an Oxigraph (RocksDB) database."""
-    return os.path.isfile(os.path.join(path, "CURRENT"))
+    """Whether ``path`` holds an Oxigraph (RocksDB) database: its ``CURRENT`` file and a
+    ``MANIFEST-*`` file, which every RocksDB database has (a folder of one's own may well hold
+    a file named CURRENT)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return os.path.isfile(os.path.join(path, "CURRENT")) and any(name.startswith("MANIFEST-") for name in names)
+
+
+def refuse_foreign_folder(path: str) -> None:
+    """Refuse to make a new store in a folder that holds anything (but the engine's lock file):
+    RocksDB would write its files among the folder's own and take a file named CURRENT or LOG
+    there for its own."""
+    try:
+        names = set(os.listdir(path)) - {LOCK_NAME}
+    except (FileNotFoundError, NotADirectoryError):
+        return  # made, or refused as a file, as the store folder is created
+    except OSError as e:
+        raise StoreUnavailableError(f"cannot read the store folder {os.path.abspath(path)}: {e.strerror}; give another --store") from e
+    if names:
+        raise InvalidInputError(
+            f"{os.path.abspath(path)} is neither a kgqa store nor empty (it holds {', '.join(sorted(names)[:3])}"
+            f"{', …' if len(names) > 3 else ''}): give a new or empty folder as the store"
+        )
 
 
 class OxigraphStore(SparqlStore):
@@ -45,7 +68,8 @@ class OxigraphStore(SparqlStore):
     (:mod:`engine.timeouts`): the engine's other operations are bounded by their limits.
 
     Leaving a ``with`` block on an exception removes a store that this call created and that
-    still holds nothing (the folders it made, or the files it made in a folder that was there).
+    still holds nothing (the folders it made, or the files it made in an empty folder that was
+    there). A new store is made only in a new or empty folder (:func:`refuse_foreign_folder`).
     """
 
     def __init__(
@@ -68,6 +92,8 @@ class OxigraphStore(SparqlStore):
                 f"no store at {os.path.abspath(path)}: that path {what}. Give the store's path (--store PATH, "
                 f"or $KGQA_STORE), or load data into a new one: kgqa load FILE --store {path}"
             )
+        if self.created:
+            refuse_foreign_folder(path)
         made = _Made(path) if self.created else None
         try:
             os.makedirs(path, exist_ok=True)
@@ -94,6 +120,12 @@ class OxigraphStore(SparqlStore):
             )
         try:
             return ox.Store.read_only(path) if self.read_only else ox.Store(path)
+        except RuntimeError as e:  # how pyoxigraph reports RocksDB's "Corruption: …", among others
+            what = "is damaged" if str(e).startswith("Corruption") else "cannot be opened"
+            said = str(e).rstrip(". ")
+            raise StoreUnavailableError(
+                f"the store at {os.path.abspath(path)} {what}: {said}; restore it from a backup or load it again into a new folder"
+            ) from e
         except OSError as e:
             held = "lock" in str(e).lower()
             raise StoreUnavailableError(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import InvalidInputError
+from engine.identifiers import MAX_HOPS
 from engine.models.lm import LanguageModel
 from engine.methods.lockstep import run, serve
 from engine.methods.rog.grounding import Grounding, grounding
@@ -42,7 +43,7 @@ class RogConfig:
                               "not reason); llm: RoG's reasoning prompt (the paper); explain: the explanation prompt",
                               flag="--mode", choices=REASONING_MODES)
     k: int = option(1, "relation paths per question (beam width; the paper: 3, for its reasoner)", flag="--plans", short="-k")
-    max_hops: int = option(3, "longest plan in the constrained modes")
+    max_hops: int = option(3, "longest plan in the constrained modes", most=MAX_HOPS)
     direction: str = option("both", "which edges a plan may follow from the topic entities", choices=("out", "in", "both"))
     plan_tokens: int = option(100, "new tokens for a free plan")
     answer_tokens: int = option(128, "new tokens for an answer")
