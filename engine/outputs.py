@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 
 
 def refuse_input_as_output(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]], *,
@@ -30,17 +31,23 @@ def refuse_input_as_output(output: str | os.PathLike[str], inputs: Iterable[str 
 
 
 @contextlib.contextmanager
-def written_whole(path: str | os.PathLike[str]) -> Iterator[Path]:
+def written_whole(path: str | os.PathLike[str], *, keep_partial: bool = False) -> Iterator[Path]:
     """A path to write ``path`` through: ``<path>.part`` beside it (its folder made where
     missing), which replaces ``path`` when the block ends and is removed when the block fails,
-    so that a failed command leaves what was at ``path`` as it was."""
+    so that a failed command leaves what was at ``path`` as it was. With ``keep_partial``, what
+    the block wrote before it failed stays in ``<path>.part``, with a warning that says so: the
+    answers of a long run stopped part way are worth keeping."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     try:
         yield partial
     except BaseException:
-        with contextlib.suppress(OSError):
-            partial.unlink()
+        if keep_partial and partial.is_file() and partial.stat().st_size:
+            warnings.warn(f"{target} is left as it was; what was written before the failure is in {partial}",
+                          KGQAWarning, stacklevel=3)
+        else:
+            with contextlib.suppress(OSError):
+                partial.unlink()
         raise
     os.replace(partial, target)

@@ -333,7 +333,15 @@ def test_a_failed_command_line_run_leaves_an_existing_output_file_as_it_was(tmp_
     assert main(["rog", "run", *common, "--mode", "paths", "--max-hops", "1"]) == 2
     assert "is longer than the 8,192 that" in capsys.readouterr().err
     assert out.read_text() == "earlier results\n" and sorted(p.name for p in tmp_path.glob("out*")) == ["out.jsonl"]
+    # one that fails after answering a question keeps that answer in out.jsonl.part, and says so
+    qa.write_text("who directed [Titanic]\tJames Cameron\n" "who directed [Titanic]" + " and" * 3000 + "\tJames Cameron\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n" * 2)
+    assert main(["rog", "run", *common, "--mode", "paths", "--max-hops", "1", "--batch-size", "1"]) == 2
+    assert f"kgqa: warning: {out} is left as it was; what was written before the failure is in {out}.part" in capsys.readouterr().err
+    assert out.read_text() == "earlier results\n"
+    assert [json.loads(line)["question"] for line in (tmp_path / "out.jsonl.part").read_text().splitlines()] == ["who directed [Titanic]"]
     # one that succeeds replaces it
     qa.write_text("who directed [Titanic]\tJames Cameron\n")
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n")
     assert main(["rog", "run", *common, "--mode", "paths", "--max-hops", "1"]) == 0
     assert [json.loads(line)["question"] for line in out.read_text().splitlines()] == ["who directed [Titanic]"]

@@ -110,7 +110,7 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
     models = Models(device=args.device, dtype=dtype, questions=selection)
     with open_from_args(args) as store:
         method = spec.build(config, store, models)
-        with written_whole(args.out) as partial:
+        with written_whole(args.out, keep_partial=True) as partial:
             summary = run_method(method, questions, partial, progress=not args.no_progress)
         summary["predictions"] = args.out
     summary = {"dataset": args.dataset, "split": args.split, **summary}
