@@ -33,7 +33,7 @@ from tqdm import tqdm
 from cypher.schema import NEO4J_SCHEMA, canonical_triple
 from cypher.terms import literal_key
 from engine import limits
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
 from engine.outputs import refuse_input_as_output
 from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
@@ -135,6 +135,19 @@ class _EdgeFiles:
         return [str(p) for p in self.files.values()]
 
 
+#: Neo4j 5's rule for a database name: 3 to 63 characters, an ASCII letter first, then ASCII
+#: letters, digits, '.' and '-'
+DATABASE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9.\-]{2,62}")
+
+
+def check_database_name(database: str) -> str:
+    """``database`` if Neo4j can create a database of that name, else an error saying its rule."""
+    if not isinstance(database, str) or not DATABASE_NAME.fullmatch(database):
+        raise InvalidInputError(f"invalid Neo4j database name {clipped(repr(database), 80)}: use 3 to 63 ASCII letters, "
+                                "digits, '.' and '-', a letter first (e.g. neo4j or freebase)")
+    return database
+
+
 def export_neo4j_import(
     triples: Iterable[Triple], directory: str | Path, database: str = "neo4j", *, progress: bool = False
 ) -> Neo4jImport:
@@ -147,6 +160,7 @@ def export_neo4j_import(
     literal), so a bad one stops the export before the importer sees it.
     """
     started = time.monotonic()
+    check_database_name(database)
     out = Path(directory)
     check_import_directory(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -266,6 +280,7 @@ def export_files(
     """
     files = check_paths(paths)
     check_reject_share(max_reject_share)
+    check_database_name(database)
     readers = []
     for path in files:
         fmt = get_format(format if format is not None else detect_format(path))

@@ -391,7 +391,7 @@ def read_csv(path: str) -> list[list[str]]:
 class TestNeo4jImport:
     def test_files_headers_rows_and_command(self, tmp_path):
         triples = GRAPH + GRAPH[:3] + [Triple("e", "p", L("two\nlines")), Triple("e", "p", L(""))]
-        plan = export_neo4j_import(triples, tmp_path / "import", database="kg")
+        plan = export_neo4j_import(triples, tmp_path / "import", database="kgqa")
         assert (plan.triples, plan.duplicates, plan.entities) == (len(GRAPH) + 2, 3, 6)
 
         nodes = read_csv(plan.node_files[0])
@@ -430,13 +430,20 @@ class TestNeo4jImport:
         assert any("film_y" in f for f in plan.relationship_files)
 
         assert plan.command[:4] == ["neo4j-admin", "database", "import", "full"]
-        assert plan.command[-2:] == ["--multiline-fields=true", "kg"]
+        assert plan.command[-2:] == ["--multiline-fields=true", "kgqa"]
         assert f"--nodes={plan.node_files[0]}" in plan.command
         assert all(f"--relationships={f}" in plan.command for f in plan.relationship_files)
         assert plan.command_line.startswith("neo4j-admin database import full --nodes=")
         schema_lines = FilePath(plan.schema_file).read_text(encoding="utf-8").splitlines()
         assert schema_lines == [s + ";" for s in schema.NEO4J_SCHEMA]
-        assert plan.schema_command == ["cypher-shell", "-d", "kg", "-f", plan.schema_file]
+        assert plan.schema_command == ["cypher-shell", "-d", "kgqa", "-f", plan.schema_file]
+
+    @pytest.mark.parametrize("database", ["kg", "bad db; rm -rf /", "1graph", "x" * 64, "graph_1", "grafó"])
+    def test_a_database_name_neo4j_cannot_create_is_refused_before_anything_is_written(self, tmp_path, database):
+        with pytest.raises(InvalidInputError, match="invalid Neo4j database name"):
+            export_neo4j_import([Triple("a", "r", "b")], tmp_path / "import", database=database)
+        assert not (tmp_path / "import").exists()
+        assert export_neo4j_import([Triple("a", "r", "b")], tmp_path / "ok", database="free-base.v2").command[-1] == "free-base.v2"
 
     def test_bad_triples_stop_the_export(self, tmp_path):
         with pytest.raises(InvalidIdentifierError):

@@ -298,7 +298,7 @@ def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, c
     names = tmp_path / "names.nt"
     names.write_text('<http://rdf.freebase.com/ns/A> <http://rdf.freebase.com/ns/type.object.name> "Alpha"@en .\n', encoding="utf-8")
     out = tmp_path / "import"
-    code, printed, _ = run(capsys, "neo4j-import", str(kb), str(names), "--out", str(out), "--database", "kg",
+    code, printed, _ = run(capsys, "neo4j-import", str(kb), str(names), "--out", str(out), "--database", "kgqa",
                            "--no-progress", "--json")
     assert code == 0
     plan = json.loads(printed)
@@ -308,8 +308,8 @@ def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, c
     assert [line.split("\t")[0] for line in rejects] == [f"{kb}:2", f"{kb}:5"] and "Neo4j" in rejects[1]
     with open(out / "nodes.csv", newline="", encoding="utf-8") as f:
         assert sorted(list(csv.reader(f))[1:]) == [["A", "Alpha", "Entity"], ["B", "", "Entity"], ["C", "", "Entity"]]
-    assert plan["command"][:4] == ["neo4j-admin", "database", "import", "full"] and plan["command"][-1] == "kg"
-    assert plan["schema_command"] == ["cypher-shell", "-d", "kg", "-f", str(out / "schema.cypher")]
+    assert plan["command"][:4] == ["neo4j-admin", "database", "import", "full"] and plan["command"][-1] == "kgqa"
+    assert plan["schema_command"] == ["cypher-shell", "-d", "kgqa", "-f", str(out / "schema.cypher")]
 
     # as text: the counts, where the rejects are, and the two command lines to run
     code, printed, _ = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress")
