@@ -12,12 +12,12 @@ Unicode: a ``str`` holding a lone surrogate (``"\\ud800"``, what decoding bytes 
 it is refused up front, naming the argument (:func:`validate_text`), the same on every store.
 
 Limits: every operation returns at most :data:`DEFAULT_LIMIT` rows unless its caller gives
-another bound (a positive integer) or lifts it with ``limit=UNBOUNDED``; a cut answer says
-``truncated``.
+another bound (a positive integer, at most :data:`MAX_LIMIT`) or lifts it with
+``limit=UNBOUNDED``; a cut answer says ``truncated``. A timeout is a number of seconds above 0
+and at most :data:`MAX_SECONDS`.
 """
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 
@@ -46,6 +46,15 @@ IRI_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\x00-\x20<>\"{}|^`\\\ud8
 DEFAULT_LIMIT = 100_000
 #: ``limit=UNBOUNDED`` lifts the default bound: every row of the answer
 UNBOUNDED = "unbounded"
+#: the largest row bound a caller may give (more: ``UNBOUNDED``); a database's LIMIT takes a
+#: 64-bit integer at most, and no answer of more rows fits in memory anyway
+MAX_LIMIT = 1_000_000_000
+#: the longest timeout, in seconds (a day): the waits that enforce one (a thread's, a poll's, a
+#: server's in milliseconds) overflow far beyond it; no timeout at all is None
+MAX_SECONDS = 86_400.0
+#: source × target pairs one ``shortest_paths`` call takes, as many as the rows an answer holds
+#: by default: every pair is held, and sent to the database, as one row of the query
+MAX_PAIRS = 100_000
 
 DIRECTIONS = ("out", "in", "both")
 SEARCH_MODES = ("exact", "prefix", "contains")
@@ -147,12 +156,20 @@ def validate_limit(limit: object) -> int | None:
         return DEFAULT_LIMIT
     if limit == UNBOUNDED:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInputError(
-            f"invalid limit {limit!r}: use a positive integer, None for the default bound of "
-            f"{DEFAULT_LIMIT:,} rows, or {UNBOUNDED!r} for every row"
+            f"invalid limit {_shown(limit)}: give a whole number of rows from 1 to {MAX_LIMIT:,}, or "
+            f"{UNBOUNDED!r} for every row; leave it out for the default bound of {DEFAULT_LIMIT:,} rows"
         )
     return limit
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: an integer too long to print (Python refuses past 4,300
+    digits) by its size."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"(an integer of {value.bit_length():,} bits)"
+    return clipped(repr(value), 200)
 
 
 def positive_int(value: object, name: str) -> int:
@@ -163,9 +180,13 @@ def positive_int(value: object, name: str) -> int:
 
 
 def positive_seconds(value: object, name: str = "timeout") -> float:
-    """``value`` as seconds if it is a finite number > 0 (not a bool), else an error naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InvalidInputError(f"invalid {name} {value!r}: use a positive number of seconds")
+    """``value`` as seconds if it is a number above 0 and at most :data:`MAX_SECONDS` (not a
+    bool, inf or NaN), else an error naming ``name``."""
+    # NaN fails every comparison; an int too large for a float compares exactly
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
+        raise InvalidInputError(
+            f"invalid {name} {_shown(value)}: use a number of seconds above 0 and at most {MAX_SECONDS:,.0f} (a day)"
+        )
     return float(value)
 
 

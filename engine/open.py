@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
 from engine.store import Store
 
 DEFAULT_STORE = os.path.join("kgqa-data", "store")
@@ -39,9 +39,13 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
     Options are passed to the store's constructor (``namespace=`` for RDF stores, ``user=``,
     ``password=``, ``database=`` for Bolt, ``timeout=`` for remote stores).
     """
-    uri = uri or os.environ.get("KGQA_STORE") or DEFAULT_STORE
+    if uri is None:  # an empty $KGQA_STORE is unset, as an empty $KGQA_TOKEN is
+        uri = os.environ.get("KGQA_STORE") or DEFAULT_STORE
     if not isinstance(uri, str) or not uri.strip():
-        raise InvalidInputError(f"invalid store URI {uri!r}: give a directory, memory:, http(s)://… or bolt://…")
+        raise InvalidInputError(
+            f"invalid store URI {clipped(repr(uri), 200)}: give a directory, memory:, http(s)://… or bolt://…; "
+            f"leave it out for $KGQA_STORE, else {DEFAULT_STORE}"
+        )
     if uri.startswith(("bolt", "neo4j")):  # the Bolt store checks the exact scheme
         from engine.stores.bolt import BoltStore
 

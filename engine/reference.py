@@ -43,7 +43,7 @@ from engine.results import (
 )
 from engine.sexpr.evaluate import Evaluator
 from engine.sexpr.tree import Count
-from engine.store import SCHEMA_RELATIONS, Store, text_matches, validate_exclude
+from engine.store import SCHEMA_RELATIONS, Store, text_matches, validate_endpoints, validate_exclude
 from engine.timeouts import run_with_timeout
 from engine.walk import breadth_first
 
@@ -225,8 +225,7 @@ class ReferenceStore(Store):
     def shortest_paths(
         self, sources, targets, max_hops: int = 3, limit=None, *, exclude=SCHEMA_RELATIONS, timeout=None
     ) -> PathsResult:
-        sources = validate_ids(sources)
-        targets = validate_ids(targets)
+        sources, targets = validate_endpoints(sources, targets)
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
         excluded = set(validate_exclude(exclude))

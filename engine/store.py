@@ -59,6 +59,7 @@ from engine.graph import (
 )
 from engine.identifiers import (
     MAX_ID_LENGTH,
+    MAX_PAIRS,
     SEARCH_MODES,
     check_list,
     validate_direction,
@@ -202,6 +203,22 @@ def validate_parameters(params: dict[str, Any]) -> dict[str, Any]:
         check(name, "a query parameter name")
         check(value, f"query parameter {name!r}")
     return params
+
+
+def validate_endpoints(sources: Sequence[str], targets: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``shortest_paths``'s sources and targets, checked, and at most :data:`MAX_PAIRS` pairs
+    of them (every pair is one row of the query: millions of them exhaust memory before the
+    database sees the query)."""
+    sources = validate_ids(sources, "sources")
+    targets = validate_ids(targets, "targets")
+    pairs = len(sources) * len(targets)
+    if pairs > MAX_PAIRS:
+        raise InvalidInputError(
+            f"{len(sources):,} sources × {len(targets):,} targets make {pairs:,} pairs; shortest_paths takes "
+            f"at most {MAX_PAIRS:,}: give at most {MAX_PAIRS:,} sources × targets; split the call (each pair's "
+            "paths are found apart from the others', so the parts' answers together are the whole)"
+        )
+    return sources, targets
 
 
 def validate_exclude(exclude: Sequence[str]) -> tuple[str, ...]:
@@ -506,10 +523,11 @@ class Store(ABC):
         :data:`SCHEMA_RELATIONS`; give a list of your own to leave out more, or ``()`` for none).
 
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
-        connected, so the work stays inside the database; ``timeout`` bounds each query.
+        connected, so the work stays inside the database; ``timeout`` bounds each query. A call
+        takes at most :data:`engine.identifiers.MAX_PAIRS` source × target pairs; split a larger
+        one (each pair's paths are found apart from the others').
         """
-        sources = validate_ids(sources, "sources")
-        targets = validate_ids(targets, "targets")
+        sources, targets = validate_endpoints(sources, targets)
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
         excluded = validate_exclude(exclude)

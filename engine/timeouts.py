@@ -105,7 +105,8 @@ def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -
         worker = _Worker()
     job = _Job(call)
     worker.jobs.put(job)
-    if not job.done.wait(timeout):
+    # a wait past TIMEOUT_MAX (about 292 years) overflows the platform's clock: it is forever
+    if not job.done.wait(min(timeout, threading.TIMEOUT_MAX)):
         job.abandoned.set()
         raise QueryTimeoutError(
             f"{store} cannot stop a running query, so it was abandoned at the deadline and runs on in "

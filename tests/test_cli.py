@@ -123,6 +123,47 @@ def test_errors_name_the_input_and_exit_2(demo_store, capsys):
     assert code == 2 and "no/such/file.nt" in err
 
 
+def test_bounds_on_limits_timeouts_and_pairs_are_errors_naming_the_value(demo_store, capsys):
+    """Past each bound: one line naming the value and what to give, exit 2, no traceback."""
+    for argv, message in [
+        (["query", "relations", "m.0kq01", "--limit", "18446744073709551616"],
+         "invalid limit 18446744073709551616: give a whole number of rows from 1 to 1,000,000,000, or 'unbounded' "
+         "for every row; leave it out for the default bound of 100,000 rows"),
+        (["query", "relations", "m.0kq01", "--limit", "0"], "invalid limit 0: give a whole number of rows from 1"),
+        (["sexpr", "(COUNT m.0kq01)", "--timeout", "1e12"],
+         "invalid timeout 1000000000000.0: use a number of seconds above 0 and at most 86,400 (a day)"),
+        (["query", "expand", "m.0kq01", "--timeout", "1e300"], "invalid timeout 1e+300: use a number of seconds above 0"),
+        (["query", "shortest_paths", "--sources", *[f"m.s{i}" for i in range(400)], "--targets",
+          *[f"m.t{i}" for i in range(400)]],
+         "400 sources × 400 targets make 160,000 pairs; shortest_paths takes at most 100,000: give at most 100,000 "
+         "sources × targets; split the call"),
+    ]:
+        code, out, err = run(capsys, *argv, "--store", demo_store)
+        assert (code, out) == (2, ""), argv
+        assert err.startswith(f"kgqa: error: {message}") and err.count("\n") == 1 and "SELECT" not in err, (argv, err)
+    code, out, _ = run(capsys, "query", "relations", "m.0kq01", "--limit", "1000000000", "--timeout", "86400",
+                       "--store", demo_store, "--json")
+    assert code == 0 and json.loads(out)["rows"]
+
+
+def test_an_empty_store_uri_is_refused_and_an_empty_kgqa_store_is_unset(tmp_path, capsys, monkeypatch):
+    from engine.open import open_store
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KGQA_STORE", str(tmp_path / "from-env"))
+    for uri in ("", "  "):
+        code, out, err = run(capsys, "stats", "--store", uri)
+        assert (code, out) == (2, "")
+        assert f"kgqa: error: invalid store URI {uri!r}: give a directory, memory:" in err
+        assert "leave it out for $KGQA_STORE, else kgqa-data/store" in err
+        with pytest.raises(InvalidInputError, match="invalid store URI"):
+            open_store(uri)
+    monkeypatch.setenv("KGQA_STORE", "")
+    code, _, err = run(capsys, "stats")
+    assert code == 2 and f"no store at {tmp_path / 'kgqa-data' / 'store'}" in err  # the default, as if unset
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
 def test_console_script_is_installed(kgqa_script, tmp_path):
     out = subprocess.run([str(kgqa_script), "--help"], capture_output=True, text=True, check=True)
     for command in ("load", "stats", "query", "demo", "bench", "server", "eval"):

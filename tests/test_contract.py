@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 import engine.identifiers
+import engine.store
 from engine.errors import InvalidInputError
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal, Path, Triple
 from engine.identifiers import UNBOUNDED
@@ -250,6 +251,19 @@ def test_answers_are_bounded_by_default_and_unbounded_on_request(store, monkeypa
         assert len(s.shortest_paths(["hub"], ["far"], 2, limit).paths) == 12
 
 
+def test_a_limit_is_at_most_a_billion_rows(store):
+    """A larger one is refused before any query (a database's LIMIT overflows at 2**64)."""
+    s, reference = store(GRAPH), ReferenceStore(GRAPH)
+    calls = calls_of(s)
+    for too_many in (1_000_000_001, 2**64, 10**400):
+        for backend in (s, reference):
+            with pytest.raises(InvalidInputError, match=r"give a whole number of rows from 1 to 1,000,000,000, or "
+                               r"'unbounded' for every row; leave it out for the default bound of 100,000 rows"):
+                backend.relations(["a"], limit=too_many)
+    assert calls == []
+    assert s.relations(["a"], limit=1_000_000_000) == reference.relations(["a"])
+
+
 def test_every_operation_takes_a_timeout(store):
     s, reference = store(GRAPH), ReferenceStore(GRAPH)
     ids = ["a", "b"]
@@ -264,6 +278,24 @@ def test_every_operation_takes_a_timeout(store):
     assert s.search("alp", "prefix", timeout=30) == reference.search("alp", "prefix")
     with pytest.raises(InvalidInputError, match="timeout"):
         s.expand(ids, timeout=0)
+
+
+def test_shortest_paths_takes_a_bounded_number_of_pairs(store, monkeypatch):
+    """Refused before any query is built, the same on every store as on the reference."""
+    s, reference = store(GRAPH), ReferenceStore(GRAPH)
+    calls = calls_of(s)
+    sources, targets = [f"s{i}" for i in range(101)], [f"t{i}" for i in range(1000)]
+    for backend in (s, reference):
+        with pytest.raises(InvalidInputError, match=r"101 sources × 1,000 targets make 101,000 pairs; shortest_paths "
+                           r"takes at most 100,000: give at most 100,000 sources × targets; split the call"):
+            backend.shortest_paths(sources, targets, timeout=30)
+    assert calls == []
+    monkeypatch.setattr(engine.store, "MAX_PAIRS", 4)
+    assert s.shortest_paths(["a", "b"], ["c", "d"], 3) == reference.shortest_paths(["a", "b"], ["c", "d"], 3)
+    assert s.shortest_paths(["a", "a", "b"], ["d"], 3) == reference.shortest_paths(["a", "b"], ["d"], 3)  # distinct ids count
+    for backend in (s, reference):
+        with pytest.raises(InvalidInputError, match="2 sources × 3 targets make 6 pairs"):
+            backend.shortest_paths(["a", "b"], ["b", "c", "d"], 3)
 
 
 def test_explaining_compiles_without_running(store):

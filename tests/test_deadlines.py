@@ -29,7 +29,7 @@ from engine.servers.virtuoso import ISQL
 from engine.stores.bolt import BoltStore
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
-from engine.timeouts import running
+from engine.timeouts import run_with_timeout, running
 from tests.tcp_proxy import TcpProxy
 
 GRAPH = [Triple("a", "r", "b"), Triple("b", "r", "c"), Triple("a", "type.object.name", Literal("A"))]
@@ -187,6 +187,20 @@ def test_a_raw_query_takes_a_timeout_on_every_store(store):
     for bad in (0, -1, float("nan"), "1", True):
         with pytest.raises(InvalidInputError, match="timeout"):
             opened.query(text, timeout=bad)
+    # past a day the waits that enforce a timeout overflow the platform's clock
+    assert opened.query(text, timeout=86_400) == opened.query(text)
+    for huge, shown in ((86_400.5, "86400.5"), (1e12, "1000000000000.0"), (float("inf"), "inf"),
+                        (10**400, "(an integer of 1,329 bits)")):
+        for call in (lambda t: opened.query(text, timeout=t), lambda t: opened.execute("(COUNT m.1)", timeout=t),
+                     lambda t: opened.expand(["m.1"], timeout=t)):
+            with pytest.raises(InvalidInputError, match=re.escape(f"invalid timeout {shown}: use a number of seconds "
+                                                                  "above 0 and at most 86,400 (a day)")):
+                call(huge)
+
+
+def test_a_wait_past_the_platforms_clock_is_a_wait_without_end():
+    assert run_with_timeout(lambda: "done", 1e12, "test") == "done"
+    assert run_with_timeout(lambda: "done", float("inf"), "test") == "done"
 
 
 # ---------------------------------------------------------------------- FalkorDB (Bolt)

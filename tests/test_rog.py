@@ -412,6 +412,23 @@ def test_training_data_equals_plain_python_bfs(make_store, store_kind):
     assert "Leonardo DiCaprio ← starred_actors ← Inception → has_genre → Science Fiction" in reasoning.prompt
 
 
+def test_a_question_with_more_answers_than_one_call_takes_asks_in_parts(make_store, monkeypatch):
+    import engine.methods.rog.training_data
+    import engine.store
+    from engine.methods.rog.training_data import shortest_relation_paths
+
+    store = make_store("oxigraph", TRIPLES)
+    many = Question("m", "films like [Titanic] or [Inception]", ["Avatar", "Inception", "Science Fiction"],
+                    ["Titanic", "Inception"], ["Avatar", "Inception", "Science Fiction", "Nowhere"])
+    whole = shortest_relation_paths(store, many)
+    assert whole
+    for module in (engine.store, engine.methods.rog.training_data):
+        monkeypatch.setattr(module, "MAX_PAIRS", 2)  # two topics × three targets: three calls of two pairs
+    with pytest.raises(InvalidInputError, match="make 8 pairs"):
+        store.shortest_paths(many.topic_entities, many.answer_entities)
+    assert shortest_relation_paths(store, many) == whole
+
+
 def test_gold_targets_take_the_question_path_where_it_grounds(make_store):
     store = make_store("oxigraph", TRIPLES)
     deep = Question("g1", "genre of films sharing an actor with [Inception]", ["Science Fiction"], ["Inception"],

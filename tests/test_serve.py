@@ -155,11 +155,25 @@ BAD: list[tuple[str, Any, int, str]] = [
     ("relations", {"ids": [{"value": "x", "datatype": "not an iri"}]}, 400, "invalid datatype IRI"),
     ("follow_paths", {"seeds": ["m.0kq01"], "path": []}, 400, "must have 1 to 8 relations"),
     ("subgraph", {"seeds": ["m.0kq01"], "hops": 99}, 400, "invalid hops 99"),
+    ("shortest_paths", {"sources": [f"m.s{i}" for i in range(101)], "targets": [f"m.t{i}" for i in range(1000)]}, 400,
+     "101 sources × 1,000 targets make 101,000 pairs; shortest_paths takes at most 100,000"),
     ("search", {"text": " "}, 400, "search text must be a non-empty string"),
     ("execute", {"sexpr": "(JOIN film.film.directed_by"}, 400, "unbalanced parentheses"),
     ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "allow_service": True}, 422, "allow_service: Extra inputs"),
     ("no_such_operation", {"ids": ["m.0kq01"]}, 404, "unknown operation 'no_such_operation': use one of relations, expand"),
 ]
+
+
+def test_a_server_is_refused_bounds_no_store_call_could_take():
+    from engine.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="invalid max rows 1,000,000,001: give at most 1,000,000,000"):
+        ServeSettings(max_rows=1_000_000_001)
+    for name in ("timeout", "answer_timeout"):
+        with pytest.raises(InvalidInputError, match=r"1000000000000.0: use a number of seconds above 0 and at most 86,400"):
+            ServeSettings(**{name: 1e12})
+    bounds = ServeSettings(max_rows=1_000_000_000, timeout=86_400).bounds
+    assert (bounds.timeout, bounds.max_rows) == (86_400, 1_000_000_000)
 
 
 def test_bad_requests_get_a_4xx_with_a_message_and_never_write(store):

@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -21,8 +22,8 @@ from engine.cli.common import (
     parse_anchors,
     reject_share,
 )
-from engine.errors import KGQAError, KGQAWarning
-from engine.identifiers import DEFAULT_LIMIT, UNBOUNDED
+from engine.errors import KGQAError, KGQAWarning, QueryTimeoutError
+from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, MAX_SECONDS, UNBOUNDED
 from engine.results import to_json
 from engine.store import SCHEMA_RELATIONS
 
@@ -62,7 +63,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
             )
         p.add_argument(
             "--timeout", type=float, default=None,
-            help="seconds each store call may run (default: a server store's timeout= option; none on the embedded store)",
+            help=f"seconds each store call may run, at most {MAX_SECONDS:g}; the notes on an empty answer end within "
+            "this many seconds of the command's start (default: a server store's timeout= option; none on the embedded store)",
         )
         return p
 
@@ -107,7 +109,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     limit(p)
     p = op("shortest_paths", "all shortest undirected paths between sources and targets")
     p.add_argument("--sources", nargs="+", required=True, help="entity ids the paths start from")
-    p.add_argument("--targets", nargs="+", required=True, help="entity ids the paths end at")
+    p.add_argument("--targets", nargs="+", required=True,
+                   help=f"entity ids the paths end at (sources × targets: at most {MAX_PAIRS:,} pairs)")
     p.add_argument("--max-hops", type=hops, default=3, help="longest path looked for (default 3)")
     p.add_argument(
         "--exclude", action="append", default=[], metavar="RELATION",
@@ -145,40 +148,53 @@ def _run_operation(args: argparse.Namespace) -> None:
                 _call_operation(store, args)
             emit_explained(args, calls)
         else:
+            timeout = getattr(args, "timeout", None)
+            deadline = None if timeout is None else time.monotonic() + timeout
             result = _call_operation(store, args)
             emit(args, result)
-            for note in _why_empty(store, args, result):
+            for note in _why_empty(store, args, result, deadline):
                 print(f"kgqa: note: {note}", file=sys.stderr)
 
 
-def _why_empty(store: Any, args: argparse.Namespace, result: Any) -> list[str]:
+def _why_empty(store: Any, args: argparse.Namespace, result: Any, deadline: float | None = None) -> list[str]:
     """For an answer with nothing in it: the ids named that are not in the store and the
-    relations that the nodes reached do not have, with the nearest ones (engine.suggest)."""
-    from engine.suggest import missing_ids, missing_relations, nearest_entities
+    relations that the nodes reached do not have, with the nearest ones (engine.suggest),
+    looked up before ``deadline`` (a :func:`time.monotonic` instant: ``--timeout`` seconds
+    after the operation began)."""
+    from engine.suggest import absent_ids, missing_id_notes, missing_ids, missing_relations, nearest_entities
 
     name = args.operation
     if name == "query":
         return []
-    if name in ("names", "types"):
-        empty = [i for i, v in result.items() if not v]
-        return missing_ids(store, empty) if empty else []
-    rows = next((getattr(result, f) for f in ("rows", "edges", "paths", "hits") if hasattr(result, f)), None)
-    if rows or rows is None:
-        return []
-    if name == "search":
-        near = nearest_entities(store, args.text)
-        return [f"nothing is named {args.text!r}" + (f"; nearest: {', '.join(near)}" if near else "")]
-    ids = [*getattr(args, "ids", ()), *getattr(args, "seeds", ()), *getattr(args, "sources", ()), *getattr(args, "targets", ())]
-    notes = missing_ids(store, ids)
-    present = [i for i in ids if not any(note.startswith(repr(i)) for note in notes)]
-    direction = getattr(args, "direction", "both")
-    if name == "follow_paths":
-        notes += missing_relations(store, present, [r.strip() for r in args.path.split(",") if r.strip()], direction)
-    elif name == "two_hop_relations":
-        notes += missing_relations(store, present, [args.r1], direction)
-    elif name in ("expand", "subgraph"):
-        for relation in args.relations or []:
-            notes += missing_relations(store, present, [relation], direction)
+    timeout = getattr(args, "timeout", None)
+    notes: list[str] = []
+    try:
+        if name in ("names", "types"):
+            empty = [i for i, v in result.items() if not v]
+            return missing_ids(store, empty, deadline=deadline) if empty else []
+        rows = next((getattr(result, f) for f in ("rows", "edges", "paths", "hits") if hasattr(result, f)), None)
+        if rows or rows is None:
+            return []
+        if name == "search":
+            near = nearest_entities(store, args.text, deadline=deadline)
+            return [f"nothing is named {args.text!r}" + (f"; nearest: {', '.join(near)}" if near else "")]
+        ids = [*getattr(args, "ids", ()), *getattr(args, "seeds", ()), *getattr(args, "sources", ()), *getattr(args, "targets", ())]
+        absent = absent_ids(store, ids, deadline=deadline)
+        notes += missing_id_notes(store, absent, deadline=deadline)
+        left_out = set(absent)
+        present = [i for i in dict.fromkeys(ids) if i not in left_out]
+        direction = getattr(args, "direction", "both")
+        if name == "follow_paths":
+            path = [r.strip() for r in args.path.split(",") if r.strip()]
+            notes += missing_relations(store, present, path, direction, deadline=deadline)
+        elif name == "two_hop_relations":
+            notes += missing_relations(store, present, [args.r1], direction, deadline=deadline)
+        elif name in ("expand", "subgraph"):
+            for relation in args.relations or []:
+                notes += missing_relations(store, present, [relation], direction, deadline=deadline)
+    except QueryTimeoutError as e:
+        why = f"ran past --timeout {timeout:g}" if timeout is not None else f"timed out ({e})"
+        notes.append(f"looking up why the answer is empty {why}; these notes may be incomplete")
     return notes
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from engine.cli.common import add_output_arguments, add_store_arguments, emit, emit_explained, open_from_args
+from engine.identifiers import MAX_SECONDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--explain", "--show-query", action="store_true", dest="explain",
         help="print the compiled SPARQL or Cypher and its parameters instead of running it",
     )
-    p.add_argument("--timeout", type=float, default=None, help="seconds the query may run (default: no limit)")
+    p.add_argument("--timeout", type=float, default=None, help=f"seconds the query may run, at most {MAX_SECONDS:g} (default: no limit)")
     add_store_arguments(p)
     add_output_arguments(p)
     p.set_defaults(handler=_sexpr)

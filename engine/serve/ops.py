@@ -22,6 +22,7 @@ from typing import Literal as OneOf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.graph import Literal
+from engine.identifiers import MAX_PAIRS
 from engine.results import to_json
 from engine.serve.errors import RequestBodyError, UnknownOperationError
 from engine.serve.settings import Bounds, bounded_limit, bounded_timeout
@@ -86,7 +87,7 @@ class SubgraphRequest(BoundedRequest):
 
 class ShortestPathsRequest(BoundedRequest):
     sources: list[str] = Field(description="node ids the paths start from")
-    targets: list[str] = Field(description="node ids the paths end at")
+    targets: list[str] = Field(description=f"node ids the paths end at (sources × targets: at most {MAX_PAIRS:,} pairs)")
     max_hops: int = Field(3, description="longest path (1 to 8)")
     exclude: list[str] = Field(
         list(SCHEMA_RELATIONS), description="relations no path may use (default: type.object.type and type.object.name)"

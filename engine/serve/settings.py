@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from engine.errors import InvalidInputError
-from engine.identifiers import DEFAULT_LIMIT, positive_int, positive_seconds
+from engine.identifiers import DEFAULT_LIMIT, MAX_LIMIT, positive_int, positive_seconds
 
 #: the environment variable ``kgqa serve`` reads its bearer token from when ``--token`` is not given
 TOKEN_ENV = "KGQA_TOKEN"
@@ -64,6 +64,8 @@ class ServeSettings:
         positive_seconds(self.answer_timeout, "answer timeout")
         for name in ("max_rows", "max_body", "max_concurrency", "workers", "max_questions", "method_cache"):
             positive_int(getattr(self, name), name.replace("_", " "))
+        if self.max_rows > MAX_LIMIT:  # the store refuses a larger limit
+            raise InvalidInputError(f"invalid max rows {self.max_rows:,}: give at most {MAX_LIMIT:,}")
         if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
             raise InvalidInputError("the bearer token must be a non-empty string")
         for origin in self.cors:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.errors import InvalidInputError
-from engine.identifiers import UNBOUNDED
+from engine.identifiers import MAX_PAIRS, UNBOUNDED
 from engine.models.sft import Sample
 from engine.methods.rog.grounding import ground
 from engine.methods.rog.prompts import format_plan, planning_prompt, reasoning_prompt
@@ -45,11 +45,17 @@ class TrainingExample:
 
 def shortest_relation_paths(store: Store, question: Question, max_hops: int = 3) -> list[tuple[str, ...]]:
     """The distinct relation sequences of all shortest paths from topic to answer entities."""
-    targets = [a for a in question.answer_entities if a not in question.topic_entities]
-    if not question.topic_entities or not targets:
+    topics = list(dict.fromkeys(question.topic_entities))
+    targets = [a for a in dict.fromkeys(question.answer_entities) if a not in topics]
+    if not topics or not targets:
         return []
-    paths = store.shortest_paths(question.topic_entities, targets, max_hops, UNBOUNDED).paths
-    return sorted({p.relations for p in paths})
+    # a question with thousands of answers asks in parts, each within the pairs one call takes
+    step = max(1, MAX_PAIRS // len(topics))
+    relations: set[tuple[str, ...]] = set()
+    for start in range(0, len(targets), step):
+        paths = store.shortest_paths(topics, targets[start:start + step], max_hops, UNBOUNDED).paths
+        relations.update(p.relations for p in paths)
+    return sorted(relations)
 
 
 def _target_paths(store: Store, q: Question, max_hops: int, targets: str) -> list[tuple[str, ...]]:
