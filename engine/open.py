@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 from engine.errors import InvalidInputError, clipped
 from engine.store import Store
@@ -46,6 +48,8 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
             f"invalid store URI {clipped(repr(uri), 200)}: give a directory, memory:, http(s)://… or bolt://…; "
             f"leave it out for $KGQA_STORE, else {DEFAULT_STORE}"
         )
+    if uri.startswith(("bolt", "neo4j", "http://", "https://")):
+        split_uri(uri)
     if uri.startswith(("bolt", "neo4j")):  # the Bolt store checks the exact scheme
         from engine.stores.bolt import BoltStore
 
@@ -66,6 +70,26 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
         )
     return _make(OxigraphStore, path, create=create, read_only=read_only, **options)
+
+
+def redacted(uri: str) -> str:
+    """``uri`` without the password of its ``user:password@`` part, for messages."""
+    return re.sub(r"(//[^/@:?#]*):[^/?#]*@", r"\1@", uri)
+
+
+def split_uri(uri: str) -> SplitResult:
+    """A server store's URI split into its parts; a malformed host or port (``http://[::1``,
+    ``http://h:abc``, a port past 65535) is refused naming the URI (urlsplit raises it as a
+    bare ValueError, some of it only when the port is read)."""
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 -- reading it checks it
+    except ValueError as e:
+        raise InvalidInputError(
+            f"invalid store URI {redacted(uri)!r}: {e}: give http(s)://host:port/sparql or bolt://host:port, "
+            "an IPv6 host in brackets ([::1]) and a port from 0 to 65535"
+        ) from e
+    return parts
 
 
 def _make(store_type: type[Store], *args: Any, **options: Any) -> Store:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -11,6 +12,9 @@ import pytest
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError
+
+
+NS = "http://rdf.freebase.com/ns/"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -382,6 +386,27 @@ def test_sexpr_prints_a_table(demo_store, capsys):
     assert code == 0 and "ExecuteResult" not in out and out.count("\t") == 1
 
 
+def test_text_output_escapes_control_characters_in_what_the_store_holds(tmp_path, capsys):
+    """A name with a newline, a tab and an ANSI escape stays on its row in text output (written
+    as \\n, \\t, \\x1b), and --json gives it exactly."""
+    name = "evil\nname\twith\u001b[31mred\u2028end\\n"
+    kb = tmp_path / "kb.nt"
+    kb.write_text(f'<{NS}m.z> <{NS}type.object.name> {json.dumps(name)}@en .\n'
+                  f'<{NS}m.z> <{NS}film.film.directed_by> <{NS}m.y> .\n', encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert run(capsys, "load", str(kb), "--format", "ntriples", "--store", store, "--no-progress")[0] == 0
+    shown = "evil\\nname\\twith\\x1b[31mred\\u2028end\\n"  # a backslash in the name stays as it is
+    exact = {"m.z": name}
+    for argv, as_json in ((("query", "names", "m.z"), exact),
+                          (("query", "search", "evil", "--mode", "prefix"), {"hits": [{"id": "m.z", "name": name}], "truncated": False})):
+        code, out, _ = run(capsys, *argv, "--store", store)
+        assert (code, out) == (0, f"m.z\t{shown}\n"), argv
+        code, out, _ = run(capsys, *argv, "--store", store, "--json")
+        assert (code, json.loads(out)) == (0, as_json), argv
+    code, out, _ = run(capsys, "query", "expand", "m.y", "--store", store)
+    assert code == 0 and out.splitlines() == ["m.y ← film.film.directed_by ← m.z"]
+
+
 def test_arguments_that_are_not_utf8_get_the_engines_error(demo_store, capsys):
     for bad in ("m.\udcff", "\ud800"):  # an undecodable byte as Python passes it; a lone surrogate
         code, out, err = run(capsys, "query", "names", bad, "--store", demo_store)
@@ -432,6 +457,32 @@ def test_an_embedded_store_uri_without_a_folder_is_refused(uri, capsys, tmp_path
     assert main(["stats", "--store", uri]) == 2
     assert "names no folder" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+@pytest.mark.parametrize("uri, shown, why", [
+    ("http://[::1", "http://[::1", "Invalid IPv6 URL"),
+    ("bolt://[::1", "bolt://[::1", "Invalid IPv6 URL"),
+    ("neo4j://user:secret@[::1", "neo4j://user@[::1", "Invalid IPv6 URL"),  # the password left out
+    ("http://h:abc/sparql", "http://h:abc/sparql", "Port could not be cast"),
+    ("http://127.0.0.1:99999/sparql", "http://127.0.0.1:99999/sparql", "Port out of range"),
+    ("bolt://h:99999", "bolt://h:99999", "Port out of range"),
+])
+def test_a_server_store_uri_with_a_malformed_host_or_port_is_named(uri, shown, why, capsys, monkeypatch):
+    from engine.open import open_store
+    from engine.stores.bolt import BoltStore
+    from engine.stores.sparql_endpoint import SparqlEndpointStore
+
+    says = f"invalid store URI {shown!r}: {why}"
+    with pytest.raises(InvalidInputError, match=re.escape(says)):
+        open_store(uri)
+    with pytest.raises(InvalidInputError, match=re.escape(says)):  # the constructors check it too
+        (BoltStore if uri.startswith(("bolt", "neo4j")) else SparqlEndpointStore)(uri)
+    assert main(["stats", "--store", uri]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and "secret" not in err
+    monkeypatch.setenv("KGQA_STORE", uri)
+    assert main(["stats"]) == 2
+    assert says in capsys.readouterr().err
 
 
 def test_python_entry_points_name_an_argument_of_the_wrong_kind():

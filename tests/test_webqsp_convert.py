@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
 from engine.graph import XSD, Literal, Triple
 from engine.reference import ReferenceStore
 from engine.sexpr import parse, to_text
-from engine.sexpr.webqsp import Uncovered, convert, convert_all, read_questions
+from engine.sexpr.webqsp import InvalidParse, Uncovered, convert, convert_all, read_questions
 from tests.conftest import STORE_KINDS
 
 
@@ -77,6 +78,67 @@ def test_a_file_that_is_not_webqsp_json_is_named(tmp_path):
         path.write_bytes(content)
         with pytest.raises(InvalidInputError, match=f"WebQSP.train.json.*{says}"):
             read_questions(path)
+
+
+GOOD_PARSE = {"ParseId": "Q-ok.P0", "TopicEntityMid": "m.01", "InferentialChain": ["a.b"], "Constraints": [], "Time": None,
+              "Order": None}
+CONSTRAINT = {"Operator": "Equal", "ArgumentType": "Entity", "Argument": "m.02", "SourceNodeIndex": 0, "NodePredicate": "x.y",
+              "ValueType": "String"}
+#: a parse with one field convert cannot read, and that field as the report names it
+INVALID_PARSES = [
+    (dict(GOOD_PARSE, TopicEntityMid=5), "TopicEntityMid"),
+    (dict(GOOD_PARSE, TopicEntityMid="m.01> <x"), "TopicEntityMid"),
+    (dict(GOOD_PARSE, Constraints=5), "Constraints"),
+    (dict(GOOD_PARSE, Constraints=[{k: v for k, v in CONSTRAINT.items() if k != "SourceNodeIndex"}]), "Constraints[0].SourceNodeIndex"),
+    (dict(GOOD_PARSE, Constraints=[dict(CONSTRAINT, SourceNodeIndex="x")]), "Constraints[0].SourceNodeIndex"),
+    (dict(GOOD_PARSE, Constraints=[CONSTRAINT, dict(CONSTRAINT, Argument="m.02> <x")]), "Constraints[1].Argument"),
+    (dict(GOOD_PARSE, InferentialChain="a.b"), "InferentialChain"),
+    (dict(GOOD_PARSE, InferentialChain=["a.b", "a b"]), "InferentialChain[1]"),
+    (dict(GOOD_PARSE, Order={"SourceNodeIndex": 0, "NodePredicate": "x.y", "SortOrder": "Up", "Start": 0, "Count": 1}), "Order.SortOrder"),
+    (dict(GOOD_PARSE, ParseId=7), "ParseId"),
+    (5, "parse"),
+]
+
+
+def test_an_invalid_parse_is_named_and_not_converted(tmp_path, capsys):
+    """Each parse with a field of the wrong type, a relation the engine refuses or an entity that
+    is not a Freebase id is reported naming its question, parse and field, and counted as not
+    converted: no traceback, no form written for it."""
+    from engine.cli.main import main
+
+    questions = [{"QuestionId": f"Q-{i}", "Parses": [p]} for i, (p, _) in enumerate(INVALID_PARSES)]
+    questions += [{"QuestionId": "Q-ok", "Parses": [GOOD_PARSE]}, 5, {"QuestionId": "Q-none", "Parses": 5}]
+    webqsp, out = tmp_path / "WebQSP.json", tmp_path / "forms.jsonl"
+    webqsp.write_text(json.dumps({"Questions": questions}), encoding="utf-8")
+    assert main(["webqsp", "convert", "--webqsp", str(webqsp), "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert out.read_text(encoding="utf-8").splitlines() == [json.dumps({"ParseId": "Q-ok.P0", "sexpr": "(JOIN (R a.b) m.01)"})]
+    assert (report["parses"], report["converted"], report["questions"], report["questions_converted"]) == (
+        len(INVALID_PARSES) + 1, 1, len(questions), 1)
+    assert sum(report["uncovered_shapes"].values()) == len(INVALID_PARSES)
+    invalid = report["invalid_parses"]
+    assert len(invalid) == len(INVALID_PARSES) + 2
+    for i, (p, field) in enumerate(INVALID_PARSES):
+        named = "Q-ok.P0" if isinstance(p, dict) and isinstance(p["ParseId"], str) else "#0"
+        assert invalid[i].startswith(f"question Q-{i}, parse {named}: {field}: "), invalid[i]
+    assert invalid[-2:] == [f"question #{len(INVALID_PARSES) + 2}: question: expected an object, got 5",
+                            "question Q-none: Parses: expected a list of parses, got 5"]
+    assert "'a b'" in invalid[7] and "'m.01> <x' is not a Freebase id" in invalid[1]
+    assert main(["webqsp", "convert", "--webqsp", str(webqsp), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "invalid parses (not converted):" in text and invalid[0] in text and "… and 3 more (--json lists them all)" in text
+    for p, field in INVALID_PARSES[:-2]:  # the converter alone, on what a parse holds
+        with pytest.raises(InvalidParse, match=re.escape(field)):
+            convert(p)
+
+
+def test_an_order_by_the_nodes_own_value_is_uncovered():
+    """WebQSP sorts some nodes by their own value (no NodePredicate): there is no ARGMAX for that."""
+    order = {"SourceNodeIndex": 0, "NodePredicate": None, "SortOrder": "Ascending", "Start": 0, "Count": 1}
+    with pytest.raises(Uncovered, match="order by the node's own value"):
+        convert(dict(GOOD_PARSE, Order=order))
+    with pytest.raises(Uncovered, match="order on a node beyond the chain"):
+        convert(dict(GOOD_PARSE, Order=dict(order, SourceNodeIndex=1, NodePredicate="x.y")))
 
 
 def test_shapes():

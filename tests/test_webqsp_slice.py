@@ -220,6 +220,21 @@ def test_chain_questions_are_left_out_questions_whose_chain_has_one_form(tiny_kb
     assert chain_records(QUESTIONS[:1], kb, set()) == [] and chain_records(QUESTIONS[6:7], kb, {"WebQTrn-7"}) == []
 
 
+def test_an_invalid_parse_is_an_unconvertible_one(tiny_kb, oxigraph):
+    """A parse convert refuses (a chain given as a string, a MID that is not one) is dropped as
+    unconvertible, naming the field; the question's next parse is still tried."""
+    good = parse("m.0film1", ["film.film.directed_by"], [entity("m.0dir1")])
+    questions = [
+        question(1, "who directed the first film?", dict(good, InferentialChain="film.film.directed_by"), good),
+        question(2, "who directed the first film?", dict(good, TopicEntityMid="m.0film1> <x")),
+    ]
+    kb = read_kb(*tiny_kb)
+    records, report = build_slice(questions, kb, oxigraph)
+    assert [(r["id"], r["parse_id"]) for r in records] == [("WebQTrn-1", "WebQTrn-1.P1")]
+    assert report.drop_details == {"unconvertible parse": {"invalid TopicEntityMid": 1}}
+    assert chain_records(questions, kb, set()) == []  # the invalid parses passed over, the topic in the KB
+
+
 def test_strict_constraints_drop_relaxed_questions(tiny_kb, oxigraph):
     records, report = build_slice(QUESTIONS, read_kb(*tiny_kb), oxigraph, strict_constraints=True)
     assert sorted(r["id"] for r in records) == [f"WebQTrn-{n}" for n in (1, 11, 13, 2, 4, 6)]

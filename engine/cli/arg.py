@@ -29,7 +29,7 @@ from engine.methods.arg.pipeline import (
     gold_items,
 )
 from engine.methods.arg.prompts import Demo
-from engine.render import term_text
+from engine.render import escaped, term_text, text_row
 from engine.results import to_json
 
 #: the options of ``kgqa arg run`` that ``ask`` takes too: those of one question's generation
@@ -122,12 +122,12 @@ def _retrieve(args: argparse.Namespace) -> None:
 def render_retrieval(result: Any, costs: dict[str, Any]) -> str:
     """A :class:`engine.methods.arg.retrieval.Retrieval` as text: the kept paths, then the
     references, then what it cost."""
-    lines = [f"question\t{result.question}", "", "score\tanchor\tpath"]
+    lines = [text_row("question", result.question), "", "score\tanchor\tpath"]
     for p in result.paths:
         hops = " ".join(f"{'→' if d == 'out' else '←'} {r}" for r, d in p.hops)
-        lines.append(f"{p.score:.3f}\t{term_text(p.anchor)}\t{hops}")
+        lines.append(text_row(f"{p.score:.3f}", term_text(p.anchor), hops))
     lines += ["", "score\treference (names)\tS-expression"]
-    lines += [f"{r.score:.3f}\t{r.text}\t{r.sexpr}" for r in result.references]
+    lines += [text_row(f"{r.score:.3f}", r.text, r.sexpr) for r in result.references]
     lines += ["", f"store {costs['store_seconds']:.2f} s in {costs['store_calls']:g} calls, model {costs['model_seconds']:.2f} s"]
     return "\n".join(lines)
 
@@ -173,13 +173,13 @@ def _ask(args: argparse.Namespace) -> None:
 def render_answer(result: Any, names: dict[str, str | None]) -> str:
     """An :class:`engine.methods.arg.pipeline.ArgAnswer` as text: the references the generator saw,
     the forms it generated, the one executed, and its answers."""
-    lines = [f"question\t{result.question}", "", "references"] + [f"  {r}" for r in result.references]
-    lines += ["", "generated"] + [f"  {g}" for g in result.generated]
-    lines += ["", f"executed\t{result.sexpr if result.sexpr is not None else '(none answered)'}"]
+    lines = [text_row("question", result.question), "", "references"] + [f"  {escaped(str(r))}" for r in result.references]
+    lines += ["", "generated"] + [f"  {escaped(g)}" for g in result.generated]
+    lines += ["", text_row("executed", result.sexpr if result.sexpr is not None else "(none answered)")]
     if result.count is not None:
         lines.append(f"count\t{result.count}")
     else:
-        lines += ["answers"] + [f"  {term_text(a, names)}" for a in result.answers]
+        lines += ["answers"] + [f"  {escaped(term_text(a, names))}" for a in result.answers]
     if result.timed_out:
         lines.append(f"({result.timed_out} candidate form(s) stopped at the timeout)")
     return "\n".join(lines)

@@ -14,6 +14,8 @@ from engine.results import to_json
 
 #: the store the KB goes into unless --store names another
 DEFAULT_KB_STORE = os.path.join("kgqa-data", "fb15k237")
+#: the invalid parses `convert` lists in its text report (--json lists all)
+SHOWN_INVALID = 10
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -107,4 +109,10 @@ def _run_convert(args: argparse.Namespace) -> None:
         print("uncovered shapes (parses):")
         for shape, count in report["uncovered_shapes"].items():
             print(f"  {count:6,}  {shape}")
+    if report["invalid_parses"]:
+        print("invalid parses (not converted):")
+        for line in report["invalid_parses"][:SHOWN_INVALID]:
+            print(f"  {line}")
+        if len(report["invalid_parses"]) > SHOWN_INVALID:
+            print(f"  … and {len(report['invalid_parses']) - SHOWN_INVALID:,} more (--json lists them all)")
     print(f"written to {args.out}")

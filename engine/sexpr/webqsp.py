@@ -12,21 +12,27 @@ the ``i``-th node after the topic entity along the inferential chain (the last i
 - other ``LessOrEqual`` / ``GreaterOrEqual`` date constraints: ``(AND node (le pred D^^xsd:date))`` …;
 - ``Order`` with Start 0 and Count 1 on node i: ``(ARGMAX node pred)`` (Descending) or ARGMIN.
 
-Anything else (no topic entity, an empty chain, an order that is not the first item, a time
-block of another shape, other operators or value types) is reported as an uncovered shape.
+Anything else (no topic entity, an empty chain, an order that is not the first item or that
+sorts by the node's own value, a time block of another shape, other operators or value types) is
+reported as an uncovered shape. A parse with a field of the wrong type, a relation name the engine
+refuses (:func:`engine.identifiers.validate_relation`) or an entity that is not a Freebase id
+(``m.…``, ``g.…`` or a dotted name such as ``education.university``) is an
+:class:`InvalidParse`: reported naming its question, parse and field, never converted.
 :func:`steps` gives a parse's constraints one by one (for building forms that keep only some
 of them, as the WebQSP slice over FB15k-237 does); :func:`convert` applies them all.
 """
 from __future__ import annotations
 
 import gzip
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
 from engine.graph import XSD, Literal
+from engine.identifiers import RELATION_PATTERN, validate_id, validate_relation
 from engine.jsonl import parse_json
 from engine.sexpr import keys
 from engine.sexpr.tree import (
@@ -39,6 +45,7 @@ from engine.sexpr.tree import (
     Join,
     Relation,
     Reverse,
+    FREEBASE_ID,
     TimeConstraint,
     Top,
     to_text,
@@ -54,6 +61,20 @@ class Uncovered(Exception):
         self.shape = shape
 
 
+class InvalidParse(Uncovered):
+    """A parse with a field that convert cannot read: its shape is ``invalid FIELD`` (list
+    positions left out, so that such parses count together); ``field`` and ``problem`` say
+    which and why."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__("invalid " + re.sub(r"\[\d+\]", "[]", field))
+        self.field = field
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.problem}"
+
+
 @dataclass
 class Coverage:
     parses: int = 0
@@ -61,6 +82,8 @@ class Coverage:
     questions: int = 0
     questions_converted: int = 0
     uncovered: Counter = field(default_factory=Counter)
+    #: each invalid question or parse: ``question ID, parse ID: FIELD: problem``
+    invalid: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +93,7 @@ class Coverage:
             "questions": self.questions,
             "questions_converted": self.questions_converted,
             "uncovered_shapes": dict(self.uncovered.most_common()),
+            "invalid_parses": self.invalid,
         }
 
 
@@ -90,7 +114,9 @@ class Step:
 
 
 def topic_and_chain(parse: dict[str, Any]) -> tuple[str, list[str]]:
-    """The topic entity and inferential chain of a parse; raises :class:`Uncovered`."""
+    """The topic entity and inferential chain of a parse; raises :class:`Uncovered`
+    (:class:`InvalidParse` for a parse :func:`check_parse` refuses)."""
+    check_parse(parse)
     topic, chain = parse.get("TopicEntityMid"), parse.get("InferentialChain") or []
     if not topic:
         raise Uncovered("no topic entity")
@@ -98,7 +124,108 @@ def topic_and_chain(parse: dict[str, Any]) -> tuple[str, list[str]]:
         raise Uncovered("empty inferential chain")
     if any(c["SourceNodeIndex"] >= len(chain) for c in parse.get("Constraints") or []):
         raise Uncovered("constraint on a node beyond the chain")
+    order = parse.get("Order")
+    if order and order["SourceNodeIndex"] >= len(chain):
+        raise Uncovered("order on a node beyond the chain")
     return topic, list(chain)
+
+
+def check_parse(parse: object) -> None:
+    """Raise :class:`InvalidParse` naming the first field of ``parse`` that convert cannot
+    read: a value of the wrong type, a relation name the engine refuses, an entity that is not
+    a Freebase id. Fields left empty are the uncovered shapes' business (no topic entity …)."""
+    if not isinstance(parse, dict):
+        raise InvalidParse("parse", f"expected an object, got {_shown(parse)}")
+    if parse.get("TopicEntityMid"):
+        _check_entity(parse["TopicEntityMid"], "TopicEntityMid")
+    chain = parse.get("InferentialChain")
+    if chain:
+        for i, relation in enumerate(_list(chain, "InferentialChain", "relation names")):
+            _check_relation(relation, f"InferentialChain[{i}]")
+    constraints = _list(parse.get("Constraints") or [], "Constraints", "constraint objects")
+    for i, c in enumerate(constraints):
+        where = f"Constraints[{i}]"
+        _object(c, where)
+        _node_index(c, where)
+        for key in ("Operator", "ArgumentType", "ValueType", "Argument"):
+            if not isinstance(c.get(key), str):
+                raise InvalidParse(f"{where}.{key}", f"expected a string, {_got(c, key)}")
+        _check_relation(c.get("NodePredicate"), f"{where}.NodePredicate")
+        if c["ArgumentType"] == "Entity":
+            _check_entity(c["Argument"], f"{where}.Argument")
+    time = parse.get("Time")
+    if time:
+        _object(time, "Time")
+        for i, index in enumerate(_list(time.get("AssociatedConstraints") or [], "Time.AssociatedConstraints", "constraint indexes")):
+            if not _is_index(index):
+                raise InvalidParse(f"Time.AssociatedConstraints[{i}]", f"expected an index ≥ 0, got {_shown(index)}")
+        for key in ("Start", "End"):
+            if time.get(key) is not None and not isinstance(time[key], str):
+                raise InvalidParse(f"Time.{key}", f"expected a date string, got {_shown(time[key])}")
+    order = parse.get("Order")
+    if order:
+        _object(order, "Order")
+        _node_index(order, "Order")
+        if order.get("SortOrder") not in ("Ascending", "Descending"):
+            raise InvalidParse("Order.SortOrder", f"expected 'Ascending' or 'Descending', {_got(order, 'SortOrder')}")
+        for key in ("Start", "Count"):
+            if not _is_index(order.get(key)):
+                raise InvalidParse(f"Order.{key}", f"expected an integer ≥ 0, {_got(order, key)}")
+        if order.get("NodePredicate") is not None:  # None: sorted by the node's own value (uncovered)
+            _check_relation(order["NodePredicate"], "Order.NodePredicate")
+
+
+def _parse_id(parse: dict[str, Any]) -> str:
+    """The ParseId that names a parse's form in convert's output."""
+    if not isinstance(parse.get("ParseId"), str):
+        raise InvalidParse("ParseId", f"expected a string, {_got(parse, 'ParseId')}")
+    return parse["ParseId"]
+
+
+def _shown(value: object) -> str:
+    return clipped(repr(value), 100)
+
+
+def _got(item: dict[str, Any], key: str) -> str:
+    return f"got {_shown(item[key])}" if key in item else "but it is missing"
+
+
+def _list(value: object, where: str, of: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidParse(where, f"expected a list of {of}, got {_shown(value)}")
+    return value
+
+
+def _object(value: object, where: str) -> None:
+    if not isinstance(value, dict):
+        raise InvalidParse(where, f"expected an object, got {_shown(value)}")
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _node_index(item: dict[str, Any], where: str) -> None:
+    if not _is_index(item.get("SourceNodeIndex")):
+        raise InvalidParse(f"{where}.SourceNodeIndex", f"expected a chain node index ≥ 0, {_got(item, 'SourceNodeIndex')}")
+
+
+def _check_relation(name: object, where: str) -> None:
+    try:
+        validate_relation(name)
+    except InvalidInputError as e:  # its message names the relation
+        raise InvalidParse(where, str(e)) from e
+
+
+def _check_entity(node_id: object, where: str) -> None:
+    """A Freebase id: a MID (``m.0abc``, ``g.11b…``) or a dotted name (``education.university``,
+    a type a constraint may name)."""
+    try:
+        validate_id(node_id)
+    except InvalidInputError as e:
+        raise InvalidParse(where, str(e)) from e
+    if not (FREEBASE_ID.fullmatch(node_id) or RELATION_PATTERN.fullmatch(node_id)):  # type: ignore[arg-type]
+        raise InvalidParse(where, f"{_shown(node_id)} is not a Freebase id: give a MID such as m.0abc")
 
 
 def steps(parse: dict[str, Any], chain_length: int) -> list[Step | Uncovered]:
@@ -120,6 +247,9 @@ def steps(parse: dict[str, Any], chain_length: int) -> list[Step | Uncovered]:
     order = parse.get("Order")
     if order and (order.get("Start") != 0 or order.get("Count") != 1):
         out.append(Uncovered(f"order Start={order.get('Start')} Count={order.get('Count')}"))
+        order = None
+    if order and order.get("NodePredicate") is None:
+        out.append(Uncovered("order by the node's own value"))
         order = None
     for i in range(chain_length):
         for c in constraints:
@@ -212,19 +342,36 @@ def read_questions(path: str | Path) -> list[dict[str, Any]]:
 
 
 def convert_all(questions: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], Coverage]:
-    """(ParseId, S-expression) of every convertible parse, and the coverage report."""
+    """(ParseId, S-expression) of every convertible parse, and the coverage report (an invalid
+    question or parse counted as not converted, and named in ``invalid``)."""
     out: list[tuple[str, str]] = []
     report = Coverage()
-    for q in questions:
+    for number, q in enumerate(questions, 1):
         report.questions += 1
+        question = q.get("QuestionId") if isinstance(q, dict) else None
+        shown_question = question if isinstance(question, str) else f"#{number}"
+        parses = q.get("Parses", []) if isinstance(q, dict) else None
+        if not isinstance(parses, list):
+            problem = InvalidParse("question" if parses is None else "Parses",
+                                   f"expected {'an object' if parses is None else 'a list of parses'}, "
+                                   f"got {_shown(q if parses is None else parses)}")
+            report.invalid.append(f"question {shown_question}: {problem}")  # no parses to count
+            continue
         any_ok = False
-        for p in q.get("Parses", []):
+        for index, p in enumerate(parses):
             report.parses += 1
             try:
-                out.append((p["ParseId"], to_text(convert(p))))
+                sexpr = to_text(convert(p))
+                parse_id = _parse_id(p)
+            except InvalidParse as e:
+                shown_parse = p["ParseId"] if isinstance(p, dict) and isinstance(p.get("ParseId"), str) else f"#{index}"
+                report.invalid.append(f"question {shown_question}, parse {shown_parse}: {e}")
+                report.uncovered[e.shape] += 1
+                continue
             except Uncovered as e:
                 report.uncovered[e.shape] += 1
                 continue
+            out.append((parse_id, sexpr))
             report.converted += 1
             any_ok = True
         report.questions_converted += any_ok

@@ -75,6 +75,7 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple, build_each
 from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
 from engine.limits import TermCheck, term_check
+from engine.open import redacted, split_uri
 from engine.ops import (
     Compiled,
     CountEntities,
@@ -175,7 +176,7 @@ class BoltStore(Store):
         timeout = positive_seconds(timeout)
         batch_size = positive_int(batch_size, "batch_size")
         address, uri_user, uri_password, uri_database, self.uri = _parse_uri(uri)
-        self._host, self._port = _host_port(address, self.uri)
+        self._host, self._port = _host_port(address)
         self.timeout = float(timeout)
         self.batch_size = batch_size
         self._database = database or uri_database
@@ -510,27 +511,19 @@ class BoltStore(Store):
         return QueryResult(columns, [[_value(v) for v in row] for row in rows])
 
 
-def _host_port(address: str, shown: str) -> tuple[str, int]:
-    parts = urlsplit(address)
-    try:
-        return parts.hostname or "localhost", parts.port or DEFAULT_BOLT_PORT
-    except ValueError as e:
-        raise InvalidInputError(f"invalid Bolt URI {shown!r}: {e}") from e
-
-
-def _redact(uri: str) -> str:
-    """``uri`` without the password of its ``user:password@`` part."""
-    return re.sub(r"(//[^/@:?#]*):[^/?#]*@", r"\1@", uri)
+def _host_port(address: str) -> tuple[str, int]:
+    parts = split_uri(address)
+    return parts.hostname or "localhost", parts.port or DEFAULT_BOLT_PORT
 
 
 def _parse_uri(uri: str) -> tuple[str, str | None, str | None, str | None, str]:
     """Split a Bolt URI into the driver's address (no credentials, no ``database``), user,
     password, database, and the URI as shown in messages (without the password)."""
     if not isinstance(uri, str) or not uri.startswith(BOLT_SCHEMES):
-        shown = _redact(uri) if isinstance(uri, str) else uri
+        shown = redacted(uri) if isinstance(uri, str) else uri
         raise InvalidInputError(f"invalid Bolt URI {shown!r}: use bolt://host:port or neo4j://host:port")
-    shown = _redact(uri)
-    parts = urlsplit(uri)
+    shown = redacted(uri)
+    parts = split_uri(uri)
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
     hostport = parts.netloc.rpartition("@")[2]

@@ -52,6 +52,7 @@ from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.jsonl import parse_json
 from engine.limits import VIRTUOSO
+from engine.open import split_uri
 from engine.ops import Compiled, Op
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import NoAnswer, QueryRejected, retried, server_message, transient
@@ -158,7 +159,7 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             raise InvalidInputError(f"invalid backoff {backoff!r}: use a number of seconds ≥ 0")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise InvalidInputError(f"invalid retries {retries!r}: use an integer ≥ 0")
-        parts = urllib.parse.urlsplit(uri)
+        parts = split_uri(uri)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidInputError(f"invalid SPARQL endpoint {uri!r}: give http(s)://host:port/sparql")
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
