@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import report, runner, scale, sources
-from engine.cli.common import count, seconds
+from engine.cli.common import count, random_seed, seconds
 from engine.errors import InvalidInputError
 from engine.methods import registry
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--batch", type=count, help="questions per batched follow_paths call")
         p.add_argument("--batches", type=count, help="batched calls per question group")
         p.add_argument("--budget", type=seconds, help="seconds per implementation and workload before later tasks are left out")
-        p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
+        p.add_argument("--seed", type=random_seed, default=0, help="seed of every sample and generated graph (default 0)")
         p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench",
                        help="stores, servers and generated graphs (default kgqa-data/bench)")
         p.add_argument("--out", type=Path, help=f"where results go (default benchmarks/results/{name} in a checkout, "
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=seconds, default=20.0, help="seconds per store and workload before later tasks are left out (default 20)")
     p.add_argument("--hub-share", type=float, default=0.1, help="share of each graph's triples in the hub pool (default 0.1: 1M edges at 10M)")
     p.add_argument("--hub-limit", type=count, default=None, help="limit of the hub calls (default: the engine's default limit)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers and generated graphs (default kgqa-data/bench)")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/scale in a checkout)")
     p.add_argument("--no-check", action="store_true", help="do not compare every answer with the floor's")
@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", default="metaqa,pathquestion", help="comma-separated: metaqa, pathquestion (default both)")
     p.add_argument("--stores", default="oxigraph,virtuoso", help="comma-separated store kinds or URIs (default oxigraph,virtuoso)")
     p.add_argument("--questions", type=count, default=20, help="questions per question set (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--device", default=None, help="torch device for every method (default: cuda when available)")
     p.add_argument("--method-option", action="append", default=[], metavar="METHOD.OPTION=VALUE",
                    help="an option of a method's config (as `kgqa <method> run --help` lists them, with _ for -), "
@@ -102,23 +102,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--stores", default=DEFAULT_STORES, help=f"comma-separated store kinds (default {DEFAULT_STORES})")
     p.add_argument("--questions", type=count, help="questions per MetaQA hop class, random walks (quick 5, full 10)")
     p.add_argument("--repeats", type=count, help="timed runs of each side per task; the best counts (quick and full 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every sample and generated graph (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of every sample and generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/overhead in a checkout)")
     p.set_defaults(bench_handler=_overhead)
 
     p = sub.add_parser("generate", help="write a Freebase-shaped graph as N-Triples")
-    p.add_argument("size", help="about how many triples: 1M, 250k, 10M …")
+    p.add_argument("size", type=_graph_size,
+                   help=f"about how many triples: 1M, 250k, 10M … (at most {sources.size_label(sources.MAX_GENERATED_TRIPLES)})")
     p.add_argument("--out", type=Path, required=True, help="output file (.nt or .nt.gz)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generator (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of the generator (default 0)")
     p.set_defaults(bench_handler=_generate)
 
     text = "the longest id and literal a store keeps exactly (the numbers in engine/limits.py); writes probe triples"
     p = sub.add_parser("limits", help=text, description=text)
     p.add_argument("--store", required=True, metavar="URI", help="the store to probe: use a scratch store, probe triples stay in it")
-    p.add_argument("--max-id", type=count, default=20_000, help="largest id size tried, in bytes (default 20000)")
+    p.add_argument("--max-id", type=count, default=20_000, help="largest id size tried, in bytes (default 20000, at most 1000000)")
     p.add_argument("--max-literal", type=int, default=100_000,
-                   help="largest literal size tried, in bytes (default 100000; 0 skips literals)")
+                   help="largest literal size tried, in bytes (default 100000, at most 100000000; 0 skips literals)")
     p.set_defaults(bench_handler=_limits)
 
     text = "the HTTP API (kgqa serve) under concurrent clients against the same calls in-process: throughput, latency, mismatches"
@@ -127,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="gen:100k", help="metaqa, pathquestion, fb15k237 or gen:SIZE (default gen:100k)")
     p.add_argument("--clients", type=count, default=8, help="concurrent clients (default 8)")
     p.add_argument("--ops", type=count, default=200, help="mixed calls per client (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the workload and a generated graph (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of the workload and a generated graph (default 0)")
     p.add_argument("--workdir", type=Path, default=Path("kgqa-data") / "bench", help="stores, servers, generated graphs")
     p.add_argument("--out", type=Path, help="where results go (default benchmarks/results/serve in a checkout)")
     p.set_defaults(bench_handler=_serve)
@@ -240,8 +241,8 @@ def _scale(args: argparse.Namespace) -> Path:
         raise SystemExit(f"kgqa bench scale: --virtuoso-buffer-pool-gib: {e}") from None
     try:
         sizes = [sources.parse_size(s) for s in split(args.sizes)]
-    except ValueError:
-        raise SystemExit(f"kgqa bench scale: --sizes {args.sizes!r}: give sizes such as 100k,1M,10M") from None
+    except InvalidInputError as e:
+        raise SystemExit(f"kgqa bench scale: --sizes {args.sizes!r}: {e}") from None
     unknown = [s for s in split(args.stores) if s not in ("oxigraph", "virtuoso")]
     if unknown:
         raise SystemExit(f"kgqa bench scale: --stores {','.join(unknown)}: the scale run measures oxigraph and virtuoso")
@@ -267,18 +268,29 @@ def _scale(args: argparse.Namespace) -> Path:
 def _generate(args: argparse.Namespace) -> None:
     from benchmarks.generator import FreebaseGenerator
 
-    generator = FreebaseGenerator(sources.parse_size(args.size), seed=args.seed)
+    generator = FreebaseGenerator(args.size, seed=args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     count = sources.write_ntriples(iter(generator), args.out)
     info = generator.info
     print(f"{args.out}: {count:,} triples, {info.entities:,} topic entities, {info.cvts:,} CVT nodes (seed {info.seed})")
 
 
-def _limits(args: argparse.Namespace) -> None:
-    from benchmarks.probe_limits import probe
+def _graph_size(text: str) -> int:
+    """An argparse type: :func:`benchmarks.sources.parse_size`."""
+    try:
+        return sources.parse_size(text)
+    except InvalidInputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
-    if args.max_literal < 0:
-        raise InvalidInputError(f"--max-literal {args.max_literal}: give a size in bytes, or 0 to skip literals")
+
+def _limits(args: argparse.Namespace) -> None:
+    from benchmarks.probe_limits import MAX_PROBED_ID, MAX_PROBED_LITERAL, probe
+
+    if not 0 <= args.max_literal <= MAX_PROBED_LITERAL:
+        raise InvalidInputError(
+            f"--max-literal {args.max_literal}: give a size in bytes up to {MAX_PROBED_LITERAL:,}, or 0 to skip literals")
+    if args.max_id > MAX_PROBED_ID:
+        raise InvalidInputError(f"--max-id {args.max_id}: give a size in bytes up to {MAX_PROBED_ID:,}")
     probe(args.store, args.max_id, args.max_literal)
 
 

@@ -23,6 +23,10 @@ from engine.graph import Literal, Triple
 from engine.store import Store
 
 _PREFIX = "http://e.org/"
+#: the largest ``--max-id`` and ``--max-literal``: far past every limit measured (Virtuoso keeps
+#: literals to about 10 MB), and a trial of that size still fits in memory many times over
+MAX_PROBED_ID = 1_000_000
+MAX_PROBED_LITERAL = 100_000_000
 _trial = itertools.count()
 
 

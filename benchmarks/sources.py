@@ -7,6 +7,7 @@ this module only.
 from __future__ import annotations
 
 import gzip
+import math
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,9 @@ from loaders import datasets
 from sparql.terms import Terms
 
 SIZE_SUFFIXES = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000, "g": 1_000_000_000, "G": 1_000_000_000}
+#: the largest graph the generator writes, in triples: it holds about 20 MB per million
+#: triples while writing (about 2 GB here) and writes about 150k triples a second
+MAX_GENERATED_TRIPLES = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,21 @@ class Dataset:
 
 
 def parse_size(text: str) -> int:
-    """``1M`` → 1_000_000, ``250k`` → 250_000, ``5000`` → 5000."""
-    text = text.strip()
-    factor = SIZE_SUFFIXES.get(text[-1:], 1)
-    number = text[:-1] if factor != 1 else text
-    return int(float(number) * factor)
+    """``1M`` → 1_000_000, ``250k`` → 250_000, ``5000`` → 5000: a generated graph's size in
+    triples, from 1 to :data:`MAX_GENERATED_TRIPLES`; else an :class:`InvalidInputError`."""
+    stripped = text.strip()
+    factor = SIZE_SUFFIXES.get(stripped[-1:], 1)
+    number = stripped[:-1] if factor != 1 else stripped
+    try:
+        size = float(number) * factor
+    except ValueError:
+        size = math.nan
+    if not 1 <= size <= MAX_GENERATED_TRIPLES:  # NaN and infinity fail it too
+        raise InvalidInputError(
+            f"graph size {text!r}: give a number of triples from 1 to {size_label(MAX_GENERATED_TRIPLES)}, "
+            "k for thousands, M for millions (250k, 1M)"
+        )
+    return int(size)
 
 
 def size_label(n: int) -> str:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import count
+from engine.cli.common import count, random_seed
 
 OUT = Path(__file__).resolve().parent / "results" / "training" / "training.json"
 #: (name, precision, loss) of each variant, the baseline first
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", default=None, help="base model (default: the offline SmolLM2-135M-Instruct)")
     p.add_argument("--batches", type=count, default=12, help="timed batches per variant, after one warm-up batch (default 12)")
     p.add_argument("--batch-size", type=int, default=8, help="samples per batch (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="the batches' order (default 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="the batches' order (default 0)")
     p.add_argument("--out", default=str(OUT), help=f"results file (default {OUT.relative_to(OUT.parents[3])})")
     args = p.parse_args(argv)
     results = run(args, ["python -m benchmarks.training", *(argv if argv is not None else sys.argv[1:])])

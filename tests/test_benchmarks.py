@@ -281,6 +281,51 @@ def test_generate_writes_ntriples(tmp_path, generated):
     assert len(lines) > 1000 and all(line.endswith(" .") and line.startswith("<http://rdf.freebase.com/ns/") for line in lines)
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["generate", "abc"], "graph size 'abc': give a number of triples from 1 to 100M"),
+    (["generate", "0"], "graph size '0': give a number of triples from 1 to 100M"),
+    (["generate", "--", "-5"], "graph size '-5': give"),
+    (["generate", "1e999"], "graph size '1e999': give"),
+    (["generate", "1T"], "graph size '1T': give"),
+    (["generate", "101M"], "graph size '101M': give"),
+    (["generate", "1k", "--seed", "-1"], "--seed: '-1': give a whole number from 0 to 4294967295"),
+    (["limits", "--store", "memory:", "--max-id", "99999999999"], "--max-id 99999999999: give a size in bytes up to 1,000,000"),
+    (["limits", "--store", "memory:", "--max-literal", "99999999999"], "--max-literal 99999999999: give a size in bytes up to"),
+])
+def test_bench_arguments_out_of_range_are_named_before_any_work(argv, says, tmp_path, capsys):
+    from engine.cli.main import main as kgqa
+
+    out = tmp_path / "g.nt"
+    try:
+        code = kgqa(["bench", *argv[:1], "--out", str(out), *argv[1:]] if argv[0] == "generate" else ["bench", *argv])
+    except SystemExit as e:  # argparse's own exit
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # no .part left
+
+
+def test_a_scale_size_out_of_range_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="--sizes '1k,1e999': graph size '1e999': give a number of triples from 1 to 100M"):
+        main(["scale", "--sizes", "1k,1e999", "--workdir", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_write_leaves_no_part_file(tmp_path):
+    from benchmarks.sources import write_ntriples
+    from engine.graph import Triple
+
+    def triples():
+        yield Triple("m.1", "film.r", "m.2")
+        raise KeyboardInterrupt
+
+    path = tmp_path / "g.nt"
+    path.write_text("kept\n")
+    with pytest.raises(KeyboardInterrupt):
+        write_ntriples(triples(), path)
+    assert [p.name for p in tmp_path.iterdir()] == ["g.nt"] and path.read_text() == "kept\n"  # the earlier file stands
+
+
 @pytest.mark.model
 @pytest.mark.shared_data
 def test_methods_benchmark_runs_a_method_as_its_command_and_lists_what_it_skips(shared_data, tmp_path, capsys):

@@ -287,5 +287,30 @@ def test_kgqa_eval_every_convention_and_each_protocol(tmp_path, capsys):
         assert main(["eval", str(path), "--protocol", protocol, "--bootstrap", "0"]) == 0
         text = capsys.readouterr().out
         assert label in text and "RoG Hit" not in text and "[" not in text
-    assert main(["eval", str(path), "--bootstrap", "-1"]) == 2
-    assert "invalid bootstrap -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # argparse's way out, before the file is read
+        main(["eval", str(path), "--bootstrap", "-1"])
+    assert stopped.value.code == 2 and "invalid bootstrap -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--bootstrap", "1e9"], "--bootstrap: '1e9': give a whole number from 0 (no intervals) to 100,000"),
+    (["--bootstrap", "100001"], "invalid bootstrap 100001: give a number of resamples from 0 (no intervals) to 100,000"),
+    (["--seed", "-1"], "--seed: '-1': give a whole number from 0 to 4294967295"),
+])
+def test_kgqa_eval_refuses_a_bootstrap_or_seed_out_of_range_before_reading(argv, says, tmp_path, capsys):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _records()) + "\n")
+    with pytest.raises(SystemExit) as stopped:
+        main(["eval", str(path), *argv])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert says in err and "Traceback" not in err
+
+
+def test_score_refuses_a_bootstrap_past_the_maximum_or_a_negative_seed():
+    from engine.methods.metrics import MAX_BOOTSTRAP
+
+    with pytest.raises(InvalidInputError, match="invalid bootstrap 100001"):
+        score(_many(), bootstrap=MAX_BOOTSTRAP + 1)
+    with pytest.raises(InvalidInputError, match="invalid seed -1"):
+        score(_many(), bootstrap=10, seed=-1)

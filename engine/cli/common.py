@@ -48,6 +48,21 @@ def count(text: str) -> int:
     return value
 
 
+#: the largest seed: numpy's legacy generator (which transformers' set_seed seeds) takes 0 … 2³² − 1
+MAX_SEED = 2**32 - 1
+
+
+def random_seed(text: str) -> int:
+    """An argparse type: a random seed, a whole number from 0 to :data:`MAX_SEED`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 0 to {MAX_SEED}")
+    return value
+
+
 def seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
     try:
@@ -105,7 +120,7 @@ def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int |
     p.add_argument("--sample", type=int, default=sample,
                    help="a random sample of this many questions of the split, drawn with --seed" + (f" (default {sample})" if sample else ""))
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (after --sample)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0); it does not change the split")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of the sample (default 0); it does not change the split")
     p.add_argument("--split-seed", type=int, default=SPLIT_SEED,
                    help=f"seed of the train/val/test split (default {SPLIT_SEED}); give training and evaluation the same one")
 

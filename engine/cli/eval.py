@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli.common import add_output_arguments
+from engine.cli.common import add_output_arguments, random_seed
+from engine.errors import InvalidInputError
+from engine.methods.metrics import MAX_BOOTSTRAP, check_bootstrap
 from engine.results import to_json
 
 PROTOCOL_HELP = (
@@ -37,11 +39,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--protocol", choices=["all", "hits1", "rog", "gnn-rag", "tog", "webqsp", "engine"], default="all",
                    help=PROTOCOL_HELP)
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="bootstrap resamples for the 95%% intervals (default 1000; 0: no intervals)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples (default 0)")
+    p.add_argument("--bootstrap", type=_resamples, default=1000, metavar="N",
+                   help=f"bootstrap resamples for the 95%% intervals (default 1000, at most {MAX_BOOTSTRAP:,}; 0: no intervals)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of the bootstrap resamples (default 0)")
     add_output_arguments(p)
     p.set_defaults(handler=_run_eval)
+
+
+def _resamples(text: str) -> int:
+    """An argparse type: :func:`engine.methods.metrics.check_bootstrap`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 0 (no intervals) to {MAX_BOOTSTRAP:,}") from None
+    try:
+        return check_bootstrap(value)
+    except InvalidInputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _run_eval(args: argparse.Namespace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.cli.common import add_output_arguments
+from engine.cli.common import add_output_arguments, random_seed
 from engine.errors import InvalidInputError
 from engine.models.sft import PRECISIONS
 
@@ -35,7 +35,7 @@ def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: 
     p.add_argument("--grad-accum", type=int, default=1, help="batches per optimiser step (default 1)")
     p.add_argument("--max-length", type=int, default=512, help="prompt + target tokens (default 512)")
     if seed:
-        p.add_argument("--seed", type=int, default=0, help="seed of initialisation, order and the validation share (default 0)")
+        p.add_argument("--seed", type=random_seed, default=0, help="seed of initialisation, order and the validation share (default 0)")
     p.add_argument("--val-fraction", type=float, default=0.0, help="share held out for a validation loss per epoch")
     p.add_argument("--patience", type=int, default=None, help="stop after this many epochs without a better validation loss")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")

@@ -44,7 +44,8 @@ A record whose ``answers`` (and ``answer_ids``) hold nothing to match is counted
 WebQSP's scores such a question 1 when nothing is predicted). Groups: the record's ``set`` (or
 ``dataset``) field, else one set; within it ``overall``, ``hops`` and ``qtype``.
 
-Intervals: ``bootstrap`` resamples (default 1,000; 0: none) of the group's questions with
+Intervals: ``bootstrap`` resamples (default 1,000, at most
+:data:`engine.methods.metrics.MAX_BOOTSTRAP` = 100,000; 0: none) of the group's questions with
 replacement, drawn by ``numpy.random.default_rng(seed)``; each metric's 2.5th and 97.5th
 percentiles over the resamples. The same records, settings and seed give the same interval.
 

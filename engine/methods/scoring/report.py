@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import InvalidInputError
-from engine.methods.metrics import check_modes, checked_records, normalize, score_record
+from engine.methods.metrics import check_bootstrap, check_modes, checked_records, normalize, score_record
 from engine.methods.scoring.conventions import gnn_rag_hit1, rog_hit, tog_em, webqsp_f1
 
 #: every metric a group reports, in the order of the JSON and the tables
@@ -189,8 +189,9 @@ def score(
     with ``seed`` (0 resamples: no intervals). ``match`` and ``by`` choose how Hits@1,
     precision, recall and the F1s compare answers (:func:`engine.methods.metrics.evaluate`)."""
     check_modes(match, by)
-    if bootstrap < 0:
-        raise InvalidInputError(f"invalid bootstrap {bootstrap}: give a number of resamples, 0 for none")
+    check_bootstrap(bootstrap)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidInputError(f"invalid seed {seed!r}: give a whole number ≥ 0")
     rows: dict[str, dict[tuple[str, str], list[list[float]]]] = defaultdict(lambda: defaultdict(list))
     no_gold: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for record in checked_records(records):
