@@ -141,6 +141,7 @@ def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     (("dataset = \"qa_dev.txt\"\nstore = \"toy\"", "dataset = \"webqsp-fb15k237-chains\"\nstore = \"toy\""),
      "recipes.toy.samples[0].store", "is built with the store fb15k237, not 'toy'"),
     (("seed = 0\n", "seed = 0\nprecision = \"half\"\n"), "recipes.toy.stages[0].precision", "unknown precision 'half'"),
+    (("seed = 0\n", "seed = 0\nschedule = \"bogus\"\n"), "recipes.toy.stages[0].schedule", "unknown schedule 'bogus': use one of linear, cosine"),
     (("[recipes.toy]\n", "[recipes.toy]\ndtype = \"bf16\"\n"), "recipes.toy.dtype", "unknown dtype 'bf16'"),
 ])
 def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):

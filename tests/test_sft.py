@@ -88,6 +88,23 @@ def test_bad_settings_are_refused():
         with pytest.raises(InvalidInputError, match=f"fine-tuning settings: {says}"):
             SftConfig(**bad)
     assert SftConfig(lora_r=0).lora_r == 0  # without LoRA its settings are not read
+    with pytest.raises(InvalidInputError, match="fine-tuning settings: schedule 'bogus' is not one of linear, cosine"):
+        SftConfig(schedule="bogus")
+    # a transformers schedule that needs more than the step counts is refused too, before any loading
+    with pytest.raises(InvalidInputError, match="schedule 'cosine_with_min_lr' is not one of"):
+        SftConfig(schedule="cosine_with_min_lr")
+
+
+def test_lm_train_refuses_an_unknown_schedule_before_loading(tmp_path, capsys):
+    from engine.cli.main import main
+
+    data = tmp_path / "lm.jsonl"
+    data.write_text('{"prompt": "a", "target": "b"}\n')
+    with pytest.raises(SystemExit) as stopped:  # argparse's, before the data or a model is read
+        main(["lm", "train", "--data", str(data), "--out", str(tmp_path / "out"), "--schedule", "bogus"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "argument --schedule: invalid choice: 'bogus'" in err and "'inverse_sqrt'" in err
+    assert not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- loss mask

@@ -7,7 +7,7 @@ import json
 
 from engine.cli.common import add_output_arguments, random_seed
 from engine.errors import InvalidInputError
-from engine.models.sft import PRECISIONS
+from engine.models.sft import PRECISIONS, SCHEDULES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,8 @@ def add_sft_arguments(p: argparse.ArgumentParser, *, seed: bool = True, output: 
     p.add_argument("--out", required=True, help="directory for the trained model (every --model option accepts it)")
     p.add_argument("--epochs", type=int, default=1, help="passes over the samples (default 1)")
     p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
-    p.add_argument("--schedule", default="linear", help="transformers scheduler: linear (default), cosine, constant_with_warmup, …")
+    p.add_argument("--schedule", choices=SCHEDULES, default="linear", metavar="SCHEDULE",
+                   help=f"transformers learning-rate schedule: {', '.join(SCHEDULES)} (default linear)")
     p.add_argument("--warmup", type=float, default=0.03, help="share of the steps spent warming up (default 0.03)")
     p.add_argument("--batch-size", type=int, default=8, help="samples per batch, grouped by length (default 8)")
     p.add_argument("--grad-accum", type=int, default=1, help="batches per optimiser step (default 1)")

@@ -67,13 +67,17 @@ class Sample:
 
 
 PRECISIONS = ("auto", "bf16", "fp32")
+#: the ``transformers.get_scheduler`` schedules training can use: those that need nothing beyond
+#: the warmup and step counts and step without a metric (the others want a minimum learning
+#: rate, decay steps or a validation metric at every step)
+SCHEDULES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup", "inverse_sqrt")
 
 
 @dataclass(frozen=True)
 class SftConfig:
     epochs: int = 1
     lr: float = 1e-4
-    schedule: str = "linear"  # any transformers.get_scheduler name: linear, cosine, constant_with_warmup, …
+    schedule: str = "linear"  # one of SCHEDULES
     warmup: float = 0.03  # share of the optimiser steps spent warming up
     batch_size: int = 8
     grad_accum: int = 1
@@ -111,6 +115,7 @@ class SftConfig:
             (self.patience is not None and self.patience < 1, "patience must be at least 1 epoch"),
             (self.patience is not None and self.val_fraction == 0, "early stopping (patience) needs a validation fraction > 0"),
             (self.precision not in PRECISIONS, f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}"),
+            (self.schedule not in SCHEDULES, f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}"),
         ]
         for bad, message in problems:
             if bad:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError
-from engine.models.sft import PRECISIONS
+from engine.models.sft import PRECISIONS, SCHEDULES
 from engine.models.transformers_lm import DTYPES
 
 if sys.version_info >= (3, 11):
@@ -329,6 +329,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
             t = _check_table(item, LM_KEYS, LM_REQUIRED, w)
             if t.get("precision", "auto") not in PRECISIONS:
                 raise (w / "precision").error(f"unknown precision {t['precision']!r}: use one of {', '.join(PRECISIONS)}")
+            if t.get("schedule", "linear") not in SCHEDULES:
+                raise (w / "schedule").error(f"unknown schedule {t['schedule']!r}: use one of {', '.join(SCHEDULES)}")
             mix = []
             for j, part in enumerate(_tables(t["mix"], w / "mix")):
                 p = _check_table(part, _MIX_KEYS, ("samples",), w / "mix" / j)
