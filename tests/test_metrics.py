@@ -148,3 +148,75 @@ def test_a_prediction_holding_a_unicode_line_separator_is_one_record(tmp_path):
     records = read_predictions(path)
     assert [r["id"] for r in records] == names
     assert evaluate(records).overall.hits1 == 1.0
+
+
+# ------------------------------------------------------------- many answers in one record
+def _quadratic_score(prediction, answers, match):
+    """score_question as each prediction against each gold answer defines it."""
+    from engine.methods.metrics import _distinct
+
+    predicted, gold = _distinct(prediction), _distinct(answers)
+    correct = [any(matches(p, g, match) for g in gold) for p in predicted]
+    found = sum(any(matches(p, g, match) for p in predicted) for g in gold)
+    return (float(bool(correct) and correct[0]), float(any(correct)),
+            sum(correct) / len(predicted) if predicted else 0.0, found / len(gold))
+
+
+def test_scoring_many_answers_agrees_with_comparing_each_pair():
+    """The linear-time matching (sets for equal names, one Aho–Corasick pass for containment)
+    gives what comparing every prediction with every gold answer gives, on names that overlap
+    much (short strings of few letters: prefixes, suffixes, repeats, one inside another)."""
+    import random
+
+    from engine.methods.metrics import Substrings, rog_lines, rog_question
+    from engine.methods.scoring.conventions import _tog_clean, tog_em, tog_response, webqsp_f1
+
+    rng = random.Random(5)
+
+    def names(n):
+        return [" ".join("".join(rng.choice("ab") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3)))
+                for _ in range(n)]
+
+    for _ in range(300):
+        answers, prediction = names(rng.randint(1, 8)), names(rng.randint(0, 8))
+        for match in ("exact", "contains"):
+            s = score_question(prediction, answers, match)
+            assert (s.hits1, s.hits1_any, s.precision, s.recall) == _quadratic_score(prediction, answers, match)
+        text = normalize(" ".join(rog_lines(prediction)))
+        gold = [a for a in answers if normalize(a)]
+        assert rog_question(prediction, answers).accuracy == sum(normalize(a) in text for a in gold) / len(gold)
+        response = _tog_clean(tog_response(prediction))
+        assert tog_em(prediction, answers) == float(bool(response) and any(
+            g and (g in response or response in g) for g in (_tog_clean(a) for a in answers)))
+        parse = names(rng.randint(0, 5))
+        tp, fp = sum(g in prediction for g in parse), sum(p not in parse for p in prediction)
+        expected = float(not parse and not prediction) if not parse or not prediction else (
+            2 * tp / (2 * tp + fp + len(parse) - tp) if tp else 0.0)
+        assert webqsp_f1(prediction, [parse]) == expected
+        found: set[int] = set()
+        substrings = Substrings(answers)
+        assert [substrings.scan(p, found) for p in prediction] == [any(a in p for a in answers if a) for p in prediction]
+        assert {substrings.patterns[i] for i in found} == {a for a in answers if a and any(a in p for p in prediction)}
+
+
+@pytest.mark.parametrize("match", ["exact", "contains"])
+def test_a_record_with_twenty_thousand_answers_scores_in_seconds(match, tmp_path):
+    """Comparing each prediction with each gold answer took minutes here (4e8 pairs)."""
+    import time
+
+    n = 20_000
+    record = {"answers": [f"answer number {i} of many" for i in range(n)],
+              "prediction": [f"answer number {i * 7} of many" for i in range(n)]}
+    as_text = {**record, "prediction": "\n".join(record["prediction"])}  # an LLM's text: RoG's and ToG's rules read it
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps(as_text) + "\n")
+    started = time.perf_counter()
+    report = score(read_predictions(path), match=match, bootstrap=0)
+    rog = evaluate_rog(read_predictions(path))
+    assert time.perf_counter() - started < 20
+    found = sum(i % 7 == 0 for i in range(n)) / n
+    # the text is one answer: equal to no gold answer, containing those the list found
+    text_counts = match == "contains"
+    assert report.sets["all"].overall.metrics["hits1_any"].value == (1.0 if text_counts else 0.5)
+    assert report.sets["all"].overall.metrics["recall"].value == pytest.approx(found if text_counts else found / 2, abs=1e-6)
+    assert rog.accuracy == pytest.approx(found)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +54,65 @@ def normalize(text: str) -> str:
 def _normalize(text: str) -> str:  # cached: scoring a file normalises each answer many times
     text = text.lower().translate(_PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+class Substrings:
+    """Which of many patterns occur in texts, in time linear in the patterns' and texts' lengths
+    (Aho–Corasick), where testing each pattern against each text would take their product: a
+    record may carry thousands of gold answers and predictions."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        #: the distinct non-empty patterns; :meth:`scan` reports them by their place here
+        self.patterns = list(dict.fromkeys(p for p in patterns if p))
+        goto: list[dict[str, int]] = [{}]
+        ends: list[int] = [-1]  # the pattern that ends at each state, or -1
+        for i, pattern in enumerate(self.patterns):
+            state = 0
+            for ch in pattern:
+                nxt = goto[state].get(ch)
+                if nxt is None:
+                    nxt = goto[state][ch] = len(goto)
+                    goto.append({})
+                    ends.append(-1)
+                state = nxt
+            ends[state] = i
+        fail = [0] * len(goto)
+        # the nearest state down the failure chain (itself first) where a pattern ends, or -1
+        output = [i if ends[i] >= 0 else -1 for i in range(len(goto))]
+        queue = deque(goto[0].values())
+        while queue:
+            state = queue.popleft()
+            for ch, nxt in goto[state].items():
+                back = fail[state]
+                while back and ch not in goto[back]:
+                    back = fail[back]
+                fail[nxt] = goto[back].get(ch, 0) if state else 0
+                if output[nxt] < 0:
+                    output[nxt] = output[fail[nxt]]
+                queue.append(nxt)
+        self._goto, self._fail, self._ends, self._output = goto, fail, ends, output
+        # the next state down the failure chain (itself excluded) where a pattern ends, or -1
+        self._next_output = [output[fail[i]] if i else -1 for i in range(len(goto))]
+        self._reported: set[int] = set()
+
+    def scan(self, text: str, found: set[int]) -> bool:
+        """Whether a pattern occurs in ``text``; adds the place of each pattern that occurs in
+        it to ``found`` (those found in earlier texts may be left out: :meth:`scan` walks each
+        state's patterns once over all texts)."""
+        goto, fail, ends, output, next_output = self._goto, self._fail, self._ends, self._output, self._next_output
+        state, any_found = 0, False
+        for ch in text:
+            while state and ch not in goto[state]:
+                state = fail[state]
+            state = goto[state].get(ch, 0)
+            at = output[state]
+            if at >= 0:
+                any_found = True
+                while at >= 0 and at not in self._reported:
+                    self._reported.add(at)
+                    found.add(ends[at])
+                    at = next_output[at]
+        return any_found
 
 
 def matches(prediction: str, gold: str, match: str = "exact") -> bool:
@@ -113,11 +172,17 @@ def _distinct(answers: Iterable[str]) -> list[str]:
 def score_question(prediction: Sequence[str] | str, answers: Sequence[str], match: str = "exact") -> QuestionScore:
     """One question's Hits@1 (first answer and any answer), precision and recall, by names."""
     check_modes(match, "auto")
-    predicted = _distinct([prediction] if isinstance(prediction, str) else prediction)
-    gold = _distinct(answers)
+    predicted = [normalize(p) for p in _distinct([prediction] if isinstance(prediction, str) else prediction)]
+    gold = [normalize(g) for g in _distinct(answers)]
     if not gold:
         raise InvalidInputError("a question without gold answers cannot be scored")
-    return _score(predicted, gold, lambda p, g: matches(p, g, match))
+    if match == "exact":
+        return _score(predicted, gold)
+    # contains: a prediction is correct when a gold answer is a substring of it, as matches() says
+    substrings = Substrings(gold)
+    found: set[int] = set()
+    correct = [substrings.scan(p, found) for p in predicted]
+    return _question_score(correct, len(found), len(gold))
 
 
 def score_ids(prediction_ids: Sequence[str], answer_ids: Sequence[str]) -> QuestionScore:
@@ -126,17 +191,22 @@ def score_ids(prediction_ids: Sequence[str], answer_ids: Sequence[str]) -> Quest
     gold = list(dict.fromkeys(str(g) for g in answer_ids if str(g)))
     if not gold:
         raise InvalidInputError("a question without gold answer ids cannot be scored by id")
-    return _score(predicted, gold, lambda p, g: p == g)
+    return _score(predicted, gold)
 
 
-def _score(predicted: Sequence[str], gold: Sequence[str], same: Any) -> QuestionScore:
-    correct = [any(same(p, g) for g in gold) for p in predicted]
-    found = sum(any(same(p, g) for p in predicted) for g in gold)
+def _score(predicted: Sequence[str], gold: Sequence[str]) -> QuestionScore:
+    """Scores of distinct predictions against distinct gold answers, equal strings matching."""
+    gold_set, predicted_set = set(gold), set(predicted)
+    return _question_score([p in gold_set for p in predicted], sum(g in predicted_set for g in gold), len(gold))
+
+
+def _question_score(correct: Sequence[bool], found: int, gold: int) -> QuestionScore:
+    """From whether each prediction is correct (best first) and how many of the ``gold`` answers were found."""
     return QuestionScore(
         hits1=float(bool(correct) and correct[0]),
         hits1_any=float(any(correct)),
-        precision=sum(correct) / len(predicted) if predicted else 0.0,
-        recall=found / len(gold),
+        precision=sum(correct) / len(correct) if correct else 0.0,
+        recall=found / gold,
     )
 
 
@@ -262,7 +332,12 @@ def rog_question(prediction: Sequence[Any] | str | None, answers: Sequence[Any])
         raise InvalidInputError("a question without gold answers cannot be scored")
     lines = rog_lines(prediction)
     text = normalize(" ".join(lines))
-    found = sum(normalize(a) in text for a in gold)
+    keys = [normalize(a) for a in gold]
+    substrings = Substrings(keys)
+    occurring: set[int] = set()
+    substrings.scan(text, occurring)
+    in_text = {substrings.patterns[i] for i in occurring}
+    found = sum(key in in_text for key in keys)
     recall = found / len(gold)
     precision = found / len(lines) if lines else 0.0
     return RogMetrics(1, float(found > 0), recall, precision, recall, _harmonic(precision, recall))

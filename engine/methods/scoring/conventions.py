@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.errors import InvalidInputError
-from engine.methods.metrics import normalize, rog_question
+from engine.methods.metrics import Substrings, normalize, rog_question
 
 #: a prediction as records carry it: answers best first, or one free text (an LLM's output)
 Prediction = Sequence[Any] | str | None
@@ -53,7 +53,9 @@ def tog_em(prediction: Prediction, answers: Sequence[Any]) -> float:
     response = _tog_clean(tog_response(prediction))
     if not response:
         return 0.0
-    return float(any(g and (g in response or response in g) for g in (_tog_clean(str(a)) for a in answers)))
+    gold = [_tog_clean(str(a)) for a in answers]
+    # a gold answer in the response: one pass over it for all of them (a response can be long)
+    return float(any(g and response in g for g in gold) or Substrings(gold).scan(response, set()))
 
 
 def webqsp_f1(predicted: Sequence[str], parses: Sequence[Sequence[str]]) -> float:
@@ -65,11 +67,14 @@ def webqsp_f1(predicted: Sequence[str], parses: Sequence[Sequence[str]]) -> floa
     if not parses:
         raise InvalidInputError("WebQSP F1 needs at least one gold parse")
 
+    predicted_set = set(predicted)
+
     def f1(gold: Sequence[str]) -> float:
         if not gold or not predicted:
             return float(not gold and not predicted)
-        tp = sum(g in predicted for g in gold)
-        fp = sum(p not in gold for p in predicted)
+        gold_set = set(gold)
+        tp = sum(g in predicted_set for g in gold)
+        fp = sum(p not in gold_set for p in predicted)
         return 2 * tp / (2 * tp + fp + len(gold) - tp) if tp else 0.0
 
     return max(f1(p) for p in parses)
