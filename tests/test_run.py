@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -286,19 +287,28 @@ def test_a_topic_entity_the_store_lacks_is_named_in_the_record_and_counted(tmp_p
     assert "2 of 3 questions have a topic entity that is not in the store" in format_summary(summary)
 
 
-def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, capsys):
+def _director_questions(tmp_path: Path, kb: str, questions: list[str]) -> tuple[str, Path, str]:
+    """A MetaQA-shaped KB loaded into an embedded store, a question file of movie_to_director
+    ``questions`` and the tiny language model (the cheapest: its plans do not matter here)."""
     from engine.cli.main import main
     from tests.tiny_lm import make_tiny_lm
 
-    kb = tmp_path / "kb.txt"
-    kb.write_text("Titanic|directed_by|James Cameron\nAvatar|directed_by|James Cameron\n")
+    (tmp_path / "kb.txt").write_text(kb)
     qa = tmp_path / "qa_dev.txt"
-    qa.write_text("who directed [Titanic]\tJames Cameron\nwho directed [Nosferatu]\tF. W. Murnau\n")
-    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\nmovie_to_director\n")
-    store, out = str(tmp_path / "store"), tmp_path / "p.jsonl"
-    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    qa.write_text("".join(q + "\n" for q in questions))
+    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n" * len(questions))
+    store = str(tmp_path / "store")
+    assert main(["load", str(tmp_path / "kb.txt"), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
+    return store, qa, make_tiny_lm(tmp_path / "tiny")
+
+
+def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, capsys):
+    from engine.cli.main import main
+
+    store, qa, model = _director_questions(tmp_path, "Titanic|directed_by|James Cameron\nAvatar|directed_by|James Cameron\n",
+                                           ["who directed [Titanic]\tJames Cameron", "who directed [Nosferatu]\tF. W. Murnau"])
+    out = tmp_path / "p.jsonl"
     capsys.readouterr()
-    model = make_tiny_lm(tmp_path / "tiny")  # the cheapest language model: its plans do not matter here
     args = ["rog", "run", "--dataset", str(qa), "--split", "all", "--store", store, "--model", model, "--mode", "paths",
             "--max-hops", "1", "--out", str(out), "--no-progress"]
     assert main(args) == 0
@@ -310,16 +320,9 @@ def test_the_command_line_run_reports_a_topic_entity_the_store_lacks(tmp_path, c
 
 def test_a_failed_command_line_run_leaves_an_existing_output_file_as_it_was(tmp_path, capsys):
     from engine.cli.main import main
-    from tests.tiny_lm import make_tiny_lm
 
-    kb = tmp_path / "kb.txt"
-    kb.write_text("Titanic|directed_by|James Cameron\n")
-    qa = tmp_path / "qa_dev.txt"
-    qa.write_text("who directed [Titanic]\tJames Cameron\n")
-    (tmp_path / "qa_dev_qtype.txt").write_text("movie_to_director\n")
-    store, out = str(tmp_path / "store"), tmp_path / "out.jsonl"
-    assert main(["load", str(kb), "--format", "metaqa", "--store", store, "--no-progress"]) == 0
-    model = make_tiny_lm(tmp_path / "tiny")
+    store, qa, model = _director_questions(tmp_path, "Titanic|directed_by|James Cameron\n", ["who directed [Titanic]\tJames Cameron"])
+    out = tmp_path / "out.jsonl"
     common = ["--dataset", str(qa), "--split", "all", "--store", store, "--model", model, "--out", str(out), "--no-progress"]
     out.write_text("earlier results\n")
     # a plan longer than the engine walks: refused with the other options, before anything is written
