@@ -519,8 +519,9 @@ class Store(ABC):
         timeout: float | None = None,
     ) -> PathsResult:
         """All shortest undirected paths (at most ``max_hops``) between each source and target
-        that use no relation of ``exclude`` (by default the schema relations
-        :data:`SCHEMA_RELATIONS`; give a list of your own to leave out more, or ``()`` for none).
+        that use no relation of ``exclude``: by default the schema relations
+        :data:`SCHEMA_RELATIONS`; a list of your own replaces them (add ``*SCHEMA_RELATIONS`` to it
+        to leave those out too), and ``()`` leaves out none.
 
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
         connected, so the work stays inside the database; ``timeout`` bounds each query. A call

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from engine.cli.main import main
-from engine.errors import InvalidInputError, QueryRefusedError, ReadOnlyViolationError
+from engine.errors import InvalidInputError, QueryRefusedError, ReadOnlyViolationError, StoreError
 from engine.graph import Triple
+from engine.servers.base import free_port
 from engine.stores.oxigraph import OxigraphStore
 from sparql.readonly import prepare_query
 from sparql.terms import Terms
@@ -117,6 +118,11 @@ def test_service_is_refused_unless_allowed(sparql_store, sink):
     if isinstance(sparql_store, OxigraphStore):  # Virtuoso's anonymous user may not federate anyway
         assert sparql_store.query(text, allow_service=True).rows[0][0].value == "remote"
         assert len(sink.requests) == 1
+        # a service that is not there fails as a store error, whether or not a deadline is given
+        gone = f"SELECT ?x WHERE {{ SERVICE <http://127.0.0.1:{free_port()}/sparql> {{ ?s ?p ?x }} }}"
+        for timeout in (None, 10):
+            with pytest.raises(StoreError, match="query failed on"):
+                sparql_store.query(gone, allow_service=True, timeout=timeout)
 
 
 # ----------------------------------------------------------------------------- graph isolation

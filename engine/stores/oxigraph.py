@@ -251,6 +251,8 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         try:
             return self._result(result)
+        except OSError as e:  # solutions are computed as they are read: a SERVICE call fails here
+            raise StoreError(f"query failed on {self.uri}: {e}") from e
         finally:
             # pyoxigraph's answer may only be dropped in the thread that made it; an exception's
             # traceback, kept by a caller in another thread, would otherwise hold it
