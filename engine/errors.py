@@ -18,6 +18,11 @@ class InvalidIdentifierError(InvalidInputError):
     """A relation name or node id that may not enter a query."""
 
 
+class QueryMemoryError(InvalidInputError):
+    """A query needed more memory than the store lets one query take: the message says how much,
+    and to narrow the query."""
+
+
 class ParseError(KGQAError, ValueError):
     """A malformed line of an input file (carries the file and line number)."""
 

@@ -196,7 +196,9 @@ class ReferenceStore(Store):
         result = self._evaluator.run(op.tree)
         return [result] if isinstance(op.tree, Count) else list(result)  # type: ignore[arg-type]
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
+    def _query(
+        self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None, limit: int | None
+    ) -> QueryResult:
         raise UnsupportedOperationError("the reference store has no query language")
 
     # ------------------------------------------------------------------ by definition

@@ -90,6 +90,7 @@ class EntitiesResult:
 class QueryResult:
     columns: list[str]
     rows: list[list[Any]]
+    truncated: bool = False
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from engine.identifiers import (
     MAX_ID_LENGTH,
     MAX_PAIRS,
     SEARCH_MODES,
+    UNBOUNDED,
     check_list,
     validate_direction,
     validate_hops,
@@ -692,6 +693,7 @@ class Store(ABC):
         *,
         allow_service: bool = False,
         timeout: float | None = None,
+        limit: int | str | None = UNBOUNDED,
     ) -> QueryResult:
         """Raw read-only query in the store's own language, with ``$name`` parameters bound from
         ``params`` (each one the text names must be given). Anything that writes is refused; on
@@ -699,7 +701,11 @@ class Store(ABC):
         ``SERVICE`` unless ``allow_service`` (see :mod:`sparql.readonly`).
 
         ``timeout`` (seconds) bounds the call as it does :meth:`execute`'s; None leaves the
-        store's own limit (a server store's ``timeout=`` option; none on the embedded store)."""
+        store's own limit (a server store's ``timeout=`` option; none on the embedded store).
+
+        ``limit`` bounds the rows as every operation's does (:func:`engine.identifiers.validate_limit`;
+        by default every row): a cut answer says ``truncated``. The embedded store reads no further
+        than one row past it; other stores cut the answer they receive."""
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("query text must be a non-empty string")
         validate_text(text, "the query text")
@@ -707,7 +713,13 @@ class Store(ABC):
             raise InvalidInputError(f"query parameters must be a mapping of names to values, such as {{'film': 'm.0kq01'}}, "
                                     f"got {clipped(repr(params), 200)}")
         params = validate_parameters(dict(params or {}))
-        return self._query(text, params, bool(allow_service), validate_timeout(timeout))
+        bound = validate_limit(limit)
+        result = self._query(text, params, bool(allow_service), validate_timeout(timeout), bound)
+        if bound is None or len(result.rows) <= bound:
+            return result
+        return QueryResult(result.columns, result.rows[:bound], truncated=True)
 
     @abstractmethod
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult: ...
+    def _query(
+        self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None, limit: int | None
+    ) -> QueryResult: ...

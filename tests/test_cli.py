@@ -104,7 +104,7 @@ def test_query_operations_print_json(demo_store, capsys):
     assert {(r["relation"], r["direction"]) for r in two} >= {("film.film.directed_by", "out")}
     result = q("query", "SELECT ?o WHERE { $film <http://rdf.freebase.com/ns/film.film.directed_by> ?o }",
                "--param", "film=m.0kq01")
-    assert result == {"columns": ["o"], "rows": [["m.0kq10"]]}
+    assert result == {"columns": ["o"], "rows": [["m.0kq10"]], "truncated": False}
 
 
 def test_errors_name_the_input_and_exit_2(demo_store, capsys):

@@ -105,7 +105,7 @@ def test_every_tool_over_streamable_http_answers_as_the_python_api_and_bad_calls
     opened = store(GRAPH)
     before, names = opened.count_triples(), opened.names(["m.0kq01", "m.x", "m.y"])
     settings = ServeSettings(timeout=10, max_rows=100)
-    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1")) as server:
+    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1"), settings=settings) as server:
 
         async def check(client: Client) -> None:
             await every_tool_answers_as_the_python_api(client, opened)
@@ -136,7 +136,7 @@ def _post_initialize(url: str, headers: dict[str, str]) -> tuple[int, Any]:
 def test_with_a_token_the_http_transport_answers_only_requests_that_carry_it():
     opened = open_store("memory:")
     settings = ServeSettings(timeout=10, max_rows=100, token="s3cret")
-    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1")) as server:
+    with Background(http_app(create_server(opened, settings), settings, "127.0.0.1"), settings=settings) as server:
         url = f"{server.url}/mcp"
         status, body = _post_initialize(url, {})
         assert status == 401 and body == {"error": "UnauthorizedError", "detail": (

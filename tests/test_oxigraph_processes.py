@@ -262,3 +262,26 @@ def test_a_process_still_opening_the_store_at_a_deadline_is_kept_for_the_next_qu
         (opening,) = _pids(store)  # not killed: it never had the query
         assert store.query(f"SELECT ?o WHERE {{ <{NS}m.1> ?p ?o }}", timeout=30).rows == [["m.7"]]
         assert _pids(store) == {opening}
+
+
+def test_a_query_past_the_memory_bound_fails_naming_it_and_the_next_is_answered(folder) -> None:
+    """A sorted product of every triple with every triple needs far more than a quarter GiB: its
+    process ends at the bound, the call says so, and a new process answers the next query."""
+    with OxigraphStore(folder, read_only=True, query_memory_gib=0.25) as store:
+        with pytest.raises(InvalidInputError, match=r"more than 0\.25 GiB of memory.*narrow it or add a LIMIT"):
+            store.query("SELECT ?a ?c ?d ?f WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?a ?f", timeout=120)
+        assert store.query("ASK { ?s ?p ?o }", timeout=30).rows == [[True]]
+
+
+def test_a_row_bound_is_read_no_further_than_one_row_past_it(reader) -> None:
+    """With a row bound, the query process sends the first rows only: the answer is the unbounded
+    answer's first rows, cut and said so, for solutions and for triples."""
+    every = reader.query("SELECT ?s ?o WHERE { ?s ?p ?o } ORDER BY ?s ?o", timeout=30)
+    cut = reader.query("SELECT ?s ?o WHERE { ?s ?p ?o } ORDER BY ?s ?o", timeout=30, limit=7)
+    assert (cut.rows, cut.truncated) == (every.rows[:7], True)
+    whole = reader.query("SELECT ?s ?o WHERE { ?s ?p ?o } ORDER BY ?s ?o", timeout=30, limit=len(every.rows))
+    assert (whole.rows, whole.truncated) == (every.rows, False)
+    triples = reader.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", timeout=30, limit=3)
+    assert (len(triples.rows), triples.truncated, triples.columns) == (3, True, ["subject", "predicate", "object"])
+    big = "SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f }"  # millions of rows: only four ever leave the process
+    assert len(reader.query(big, timeout=60, limit=3).rows) == 3

@@ -50,7 +50,7 @@ YEAR = Literal("1979", XSD + "gYear")
 @contextmanager
 def served(store: Any, settings: ServeSettings | None = None) -> Iterator[ServeClient]:
     """The API over ``store`` on a free loopback port, and a client of it."""
-    with Background(create_app(store, settings)) as server, ServeClient(server.url, settings and settings.token) as client:
+    with Background(create_app(store, settings), settings=settings) as server, ServeClient(server.url, settings and settings.token) as client:
         yield client
 
 

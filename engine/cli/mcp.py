@@ -56,4 +56,4 @@ def run_mcp(args: argparse.Namespace) -> None:
     with open_from_args(args) as store:
         server = create_server(store, settings)
         announce("mcp", f"{store.uri} as MCP tools at http://{{host}}:{port}/mcp", host, settings.token)
-        run(http_app(server, settings, host), host, port)
+        run(http_app(server, settings, host), host, port, settings)

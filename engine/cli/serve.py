@@ -75,4 +75,4 @@ def run_serve(args: argparse.Namespace) -> None:
         log_to_stderr()
         announce("serve", f"{store.uri} at http://{{host}}:{port} (API docs at /docs, question explorer at /explorer)",
                  host, settings.token)
-        run(app, host, port)
+        run(app, host, port, settings)

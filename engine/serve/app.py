@@ -30,7 +30,7 @@ from engine.errors import KGQAError
 from engine.serve.access_log import AccessLog, Stats
 from engine.serve.answer_routes import answer_router
 from engine.serve.answering import Answerer
-from engine.serve.auth import bearer
+from engine.serve.auth import BearerFirst, bearer
 from engine.serve.errors import error_body, error_status
 from engine.serve.explorer import mount_explorer
 from engine.serve.limits import BodyLimit, Workers
@@ -120,8 +120,10 @@ def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid_body)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _bug)
-    # the last added runs first: the log sees every answer, CORS headers go on a 413 too
+    # the last added runs first: the log sees every answer, CORS headers go on a 413 too, and a
+    # body is read only once its token is checked
     app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(BearerFirst, token=settings.token, bodies_only=True)
     if settings.cors:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],

@@ -30,24 +30,35 @@ def bearer(token: str | None) -> Callable[[Request], Awaitable[None]]:
 def guard(app: Any, token: str | None) -> Any:
     """The ASGI ``app`` with every HTTP request checked for ``token`` (``app`` itself when None);
     a refused request is answered 401 with the JSON error body ``kgqa serve`` sends."""
-    if token is None:
-        return app
-    expected = token.encode()
+    return app if token is None else BearerFirst(app, token)
 
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-            refusal = _refusal(header, expected)
+
+class BearerFirst:
+    """ASGI middleware: an HTTP request without ``token`` is answered 401 from its headers, before
+    any of its body is read. ``bodies_only``: only requests that send a body are checked here
+    (``kgqa serve``, whose routes check the rest with :func:`bearer`)."""
+
+    def __init__(self, app: Any, token: str | None, bodies_only: bool = False) -> None:
+        self.app = app
+        self.expected = None if token is None else token.encode()
+        self.bodies_only = bodies_only
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.expected is not None:
+            headers = dict(scope.get("headers") or [])
+            sends_body = headers.get(b"content-length", b"0").strip() not in (b"", b"0") or b"transfer-encoding" in headers
+            refusal = None if self.bodies_only and not sends_body else _refusal(
+                headers.get(b"authorization", b"").decode("latin-1"), self.expected)
             if refusal:
                 body = json.dumps(error_body(UnauthorizedError(refusal))).encode()
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-                headers += [(k.lower().encode(), v.encode()) for k, v in UnauthorizedError.headers.items()]
-                await send({"type": "http.response.start", "status": UnauthorizedError.status, "headers": headers})
+                fields = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                fields += [(k.lower().encode(), v.encode()) for k, v in UnauthorizedError.headers.items()]
+                if sends_body:
+                    fields.append((b"connection", b"close"))  # its body is never read
+                await send({"type": "http.response.start", "status": UnauthorizedError.status, "headers": fields})
                 await send({"type": "http.response.body", "body": body})
                 return
-        await app(scope, receive, send)
-
-    return guarded
+        await self.app(scope, receive, send)
 
 
 def _refusal(header: str, expected: bytes) -> str | None:

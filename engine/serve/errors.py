@@ -44,6 +44,10 @@ class BodyTooLargeError(ServeError):
     headers = {"Connection": "close"}
 
 
+class RequestTimeoutError(ServeError):
+    status = 408
+
+
 class BusyError(ServeError):
     status = 429
     headers = {"Retry-After": "1"}

@@ -10,7 +10,7 @@ result is the Python result in :func:`engine.results.to_json`'s form, with ``tru
 
 Every call runs under :class:`engine.serve.settings.Bounds`: the deadline and the row bound are
 the server's unless a request lowers them; a request that asks for more is refused. ``execute``
-and ``query`` have no row bound in the store: their answers are cut to the bound afterwards.
+has no row bound in the store: its answers are cut to the bound afterwards.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Literal as OneOf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.graph import Literal
-from engine.identifiers import MAX_PAIRS
+from engine.identifiers import MAX_PAIRS, UNBOUNDED
 from engine.results import to_json
 from engine.serve.errors import RequestBodyError, UnknownOperationError
 from engine.serve.settings import Bounds, bounded_limit, bounded_timeout
@@ -190,9 +190,9 @@ def _execute(store: Store, r: ExecuteRequest, timeout: float, limit: int | None)
 
 def _query(store: Store, r: QueryRequest, timeout: float, limit: int | None) -> dict[str, Any]:
     params = {k: _param(v) for k, v in (r.params or {}).items()}
-    result = store.query(r.text, params, timeout=timeout)  # the store refuses writes and SERVICE
-    rows, truncated = _cut(result.rows, limit)
-    return {"columns": result.columns, "rows": to_json(rows), "truncated": truncated}
+    # the store refuses writes and SERVICE, and reads no further than the bound needs
+    result = store.query(r.text, params, timeout=timeout, limit=UNBOUNDED if limit is None else limit)
+    return {"columns": result.columns, "rows": to_json(result.rows), "truncated": result.truncated}
 
 
 OPERATIONS: dict[str, Operation] = {

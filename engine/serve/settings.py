@@ -58,10 +58,14 @@ class ServeSettings:
     dtype: str | None = None
     #: a question file the explorer page offers besides the datasets (None: the datasets only)
     questions: str | None = None
+    #: seconds a request's headers and body have to arrive, from its first byte (or the
+    #: connection's opening); later: 408, and the connection closed
+    read_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         positive_seconds(self.timeout, "timeout")
         positive_seconds(self.answer_timeout, "answer timeout")
+        positive_seconds(self.read_timeout, "read timeout")
         for name in ("max_rows", "max_body", "max_concurrency", "workers", "max_questions", "method_cache"):
             positive_int(getattr(self, name), name.replace("_", " "))
         if self.max_rows > MAX_LIMIT:  # the store refuses a larger limit
@@ -83,6 +87,12 @@ class ServeSettings:
     @property
     def bounds(self) -> Bounds:
         return Bounds(self.timeout, self.max_rows)
+
+    @property
+    def max_connections(self) -> int:
+        """Connections open at once: one more is answered 503 and closed. Room for every request
+        at work, as many waiting or kept alive, and a few more."""
+        return 2 * self.max_concurrency + 16
 
 
 def check_origin(origin: str) -> None:

@@ -503,7 +503,9 @@ class BoltStore(Store):
     def _decode_relation_counts(self, op, rows: list[list[Any]]) -> list[tuple[str, int]]:
         return [(op.relations[i], count) for i, count in rows]
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
+    def _query(
+        self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None, limit: int | None
+    ) -> QueryResult:
         check_read_only(text)
         check_shape(text)
         check_parameters(text, params)

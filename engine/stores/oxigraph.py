@@ -65,7 +65,10 @@ class OxigraphStore(SparqlStore):
     A raw query or an S-expression with a timeout, on a store opened read only, runs in a process
     of its own that is killed at the deadline (:mod:`engine.stores.oxigraph_processes`). Every
     other call with a timeout runs in a thread that the caller stops waiting for at the deadline
-    (:mod:`engine.timeouts`): the engine's other operations are bounded by their limits.
+    (:mod:`engine.timeouts`): the engine's other operations are bounded by their limits. Each such
+    process may allocate at most ``query_memory_gib`` GiB (by default half the machine's memory
+    shared among the processes, at least 1 GiB; 0 for no bound): a query that needs more fails with
+    a QueryMemoryError.
 
     Leaving a ``with`` block on an exception removes a store that this call created and that
     still holds nothing (the folders it made, or the files it made in an empty folder that was
@@ -73,9 +76,16 @@ class OxigraphStore(SparqlStore):
     """
 
     def __init__(
-        self, path: str | None, namespace: str = FREEBASE_NS, *, create: bool = True, read_only: bool = False
+        self,
+        path: str | None,
+        namespace: str = FREEBASE_NS,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        query_memory_gib: float | None = None,
     ) -> None:
         super().__init__(SparqlCompiler(namespace))
+        memory = None if query_memory_gib is None else _memory_bytes(query_memory_gib)
         self.path = path
         self.uri = f"oxigraph:{path}" if path else "memory:"
         self.read_only = read_only and path is not None
@@ -109,7 +119,7 @@ class OxigraphStore(SparqlStore):
             raise
         self._made = made
         if self.read_only:
-            self._processes = QueryProcesses(path)
+            self._processes = QueryProcesses(path, memory=memory)
 
     def _open_db(self, path: str) -> ox.Store:
         rocksdb_lock = os.path.join(path, "LOCK")
@@ -185,12 +195,14 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"Oxigraph rejected a generated query: {e}\n{text}") from e
         return self._read_tsv(data.decode("utf-8"))
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
+    def _query(
+        self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None, limit: int | None
+    ) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, allow_service=allow_service)
         if timeout is not None and self._processes is not None:
-            return self._answer_in_child(text, timeout)
+            return self._answer_in_child(text, timeout, limit)
         try:
-            return run_with_timeout(lambda: self._answer(text), timeout, "Oxigraph")
+            return run_with_timeout(lambda: self._answer(text, limit), timeout, "Oxigraph")
         except QueryTimeoutError as e:
             if timeout is None:
                 raise
@@ -202,15 +214,17 @@ class OxigraphStore(SparqlStore):
                 "where a query is stopped at its deadline"
             ) from e
 
-    def _answer_in_child(self, text: str, timeout: float) -> QueryResult:
+    def _answer_in_child(self, text: str, timeout: float, limit: int | None) -> QueryResult:
         try:
-            kind, data = self._ask_child(text, timeout, compiled=False)
+            kind, data = self._ask_child(text, timeout, compiled=False, rows=limit)
         except QueryTimeoutError as e:
             raise QueryTimeoutError(f"the query timed out after {timeout:g} s (its timeout) on {self.uri}: {e}") from e
         if kind == child.BAD_QUERY:
             raise InvalidInputError(f"invalid SPARQL query: {data.decode()}")
         if kind == child.SOLUTIONS:
             return self._result(ox.parse_query_results(data, format=ox.QueryResultsFormat.JSON))
+        if kind == child.SOME_SOLUTIONS:
+            return self._result(ox.parse_query_results(data, format=ox.QueryResultsFormat.TSV))
         return self._result(ox.parse(data, format=ox.RdfFormat.N_TRIPLES))
 
     def _execute(self, op: Op, compiled: Compiled) -> Columns:
@@ -224,13 +238,13 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"Oxigraph rejected a generated query: {data.decode()}\n{text}")
         return self._read_tsv(data.decode("utf-8"))
 
-    def _ask_child(self, text: str, timeout: float, *, compiled: bool) -> tuple[bytes, bytes]:
+    def _ask_child(self, text: str, timeout: float, *, compiled: bool, rows: int | None = None) -> tuple[bytes, bytes]:
         """``text``'s answer from a query process (:mod:`engine.stores.oxigraph_processes`): its
         kind byte and data. A store that cannot be read is a StoreError; past the deadline the
         query is stopped and QueryTimeoutError raised."""
         assert self._processes is not None
         try:
-            answer = self._processes.ask(text, timeout, compiled=compiled)
+            answer = self._processes.ask(text, timeout, compiled=compiled, rows=rows)
         except QueryTimeoutError:
             raise  # a StoreError too, which the caller words
         except StoreError as e:
@@ -239,7 +253,7 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"query failed on {self.uri}: {answer[1:].decode()}")
         return answer[:1], answer[1:]
 
-    def _answer(self, text: str) -> QueryResult:
+    def _answer(self, text: str, limit: int | None = None) -> QueryResult:
         """A raw query's answer, in this process. Run past a caller's deadline
         (:func:`engine.timeouts.run_with_timeout`), it stops at the next solution or triple:
         pyoxigraph computes them one at a time."""
@@ -250,7 +264,7 @@ class OxigraphStore(SparqlStore):
         except OSError as e:
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         try:
-            return self._result(result)
+            return self._result(result, limit)
         except OSError as e:  # solutions are computed as they are read: a SERVICE call fails here
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         finally:
@@ -258,9 +272,9 @@ class OxigraphStore(SparqlStore):
             # traceback, kept by a caller in another thread, would otherwise hold it
             del result
 
-    def _result(self, result: Any) -> QueryResult:
+    def _result(self, result: Any, limit: int | None = None) -> QueryResult:
         """A pyoxigraph answer as a QueryResult: a boolean, solutions, or triples (or the quads
-        of parsed N-Triples)."""
+        of parsed N-Triples); of more than ``limit`` rows, only the first ``limit`` + 1."""
         if isinstance(result, ox.QueryBoolean):
             return QueryResult(["result"], [[bool(result)]])
         decode = self._from_ox
@@ -272,14 +286,27 @@ class OxigraphStore(SparqlStore):
                     if abandoned():
                         raise Abandoned
                     rows.append([decode(solution[n]) for n in names])
+                    if limit is not None and len(rows) > limit:
+                        break
                 return QueryResult(names, rows)
             for t in result:
                 if abandoned():
                     raise Abandoned
                 rows.append([decode(t.subject), decode(t.predicate), decode(t.object)])
+                if limit is not None and len(rows) > limit:
+                    break
             return QueryResult(["subject", "predicate", "object"], rows)
         finally:
             del result  # as in _answer: this frame, kept by a traceback, must not hold it either
+
+
+def _memory_bytes(gib: object) -> int:
+    """``query_memory_gib`` in bytes; 0 for no bound."""
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not 0 <= gib <= 1 << 20:
+        raise InvalidInputError(
+            f"invalid query_memory_gib {gib!r}: give the GiB of memory one query may take (such as 4), or 0 for no bound"
+        )
+    return int(gib * (1 << 30))
 
 
 class _Made:

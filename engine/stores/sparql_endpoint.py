@@ -422,7 +422,9 @@ class SparqlEndpointStore(VirtuosoLoading, SparqlStore):
             exact, _, datatype = parse_term(companion, str, _literal_parts)[0].partition(" ")
         return virtuoso_literal(value, datatype, lang, exact)
 
-    def _query(self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None) -> QueryResult:
+    def _query(
+        self, text: str, params: dict[str, Any], allow_service: bool, timeout: float | None, limit: int | None
+    ) -> QueryResult:
         text = prepare_query(text, params, self.terms.parameter, graph=self.graph, allow_service=allow_service)
         wrapper = SPARQLWrapper(self.endpoint)
         wrapper.setQuery(text)
