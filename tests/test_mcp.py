@@ -183,6 +183,19 @@ def test_a_stuck_call_is_a_tool_error_at_its_deadline_and_one_past_the_concurren
         session(server, check)
 
 
+def test_a_call_with_many_bad_arguments_is_a_short_tool_error():
+    from engine.stores.oxigraph import OxigraphStore
+
+    with OxigraphStore(None) as opened:
+
+        async def check(client: Client) -> None:
+            message = await error(client, "names", {"ids": [0] * 1000})
+            assert "ids[9]: Input should be a valid string; and 990 more" in message and len(message) < 1000
+            assert "at most 100000 items" in await error(client, "names", {"ids": ["m.0kq01"] * 100_001})
+
+        session(create_server(opened, ServeSettings()), check)
+
+
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory) -> Path:
     """An embedded store on disk holding the test graph (``kgqa mcp`` opens it read-only)."""

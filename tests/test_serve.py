@@ -196,6 +196,21 @@ def test_bad_requests_get_a_4xx_with_a_message_and_never_write(store):
     assert opened.names(["m.0kq01", "m.x", "m.y"]) == names
 
 
+def test_a_body_with_many_problems_is_refused_with_the_first_few_and_a_count(oxigraph):
+    compact = {"separators": (",", ":")}
+    with served(oxigraph) as client:
+        status, answer = client.request("POST", "/v1/ops/names", raw=json.dumps({"ids": [0] * 1000}, **compact).encode())
+        assert (status, answer["error"]) == (422, "RequestBodyError")
+        assert "ids[9]: Input should be a valid string; and 990 more" in answer["detail"]
+        assert "ids[10]" not in answer["detail"] and len(answer["detail"]) < 1000
+        # a list past the bound is refused as a whole, not item by item
+        status, answer = client.request("POST", "/v1/ops/names", raw=json.dumps({"ids": [0] * 500_000}, **compact).encode())
+        assert status == 422 and answer["detail"] == "ids: List should have at most 100000 items after validation, not 500000"
+        status, answer = client.request("POST", "/v1/answer", {"method": "echo", "questions": [{"topics": [1]}] * 20})
+        assert status == 422 and answer["detail"].endswith("; and 30 more") and len(answer["detail"]) < 1500
+        assert client.get("/v1/health")["status"] == "ok"
+
+
 @pytest.fixture(scope="module")
 def oxigraph() -> Iterator[Store]:
     from engine.stores.oxigraph import OxigraphStore

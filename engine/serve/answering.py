@@ -25,7 +25,7 @@ from engine.methods import registry
 from engine.methods.run import run_method
 from engine.methods.spec import Method, Models, Option, make_config, options
 from engine.serve.errors import RequestBodyError
-from engine.serve.ops import describe
+from engine.serve.ops import MAX_ITEMS, describe
 from engine.serve.settings import ServeSettings
 from engine.store import Store
 from loaders.questions import Question
@@ -34,9 +34,9 @@ from loaders.questions import Question
 class QuestionIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     question: str = Field(description="the question's text")
-    topics: list[str] = Field(default_factory=list, description="its topic entities (node ids)")
-    answers: list[str] = Field(default_factory=list, description="gold answers, where known (for the summary's scores)")
-    answer_ids: list[str] = Field(default_factory=list, description="gold answer ids, where known")
+    topics: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="its topic entities (node ids)")
+    answers: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="gold answers, where known (for the summary's scores)")
+    answer_ids: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="gold answer ids, where known")
     id: str | None = Field(None, description="the question's id (default: its position)")
 
 
@@ -44,8 +44,8 @@ class AnswerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     method: str = Field(description="a registered method: rog, ldr, etd, fidelis, arg")
     question: str | None = Field(None, description="one question (or give questions)")
-    topics: list[str] = Field(default_factory=list, description="the topic entities of question")
-    questions: list[QuestionIn] | None = Field(None, description="a batch of questions (or give question)")
+    topics: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="the topic entities of question")
+    questions: list[QuestionIn] | None = Field(None, max_length=MAX_ITEMS, description="a batch of questions (or give question)")
     config: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="options of the method's config that a request may set (GET /v1/methods lists them)"
     )

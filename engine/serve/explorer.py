@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.errors import InvalidInputError
 from engine.serve import trace_graph
 from engine.serve.limits import Workers
-from engine.serve.ops import run_operation
+from engine.serve.ops import MAX_ITEMS, run_operation
 from engine.serve.settings import ServeSettings, bounded_timeout
 from engine.store import MAX_PATH_HOPS, Store
 from loaders.datasets import BUILT_DATASETS, DATASETS, built_dir, data_dir, load_dataset
@@ -43,8 +43,8 @@ class GraphRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     method: str = Field(description="the method that wrote the record (it picks the reader of its trace)")
     record: dict[str, Any] = Field(description="one of /v1/answer's predictions, or a line of `kgqa <method> run`'s output")
-    path: list[str] | None = Field(None, description="the gold relation path from the topic entities, where the dataset has one")
-    path_forward: list[bool] | None = Field(None, description="per hop of path: whether it goes the stored way")
+    path: list[str] | None = Field(None, max_length=MAX_ITEMS, description="the gold relation path from the topic entities, where the dataset has one")
+    path_forward: list[bool] | None = Field(None, max_length=MAX_ITEMS, description="per hop of path: whether it goes the stored way")
     timeout: float | None = Field(None, gt=0, description="seconds the store lookups may take (default and most: the server's)")
 
 

@@ -21,12 +21,19 @@ from typing import Literal as OneOf
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.errors import clipped
 from engine.graph import Literal
-from engine.identifiers import MAX_PAIRS, UNBOUNDED
+from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED
 from engine.results import to_json
 from engine.serve.errors import RequestBodyError, UnknownOperationError
 from engine.serve.settings import Bounds, bounded_limit, bounded_timeout
 from engine.store import MAX_PATH_HOPS, SCHEMA_RELATIONS, Store
+
+#: the most items a list in a body holds (ids, relations, seeds, …): as many as the rows an answer
+#: holds by default. Pydantic stops at the first item past it, so a huge list costs no per-item work
+MAX_ITEMS = DEFAULT_LIMIT
+#: the problems a refused body's message lists; the rest are counted
+MAX_PROBLEMS = 10
 
 Direction = OneOf["out", "in", "both"]
 _DIRECTION = "which edges to follow: out (stored orientation), in (against it) or both"
@@ -61,47 +68,51 @@ _ANCHORS = "node ids, or literals ({value, datatype} or {value, lang}) whose inc
 
 
 class RelationsRequest(BoundedRequest):
-    ids: list[str | LiteralTerm] = Field(description=_ANCHORS)
+    ids: list[str | LiteralTerm] = Field(max_length=MAX_ITEMS, description=_ANCHORS)
     direction: Direction = Field("both", description=_DIRECTION)
 
 
 class ExpandRequest(BoundedRequest):
-    ids: list[str] = Field(description="node ids to expand one hop from")
-    relations: list[str] | None = Field(None, description="keep only edges carrying these relations (default: every relation)")
+    ids: list[str] = Field(max_length=MAX_ITEMS, description="node ids to expand one hop from")
+    relations: list[str] | None = Field(
+        None, max_length=MAX_ITEMS, description="keep only edges carrying these relations (default: every relation)"
+    )
     direction: Direction = Field("both", description=_DIRECTION)
 
 
 class FollowPathsRequest(BoundedRequest):
-    seeds: list[str] = Field(description="node ids the walks start from")
-    path: list[str] = Field(description=f"relation names, one per hop (1 to {MAX_PATH_HOPS})")
+    seeds: list[str] = Field(max_length=MAX_ITEMS, description="node ids the walks start from")
+    path: list[str] = Field(max_length=MAX_ITEMS, description=f"relation names, one per hop (1 to {MAX_PATH_HOPS})")
     direction: Direction = Field("both", description=_DIRECTION)
     distinct_edges: bool = Field(True, description="false lets a walk use one stored edge more than once")
 
 
 class SubgraphRequest(BoundedRequest):
-    seeds: list[str] = Field(description="node ids the breadth-first expansion starts from")
+    seeds: list[str] = Field(max_length=MAX_ITEMS, description="node ids the breadth-first expansion starts from")
     hops: int = Field(description="layers to expand (1 to 8)")
     direction: Direction = Field("both", description=_DIRECTION)
-    relations: list[str] | None = Field(None, description="follow only these relations (default: every relation)")
+    relations: list[str] | None = Field(None, max_length=MAX_ITEMS, description="follow only these relations (default: every relation)")
 
 
 class ShortestPathsRequest(BoundedRequest):
-    sources: list[str] = Field(description="node ids the paths start from")
-    targets: list[str] = Field(description=f"node ids the paths end at (sources × targets: at most {MAX_PAIRS:,} pairs)")
+    sources: list[str] = Field(max_length=MAX_ITEMS, description="node ids the paths start from")
+    targets: list[str] = Field(
+        max_length=MAX_ITEMS, description=f"node ids the paths end at (sources × targets: at most {MAX_PAIRS:,} pairs)"
+    )
     max_hops: int = Field(3, description="longest path (1 to 8)")
     exclude: list[str] = Field(
-        list(SCHEMA_RELATIONS), description="relations no path may use (default: type.object.type and type.object.name)"
+        list(SCHEMA_RELATIONS), max_length=MAX_ITEMS, description="relations no path may use (default: type.object.type and type.object.name)"
     )
 
 
 class TwoHopRelationsRequest(BoundedRequest):
-    ids: list[str | LiteralTerm] = Field(description=_ANCHORS)
+    ids: list[str | LiteralTerm] = Field(max_length=MAX_ITEMS, description=_ANCHORS)
     r1: str = Field(description="the relation of the first hop")
     direction: Direction = Field("both", description="which edges the first hop follows: out, in or both")
 
 
 class IdsRequest(OperationRequest):
-    ids: list[str] = Field(description="node ids")
+    ids: list[str] = Field(max_length=MAX_ITEMS, description="node ids")
 
 
 class SearchRequest(BoundedRequest):
@@ -149,9 +160,9 @@ class Operation:
 
 def describe(errors: Sequence[Mapping[str, Any]]) -> str:
     """Pydantic's errors as one part per field at fault: ``ids[2]: Input should be a valid string``
-    (FastAPI's leading ``body`` left out)."""
+    (FastAPI's leading ``body`` left out); past :data:`MAX_PROBLEMS` of them, how many more."""
     parts = []
-    for item in errors:
+    for item in errors[:MAX_PROBLEMS]:
         where = ""
         for key in item.get("loc", ()):
             if key == "body" and not where:
@@ -160,7 +171,9 @@ def describe(errors: Sequence[Mapping[str, Any]]) -> str:
         if item.get("type") == "json_invalid":
             parts.append(f"the body is not valid JSON ({item.get('ctx', {}).get('error', 'a decode error')})")
             continue
-        parts.append(f"{where or 'body'}: {item.get('msg', 'invalid')}")
+        parts.append(clipped(f"{where or 'body'}: {item.get('msg', 'invalid')}", 300))
+    if len(errors) > MAX_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_PROBLEMS:,} more")
     return "; ".join(parts)
 
 
