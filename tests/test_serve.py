@@ -138,6 +138,14 @@ def _writes(store: Store) -> list[str]:
     ]
 
 
+def _deep(levels: int, objects: bool = False) -> Any:
+    """A string inside ``levels`` lists (with ``objects``, lists and objects by turns)."""
+    inner: Any = "m.0kq01"
+    for level in range(levels):
+        inner = {"k": inner} if objects and level % 2 else [inner]
+    return inner
+
+
 #: bodies every store refuses, with the status and a part of the message
 BAD: list[tuple[str, Any, int, str]] = [
     ("expand", {"ids": [""]}, 400, "invalid node id '' at ids[0]"),
@@ -160,6 +168,10 @@ BAD: list[tuple[str, Any, int, str]] = [
     ("search", {"text": " "}, 400, "search text must be a non-empty string"),
     ("execute", {"sexpr": "(JOIN film.film.directed_by"}, 400, "unbalanced parentheses"),
     ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "allow_service": True}, 422, "allow_service: Extra inputs"),
+    ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "params": {"x": _deep(500)}}, 400,
+     "params.x: lists and objects nest more than 16 levels deep"),
+    ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "params": {"y": _deep(17, objects=True)}}, 400,
+     "params.y: lists and objects nest more than 16 levels deep"),
     ("no_such_operation", {"ids": ["m.0kq01"]}, 404, "unknown operation 'no_such_operation': use one of relations, expand"),
 ]
 

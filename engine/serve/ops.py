@@ -21,7 +21,7 @@ from typing import Literal as OneOf
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.errors import clipped
+from engine.errors import InvalidInputError, clipped
 from engine.graph import Literal
 from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED
 from engine.results import to_json
@@ -34,6 +34,9 @@ from engine.store import MAX_PATH_HOPS, SCHEMA_RELATIONS, Store
 MAX_ITEMS = DEFAULT_LIMIT
 #: the problems a refused body's message lists; the rest are counted
 MAX_PROBLEMS = 10
+#: how deep lists and objects may nest in a raw query's parameter: a list of lists is a real
+#: Cypher value, hundreds of levels only exhaust the stack
+MAX_PARAM_DEPTH = 16
 
 Direction = OneOf["out", "in", "both"]
 _DIRECTION = "which edges to follow: out (stored orientation), in (against it) or both"
@@ -181,6 +184,30 @@ def _anchors(ids: list[str | LiteralTerm]) -> list[str | Literal]:
     return [i.term() if isinstance(i, LiteralTerm) else i for i in ids]
 
 
+def _nesting(value: Any, most: int) -> int:
+    """How deep lists and objects nest in ``value``, counted without recursion and only up to
+    ``most + 1`` (a body may nest them hundreds deep)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= most:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A raw query's JSON parameters as the store takes them; one nested past
+    :data:`MAX_PARAM_DEPTH` is refused, naming it."""
+    for name, value in params.items():
+        if _nesting(value, MAX_PARAM_DEPTH) > MAX_PARAM_DEPTH:
+            raise InvalidInputError(
+                f"params.{clipped(name, 200)}: lists and objects nest more than {MAX_PARAM_DEPTH} levels deep; "
+                "give a value of at most that depth (strings, numbers, booleans, literals, or lists of them)"
+            )
+    return {k: _param(v) for k, v in params.items()}
+
+
 def _param(value: Any) -> Any:
     """A JSON parameter value as the store takes it: an object with ``value`` (and a datatype or
     a language) is a literal."""
@@ -202,7 +229,7 @@ def _execute(store: Store, r: ExecuteRequest, timeout: float, limit: int | None)
 
 
 def _query(store: Store, r: QueryRequest, timeout: float, limit: int | None) -> dict[str, Any]:
-    params = {k: _param(v) for k, v in (r.params or {}).items()}
+    params = _params(r.params or {})
     # the store refuses writes and SERVICE, and reads no further than the bound needs
     result = store.query(r.text, params, timeout=timeout, limit=UNBOUNDED if limit is None else limit)
     return {"columns": result.columns, "rows": to_json(result.rows), "truncated": result.truncated}
