@@ -240,9 +240,16 @@ def test_the_explorer_endpoints_list_questions_and_draw_an_answer(oxigraph, walk
             ("POST", "/v1/explorer/graph", {"method": "ldr", "record": {"topic": ["m.0kq01"], "trace": {"g_k": [1, 2]}}}, 400,
              "record: not a ldr record"),
             ("POST", "/v1/explorer/graph", {"method": "walker"}, 422, "record: Field required"),
+            # a lone surrogate (a JSON \\ud800 escape) anywhere in the body is refused before any work
+            ("POST", "/v1/explorer/graph", {"method": "walker", "record": {**record, "answers": ["\ud800"]}}, 400,
+             "record.answers[0] '\\ud800': it is not valid Unicode"),
+            ("POST", "/v1/explorer/graph", {"method": "rog", "record": {"topic": ["m.0kq01"], "trace": {"paths": [["a", "\udc00"]]}}},
+             400, "record.trace.paths[0][1] '\\udc00': it is not valid Unicode"),
+            ("POST", "/v1/explorer/graph", {"method": "walker", "record": record, "path": ["\ud800"]}, 400, "path[0] '\\ud800'"),
         ]:
             got, answer = client.request(method, path, body)
             assert got == status and message in answer["detail"], (path, body, answer)
+        assert client.get("/v1/health")["status"] == "ok"
 
 
 def test_the_page_is_open_and_its_endpoints_take_the_token(oxigraph):

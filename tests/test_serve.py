@@ -457,6 +457,24 @@ def test_answer_runs_a_registered_method_as_the_run_protocol_does(oxigraph, echo
         assert {o["name"]: o["settable"] for o in methods["rog"]["options"]}["model"] is False
 
 
+def test_answer_refuses_text_that_is_not_unicode_before_any_work(oxigraph, echo):
+    asked = {"method": "echo", "question": "who \ud800 directed [Blade Runner]", "topics": ["m.0kq01"]}
+    one = {"question": "who directed [Blade Runner]", "topics": ["m.0kq01"]}
+    with served(oxigraph) as client:
+        for body, where in [
+            (asked, "question 'who \\ud800 directed"),
+            ({**asked, "question": "q", "topics": ["m.\udc00"]}, "topics[0] "),
+            ({"method": "echo", "questions": [one, {**one, "id": "\ud800"}]}, "questions[1].id '\\ud800'"),
+            ({"method": "echo", "questions": [{**one, "answers": ["ok", "\ud800"]}]}, "questions[0].answers[1] "),
+            ({**asked, "question": "q", "config": {"style": "\udfff"}}, "config.style "),
+        ]:
+            status, answer = client.request("POST", "/v1/answer", body)
+            assert status == 400 and answer["detail"].startswith(where), (body, answer)
+            assert "it is not valid Unicode: it holds a lone surrogate" in answer["detail"]
+        assert BUILDS == []  # refused before the method was built
+        assert client.answer(method="echo", **one)["predictions"][0]["prediction"] == ["Blade Runner"]
+
+
 class SlowNames:
     """A store whose ``names`` takes ``delay`` seconds, or waits for :attr:`gate` while
     :attr:`gated`; it counts its calls."""

@@ -25,7 +25,7 @@ from engine.methods import registry
 from engine.methods.run import run_method
 from engine.methods.spec import Method, Models, Option, make_config, options
 from engine.serve.errors import RequestBodyError
-from engine.serve.ops import MAX_ITEMS, describe
+from engine.serve.ops import MAX_ITEMS, check_texts, describe
 from engine.serve.settings import ServeSettings
 from engine.store import Store
 from loaders.questions import Question
@@ -182,6 +182,7 @@ class Answerer:
         :func:`time.monotonic` instant; it bounds the wait for the method (busy with another
         request) and the answering, which stops at its next check past it (:mod:`engine.deadlines`:
         a store or model call, a batch of prompts, a decoding step), freeing the method."""
+        check_texts(request.model_dump(exclude={"timeout"}))  # before any work: a tokenizer fails on a lone surrogate
         questions = request.batch()
         if len(questions) > self.settings.max_questions:
             raise InvalidInputError(

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.errors import InvalidInputError
 from engine.serve import trace_graph
 from engine.serve.limits import Workers
-from engine.serve.ops import MAX_ITEMS, run_operation
+from engine.serve.ops import MAX_ITEMS, check_texts, run_operation
 from engine.serve.settings import ServeSettings, bounded_timeout
 from engine.store import MAX_PATH_HOPS, Store
 from loaders.datasets import BUILT_DATASETS, DATASETS, built_dir, data_dir, load_dataset
@@ -99,6 +99,8 @@ def list_questions(settings: ServeSettings, source: str, search: str, offset: in
 
 def graph(store: Store, settings: ServeSettings, request: GraphRequest) -> dict[str, Any]:
     """The record's graph, its gold path walked on the store and its ids named."""
+    # before any work: the answer is written as UTF-8
+    check_texts({"method": request.method, "record": request.record, "path": request.path})
     bounds = settings.bounds
     record = request.record
     try:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.errors import InvalidInputError, clipped
 from engine.graph import Literal
-from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED
+from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED, validate_text
 from engine.results import to_json
 from engine.serve.errors import RequestBodyError, UnknownOperationError
 from engine.serve.settings import Bounds, bounded_limit, bounded_timeout
@@ -194,6 +194,25 @@ def _nesting(value: Any, most: int) -> int:
             deepest = max(deepest, depth + 1)
             stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
     return deepest
+
+
+def check_texts(value: Any, where: str = "") -> None:
+    """Refuse ``value`` (a body's JSON) if a string in it, or a key, is not valid Unicode (a lone
+    surrogate, which a JSON ``\\ud800`` escape gives), naming where (``questions[0].id``); walked
+    without recursion, so that any nesting is checked."""
+    stack = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            validate_text(item, at or "the body")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                name = clipped(f"{at}.{key}" if at else str(key), 200)
+                if isinstance(key, str):
+                    validate_text(key, f"the key {name}")
+                stack.append((inner, name))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, f"{at}[{position}]") for position, inner in enumerate(item))
 
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:
