@@ -475,6 +475,34 @@ def test_answer_refuses_text_that_is_not_unicode_before_any_work(oxigraph, echo)
         assert client.answer(method="echo", **one)["predictions"][0]["prediction"] == ["Blade Runner"]
 
 
+def test_answer_bounds_a_questions_length_and_every_number_option_before_any_work(oxigraph, echo):
+    settings = ServeSettings(max_rows=1000, method_options={"rog": {"path_limit": "50"}})
+    with served(oxigraph, settings) as client:
+        for body, status, message in [
+            ({"method": "echo", "question": "x" * 10_001, "topics": ["m.0kq01"]}, 400, "… (10,003 characters) is 10,001 characters long; give at most 10,000"),
+            ({"method": "echo", "questions": [{"question": "q", "topics": ["m.0kq01"]}, {"question": "x" * 10_001, "topics": ["m.0kq01"]}]},
+             400,
+             "questions[1].question 'xxx"),
+            # an option the server leaves unset (None: the method's own choice) is bounded by --max-rows
+            ({"method": "arg", "question": "q", "config": {"k": 10**12}}, 400,
+             "option k=1000000000000 of arg is above this server's bound of 1,000 for an option it leaves unset (--max-rows)"),
+            ({"method": "etd", "question": "q", "config": {"max_degree": 10**15}}, 400, "option max_degree=1000000000000000 of etd"),
+            ({"method": "rog", "question": "q", "config": {"plans_per_question": 10**9}}, 400, "give at most 1,000"),
+            ({"method": "rog", "question": "q", "config": {"path_limit": 10**18}}, 400,
+             "option path_limit=1000000000000000000 of rog is above this server's 50: a request may only lower it"),
+            # null lifts a bound (every path, every edge): not a request's to ask
+            ({"method": "rog", "question": "q", "config": {"path_limit": None}}, 400,
+             "option path_limit=null of rog would lift this server's 50"),
+            ({"method": "fidelis", "question": "q", "config": {"neighbour_limit": None}}, 400,
+             "option neighbour_limit=null of fidelis would lift this server's 20000"),
+        ]:
+            got, answer = client.request("POST", "/v1/answer", body)
+            assert got == status and message in answer["detail"], (body, answer)
+        assert BUILDS == []
+        long = client.answer(method="echo", question="x" * 10_000, topics=["m.0kq01"])
+        assert long["predictions"][0]["prediction"] == ["Blade Runner"]
+
+
 class SlowNames:
     """A store whose ``names`` takes ``delay`` seconds, or waits for :attr:`gate` while
     :attr:`gated`; it counts its calls."""

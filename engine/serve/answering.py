@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.errors import DeadlineExceededError, InvalidInputError
+from engine.identifiers import validate_text
 from engine.methods import registry
 from engine.methods.run import run_method
 from engine.methods.spec import Method, Models, Option, make_config, options
@@ -31,9 +32,14 @@ from engine.store import Store
 from loaders.questions import Question
 
 
+#: the longest question a request may ask, in characters: far beyond a real question, and refused
+#: before a tokenizer reads it
+MAX_QUESTION_LENGTH = 10_000
+
+
 class QuestionIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    question: str = Field(description="the question's text")
+    question: str = Field(description=f"the question's text (at most {MAX_QUESTION_LENGTH:,} characters)")
     topics: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="its topic entities (node ids)")
     answers: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="gold answers, where known (for the summary's scores)")
     answer_ids: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="gold answer ids, where known")
@@ -43,7 +49,9 @@ class QuestionIn(BaseModel):
 class AnswerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     method: str = Field(description="a registered method: rog, ldr, etd, fidelis, arg")
-    question: str | None = Field(None, description="one question (or give questions)")
+    question: str | None = Field(
+        None, description=f"one question, at most {MAX_QUESTION_LENGTH:,} characters (or give questions)"
+    )
     topics: list[str] = Field(default_factory=list, max_length=MAX_ITEMS, description="the topic entities of question")
     questions: list[QuestionIn] | None = Field(None, max_length=MAX_ITEMS, description="a batch of questions (or give question)")
     config: dict[str, str | int | float | bool | None] = Field(
@@ -58,6 +66,16 @@ class AnswerRequest(BaseModel):
         if self.questions is not None and self.topics:
             raise ValueError("topics go with question; each of questions has its own")
         return self
+
+    def check(self) -> None:
+        """Refuse, before any work, text that is not valid Unicode anywhere in the request (a
+        tokenizer fails on a lone surrogate, and so does writing the answer) and a question past
+        :data:`MAX_QUESTION_LENGTH` characters."""
+        check_texts(self.model_dump(exclude={"timeout"}))
+        asked = [("question", self.question)] if self.question is not None else [
+            (f"questions[{i}].question", q.question) for i, q in enumerate(self.questions or [])]
+        for where, text in asked:
+            validate_text(text, where, max_length=MAX_QUESTION_LENGTH)
 
     def batch(self) -> list[Question]:
         if self.question is not None:
@@ -151,14 +169,29 @@ class Answerer:
         served = self._served.get(name)
         if served is None:
             served = self._served[name] = make_config(spec.config, self.settings.method_options.get(name, {}))
+        most_rows = self.settings.max_rows
         for key, value in asked.items():
+            if known[key].kind not in (int, float):
+                continue
             limit = getattr(served, key)
             # a number sizes the work (beams, paths, batch): a request may lower it, never raise it,
             # as it may lower the deadline and the row bound
-            if known[key].kind in (int, float) and value is not None and limit is not None and value > limit:
+            raise_with = f"(the operator raises it with --method-option {name}.{key}=VALUE)"
+            if limit is None and value is not None and value > most_rows:
+                # the server leaves it to the method: no answer holds more than --max-rows rows
+                raise InvalidInputError(
+                    f"option {key}={value!r} of {name} is above this server's bound of {most_rows:,} for an option it "
+                    f"leaves unset (--max-rows): give at most {most_rows:,} {raise_with}"
+                )
+            if limit is not None and value is None:
+                raise InvalidInputError(
+                    f"option {key}=null of {name} would lift this server's {limit!r}: a request may only lower it "
+                    f"{raise_with}"
+                )
+            if limit is not None and value > limit:
                 raise InvalidInputError(
                     f"option {key}={value!r} of {name} is above this server's {limit!r}: a request may only lower it "
-                    f"(the operator raises it with --method-option {name}.{key}=VALUE)"
+                    f"{raise_with}"
                 )
         return make_config(spec.config, {**self.settings.method_options.get(name, {}), **asked})
 
@@ -182,7 +215,7 @@ class Answerer:
         :func:`time.monotonic` instant; it bounds the wait for the method (busy with another
         request) and the answering, which stops at its next check past it (:mod:`engine.deadlines`:
         a store or model call, a batch of prompts, a decoding step), freeing the method."""
-        check_texts(request.model_dump(exclude={"timeout"}))  # before any work: a tokenizer fails on a lone surrogate
+        request.check()
         questions = request.batch()
         if len(questions) > self.settings.max_questions:
             raise InvalidInputError(
