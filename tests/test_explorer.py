@@ -249,6 +249,9 @@ def test_the_explorer_endpoints_list_questions_and_draw_an_answer(oxigraph, walk
         ]:
             got, answer = client.request(method, path, body)
             assert got == status and message in answer["detail"], (path, body, answer)
+        status, answer = client.request("GET", "/v1/explorer/questions?source=sample-questions.jsonl&limit=abc")
+        assert (status, answer["error"]) == (422, "RequestParameterError")
+        assert "query.limit: Input should be a valid integer" in answer["detail"]
         assert client.get("/v1/health")["status"] == "ok"
 
 

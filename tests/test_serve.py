@@ -204,6 +204,13 @@ def test_bad_requests_get_a_4xx_with_a_message_and_never_write(store):
         assert client.request("GET", "/v1/ops/expand")[0] == 405
         got, answer = client.request("POST", "/v1/ops/expand", raw=b'{"ids": [')
         assert got == 422 and "the body is not valid JSON" in answer["detail"]
+        for raw, message in [
+            (b'{"ids": ' + b"[" * 2000 + b"]" * 2000 + b"}", "the body is not valid JSON: its lists and objects nest too deep"),
+            (b'{"ids": ["\xff"]}', "the body is not UTF-8: byte 0xff at position 10"),
+            (b'{"ids": [' + b"1" * 5000 + b"]}", "a number in it has more than 4,300 digits"),
+        ]:
+            got, answer = client.request("POST", "/v1/ops/expand", raw=raw)
+            assert (got, answer["error"]) == (422, "RequestBodyError") and message in answer["detail"], answer
     assert opened.count_triples() == before
     assert opened.names(["m.0kq01", "m.x", "m.y"]) == names
 

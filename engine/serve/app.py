@@ -26,12 +26,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from engine.errors import KGQAError
+from engine.errors import KGQAError, clipped
 from engine.serve.access_log import AccessLog, Stats
 from engine.serve.answer_routes import answer_router
 from engine.serve.answering import Answerer
 from engine.serve.auth import BearerFirst, bearer
-from engine.serve.errors import error_body, error_status
+from engine.serve.errors import RequestBodyError, RequestParameterError, error_body, error_status
 from engine.serve.explorer import mount_explorer
 from engine.serve.limits import BodyLimit, Workers
 from engine.serve.ops import describe
@@ -57,11 +57,30 @@ async def _engine_error(request: Request, error: Exception) -> JSONResponse:
 
 async def _invalid_body(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    return JSONResponse({"error": "RequestBodyError", "detail": describe(error.errors())}, 422)
+    errors = error.errors()
+    in_body = not errors or any(item.get("loc", ("body",))[:1] == ("body",) for item in errors)
+    return _error_response((RequestBodyError if in_body else RequestParameterError)(describe(errors)))
+
+
+def _unreadable(cause: BaseException) -> str:
+    """Why a body that FastAPI could not parse is not JSON, and what to do."""
+    if isinstance(cause, RecursionError):
+        return ("the body is not valid JSON: its lists and objects nest too deep for this server to read "
+                "(hundreds of levels); send a flatter body")
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"the body is not UTF-8: byte 0x{cause.object[cause.start]:02x} at position {cause.start:,} "
+                "starts no UTF-8 character; send JSON encoded as UTF-8")
+    if "integer string conversion" in str(cause):
+        return "the body is not valid JSON that this server reads: a number in it has more than 4,300 digits"
+    return f"the body is not valid JSON ({clipped(str(cause), 200)})"
 
 
 async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
+    cause = error.__cause__
+    # FastAPI answers a body json.loads raised on with a bare 400; only a JSONDecodeError gets its 422
+    if error.status_code == 400 and isinstance(cause, (RecursionError, ValueError)):
+        return _error_response(RequestBodyError(_unreadable(cause)))
     return JSONResponse({"error": "HTTPError", "detail": str(error.detail)}, error.status_code, headers=error.headers)
 
 

@@ -34,6 +34,13 @@ class RequestBodyError(ServeError, InvalidInputError):
     status = 422
 
 
+class RequestParameterError(ServeError, InvalidInputError):
+    """A query-string, path or header parameter that is not what an endpoint takes (the message
+    names it: ``query.limit: …``)."""
+
+    status = 422
+
+
 class UnauthorizedError(ServeError):
     status = 401
     headers = {"WWW-Authenticate": "Bearer"}
