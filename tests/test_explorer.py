@@ -24,6 +24,7 @@ from engine.methods.spec import Method, MethodSpec, Models, Prediction, option
 from engine.render import render_path, term_text
 from engine.serve import trace_graph
 from engine.serve.client import ServeClient
+from engine.serve.explorer import MAX_RECORD_ITEMS
 from engine.serve.settings import ServeSettings
 from engine.servers.base import free_port
 from engine.store import SCHEMA_RELATIONS, Store
@@ -253,6 +254,33 @@ def test_the_explorer_endpoints_list_questions_and_draw_an_answer(oxigraph, walk
         assert (status, answer["error"]) == (422, "RequestParameterError")
         assert "query.limit: Input should be a valid integer" in answer["detail"]
         assert client.get("/v1/health")["status"] == "ok"
+
+
+def test_a_record_with_lists_past_the_bound_is_refused_and_one_at_it_is_drawn(oxigraph):
+    """A record's lists are bounded (the graph's work grows with them); one at the bound, with
+    answers, predictions and topics that name no node of the graph, is drawn."""
+    most = MAX_RECORD_ITEMS
+    with served(oxigraph, ServeSettings(timeout=30)) as client:
+        for record, field in [
+            ({"answers": [f"a{i:07d}" for i in range(most + 1)]}, "record.answers"),
+            ({"prediction": ["x"] * (most + 1)}, "record.prediction"),
+            ({"topic": ["m.0kq01"] * (most + 1)}, "record.topic"),
+            ({"trace": {"paths": ["a → r → b"] * (most + 1)}}, "record.trace.paths"),
+            ({"trace": {"searches": [{"steps": [{"top": [["a → r → b"]] * (most + 1)}]}]}}, "record.trace.searches[0].steps[0].top"),
+        ]:
+            got, answer = client.request("POST", "/v1/explorer/graph", {"method": "rog", "record": record})
+            assert got == 400 and f"{field}: {most + 1:,} items" in answer["detail"], (field, answer)
+        record = {"answers": [f"a{i:07d}" for i in range(most)], "prediction": [f"p{i:07d} is it" for i in range(most)],
+                  "answer_ids": [f"m.a{i}" for i in range(most)], "topic": [f"m.t{i}" for i in range(most)],
+                  "trace": {"paths": [f"t{i:07d} → r → p{i:07d}" for i in range(most)]}}
+        got, view = client.request("POST", "/v1/explorer/graph", {"method": "rog", "record": record})
+        assert got == 200 and {"gold", "answer", "topic"} <= {r for n in view["nodes"] for r in n["roles"]}
+        ldr = {"topic": ["m.t0"], "prediction_ids": [f"m.p{i}" for i in range(most)],
+               "trace": {"g_k": [[f"m.t{i}", "r", f"m.p{i}"] for i in range(most)]}}
+        got, view = client.request("POST", "/v1/explorer/graph", {"method": "ldr", "record": ldr})
+        assert got == 200 and _edges(view, "chosen") == {("m.t0", "r", "m.p0")}
+        assert client.get("/v1/stats")["in_flight"] == 0
+        assert client.op("names", ids=["m.0kq01"])["names"] == {"m.0kq01": "Blade Runner"}
 
 
 def test_the_page_is_open_and_its_endpoints_take_the_token(oxigraph):

@@ -37,6 +37,8 @@ STATIC = Path(__file__).parent / "static"
 MAX_NAMED = 2000
 #: the most gold-path walks asked of the store
 GOLD_WALK_LIMIT = 200
+#: the most items of any list in a record drawn (answers, prediction, topic, a trace's paths, …)
+MAX_RECORD_ITEMS = 1000
 
 
 class GraphRequest(BaseModel):
@@ -97,12 +99,30 @@ def list_questions(settings: ServeSettings, source: str, search: str, offset: in
             "questions": [question_json(q) for q in found[offset:offset + limit]]}
 
 
+def check_record(record: dict[str, Any]) -> None:
+    """Refuse a record with a list of more than :data:`MAX_RECORD_ITEMS` items anywhere in it,
+    naming the field: the graph's work grows with them, and no method's record holds so many."""
+    stack: list[tuple[str, Any]] = [("record", record)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{where}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, list):
+            if len(value) > MAX_RECORD_ITEMS:
+                raise InvalidInputError(
+                    f"{where}: {len(value):,} items; the explorer draws a record whose lists hold at most "
+                    f"{MAX_RECORD_ITEMS:,}: send fewer"
+                )
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+
+
 def graph(store: Store, settings: ServeSettings, request: GraphRequest) -> dict[str, Any]:
     """The record's graph, its gold path walked on the store and its ids named."""
     # before any work: the answer is written as UTF-8
     check_texts({"method": request.method, "record": request.record, "path": request.path})
     bounds = settings.bounds
     record = request.record
+    check_record(record)
     try:
         reading = trace_graph.read(request.method, record)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:

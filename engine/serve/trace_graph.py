@@ -116,15 +116,18 @@ def _end(walk: Walk) -> Ref:
     return last.dst if last.forward else last.src
 
 
-def _answered(text: str, predictions: Sequence[str]) -> bool:
-    """Whether a node shown as ``text`` is one of the predictions, or named in one (a method
-    whose language model answers in a sentence)."""
-    folded = text.casefold()
-    return any(folded == p.casefold() or (len(folded) > 2 and folded in p.casefold()) for p in predictions)
-
-
 def ending_in_answers(walks: list[Walk], predictions: Sequence[str], label_of: Callable[[Ref], str]) -> list[Walk]:
-    return [w for w in walks if _answered(label_of(_end(w)), predictions)]
+    """The walks whose end is one of the predictions (any case), or named in one (a method whose
+    language model answers in a sentence); each end is checked against all predictions at once."""
+    folded = [p.casefold() for p in predictions]
+    exact = set(folded)
+    joined = "\x00".join(folded)  # one search over every prediction (an end holding a NUL is matched exactly only)
+
+    def answered(text: str) -> bool:
+        end = text.casefold()
+        return end in exact or (len(end) > 2 and "\x00" not in end and end in joined)
+
+    return [w for w in walks if answered(label_of(_end(w)))]
 
 
 # ------------------------------------------------------------------------------- the readers
@@ -167,11 +170,12 @@ def read_ldr(trace: Mapping[str, Any], record: Mapping[str, Any]) -> Reading:
     edges = [Hop(ident(s), r, ident(o)) for s, r, o in trace.get("g_k") or []]
     starts = {ident(t) for t in record.get("topic") or []}
     ends = {ident(a) for a in record.get("prediction_ids") or []}
-    return Reading([[e] for e in edges], [w for w in (_shortest(edges, starts, end) for end in ends) if w])
+    return Reading([[e] for e in edges], _shortest(edges, starts, ends))
 
 
-def _shortest(edges: list[Hop], starts: set[Ref], end: Ref) -> Walk:
-    """A shortest walk over ``edges`` (either way) from one of ``starts`` to ``end``; [] if none."""
+def _shortest(edges: list[Hop], starts: set[Ref], ends: set[Ref]) -> list[Walk]:
+    """A shortest walk over ``edges`` (either way) from one of ``starts`` to each of ``ends``
+    that one reaches: one breadth-first search for all of them."""
     around: dict[Ref, list[tuple[Hop, Ref]]] = {}
     for e in edges:
         around.setdefault(e.src, []).append((e, e.dst))
@@ -180,17 +184,20 @@ def _shortest(edges: list[Hop], starts: set[Ref], end: Ref) -> Walk:
     queue = deque(came)
     while queue:
         here = queue.popleft()
-        if here == end:
-            walk: Walk = []
-            while came[here] is not None:
-                hop, here = came[here]  # type: ignore[misc]
-                walk.append(hop)
-            return walk[::-1]
         for hop, there in around.get(here, []):
             if there not in came:
                 came[there] = (hop, here)
                 queue.append(there)
-    return []
+    walks: list[Walk] = []
+    for end in ends:
+        walk: Walk = []
+        here = end
+        while came.get(here) is not None:
+            hop, here = came[here]  # type: ignore[misc]
+            walk.append(hop)
+        if walk:
+            walks.append(walk[::-1])
+    return walks
 
 
 def read_arg(trace: Mapping[str, Any], record: Mapping[str, Any]) -> Reading:
@@ -364,26 +371,48 @@ def view(method: str, record: Mapping[str, Any], names: Mapping[str, str | None]
     add_walks(chosen, ("explored", "chosen"))
     add_walks(reading.explored, ("explored",))
     add_walks(gold, ("gold",))
-    _mark(nodes, predicted, "answer", add_node)
+    marker = _Marker(nodes, add_node)
+    marker.mark(predicted, "answer")
     gold_answers = [label_of(ident(a)) for a in record.get("answer_ids") or []] + list(record.get("answers") or [])
-    _mark(nodes, list(dict.fromkeys(gold_answers)), "gold", add_node)
+    marker.mark(list(dict.fromkeys(gold_answers)), "gold")
     return {"nodes": list(nodes.values()), "edges": list(edges.values()), "truncated": truncated}
 
 
-def _mark(nodes: dict[str, dict[str, Any]], texts: list[str], role: str, add_node: Callable[..., str]) -> None:
-    """Give ``role`` to the node each text names (one it is named in, for a sentence), adding
-    a node for a text that names none."""
-    for text in texts:
-        if not isinstance(text, str) or not text:
-            continue
-        if text in nodes:
-            add_node(label(text), role)
-            continue
-        named = [k for k, n in nodes.items() if "variable" not in n["roles"] and _answered(n["label"], [text])]
-        for key in named:
-            add_node(label(key), role)
-        if not named:
-            add_node(label(text), role)
+class _Marker:
+    """Gives a role to the node each text names: the node shown as the text (any case), or, for a
+    sentence, each node of the drawn graph whose label (of three characters or more) it holds; a
+    text that names none gets a node of its own. Lookups go through dicts, so that marking is
+    linear in the texts and never scans every node per text."""
+
+    def __init__(self, nodes: dict[str, dict[str, Any]], add_node: Callable[..., str]) -> None:
+        self.nodes, self.add_node = nodes, add_node
+        self.by_fold: dict[str, list[str]] = {}
+        for key, node in nodes.items():
+            self._index(key, node)
+        # a sentence is matched against the drawn graph (at most MAX_EDGES edges' ends and the
+        # topics), not against the nodes earlier texts added
+        self.graph = [(n["label"].casefold(), k) for k, n in nodes.items()
+                      if "variable" not in n["roles"] and len(n["label"]) > 2]
+
+    def _index(self, key: str, node: dict[str, Any]) -> None:
+        if "variable" not in node["roles"]:
+            self.by_fold.setdefault(node["label"].casefold(), []).append(key)
+
+    def mark(self, texts: list[Any], role: str) -> None:
+        for text in texts:
+            if not isinstance(text, str) or not text:
+                continue
+            if text in self.nodes:
+                self.add_node(label(text), role)
+                continue
+            folded = text.casefold()
+            named = dict.fromkeys(self.by_fold.get(folded, ()))
+            named.update((k, None) for f, k in self.graph if f in folded)
+            for key in named:
+                self.add_node(label(key), role)
+            if not named:
+                self.add_node(label(text), role)
+                self._index(text, self.nodes[text])
 
 
 def gold_walks(paths: list[Mapping[str, Any]], forward: Sequence[bool] | None, gold_ids: set[str],
