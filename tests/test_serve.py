@@ -362,6 +362,57 @@ def test_one_request_past_the_concurrency_limit_gets_429_and_a_stuck_one_504(oxi
         assert client.get("/v1/stats")["endpoints"]["expand"]["errors_by_status"] == {"504": 1}
 
 
+class Queued(Gated):
+    """A :class:`Gated` store that records the ``timeout`` of each ``names`` call."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.timeouts: list[float] = []
+
+    def names(self, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        self.timeouts.append(timeout)
+        return self.store.names(*args, timeout=timeout, **kwargs)
+
+
+def _in_flight(client: ServeClient, wanted: int) -> int:
+    deadline = time.monotonic() + 30
+    while (busy := client.get("/v1/stats")["in_flight"]) != wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return busy
+
+
+def test_a_call_queued_past_its_deadline_is_not_started_and_a_late_one_gets_the_time_left(oxigraph):
+    queued = Queued(oxigraph)
+    with served(queued, ServeSettings(workers=1, timeout=10)) as client:
+        answers: list[tuple[int, Any]] = []
+
+        def ask(path: str, body: dict[str, Any]) -> threading.Thread:
+            thread = threading.Thread(target=lambda: answers.append(ServeClient(client.url).request("POST", path, body)))
+            thread.start()
+            return thread
+
+        first = ask("/v1/ops/expand", {"ids": ["m.0kq01"], "relations": ["film.film.genre"]})
+        assert queued.waiting.acquire(timeout=30)  # the one worker is taken
+        status, answer = client.request("POST", "/v1/ops/names", {"ids": ["m.0kq01"], "timeout": 0.5})
+        assert status == 504 and "deadline of 0.5 s" in answer["detail"]
+        queued.gate.set()
+        first.join(30)
+        assert _in_flight(client, 0) == 0
+        assert queued.timeouts == []  # the queued call was dropped, never asked of the store
+
+        queued.gate.clear()
+        first = ask("/v1/ops/expand", {"ids": ["m.0kq01"], "relations": ["film.film.genre"]})
+        assert queued.waiting.acquire(timeout=30)
+        late = ask("/v1/ops/names", {"ids": ["m.0kq01"], "timeout": 10})
+        assert _in_flight(client, 2) == 2  # it waits for the worker
+        queued.gate.set()
+        first.join(30)
+        late.join(30)
+        assert sorted(status for status, _ in answers) == [200, 200, 200]
+        (given,) = queued.timeouts
+        assert 0 < given < 10  # the store got the time left of its deadline, not a fresh 10 s
+
+
 def test_the_ops_layer_runs_without_a_web_framework(oxigraph):
     from engine.serve.settings import Bounds
 

@@ -2,8 +2,6 @@
 (the methods and the options a request may set)."""
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
@@ -19,8 +17,7 @@ def answer_router(answerer: Answerer, workers: Workers) -> APIRouter:
     @router.post("/answer", summary="answer a question or a batch with a registered method: predictions, trace, seconds")
     async def answer(body: AnswerRequest) -> JSONResponse:
         deadline = bounded_timeout(body.timeout, most)
-        expires = time.monotonic() + deadline  # the time it waits for a thread counts
-        return JSONResponse(await workers.run(lambda: answerer.answer(body, expires), deadline, answering=True))
+        return JSONResponse(await workers.run(lambda expires: answerer.answer(body, expires), deadline, answering=True))
 
     @router.get("/methods", summary="the registered methods, their options, and which a request may set")
     async def methods() -> JSONResponse:

@@ -118,7 +118,7 @@ def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
     async def health() -> JSONResponse:
         timeout = min(HEALTH_TIMEOUT, settings.timeout)
         try:
-            await workers.run(lambda: store.names([_PROBE_ID], timeout=timeout), timeout, admit=False)
+            await workers.run(lambda _: store.names([_PROBE_ID], timeout=timeout), timeout, admit=False)
         except KGQAError as e:
             # health needs no token: with one set, why (it names the store's address) is for /v1/stats's readers
             detail = str(e) if settings.token is None else f"{type(e).__name__}: the store does not answer"

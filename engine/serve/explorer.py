@@ -116,8 +116,9 @@ def check_record(record: dict[str, Any]) -> None:
             stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
 
 
-def graph(store: Store, settings: ServeSettings, request: GraphRequest) -> dict[str, Any]:
-    """The record's graph, its gold path walked on the store and its ids named."""
+def graph(store: Store, settings: ServeSettings, request: GraphRequest, expires: float | None = None) -> dict[str, Any]:
+    """The record's graph, its gold path walked on the store and its ids named, by ``expires``
+    (a :func:`time.monotonic` instant, where given)."""
     # before any work: the answer is written as UTF-8
     check_texts({"method": request.method, "record": request.record, "path": request.path})
     bounds = settings.bounds
@@ -134,11 +135,11 @@ def graph(store: Store, settings: ServeSettings, request: GraphRequest) -> dict[
             raise InvalidInputError(f"path: {len(request.path)} hops; a gold path has 1 to {MAX_PATH_HOPS}")
         body = {"seeds": topics, "path": request.path, "limit": min(GOLD_WALK_LIMIT, bounds.max_rows),
                 "timeout": request.timeout}
-        paths = run_operation(store, "follow_paths", body, bounds)["paths"]
+        paths = run_operation(store, "follow_paths", body, bounds, expires)["paths"]
     gold_ids = {a for a in record.get("answer_ids") or [] if isinstance(a, str)}
     ids = trace_graph.ids_to_name(reading, record, [trace_graph.path_walk(p) for p in paths])[:MAX_NAMED]
     try:
-        names = run_operation(store, "names", {"ids": ids, "timeout": request.timeout}, bounds)["names"] if ids else {}
+        names = run_operation(store, "names", {"ids": ids, "timeout": request.timeout}, bounds, expires)["names"] if ids else {}
     except InvalidInputError:
         names = {}  # a record naming something that cannot be an id: shown as written
     gold_names = {a for a in record.get("answers") or [] if isinstance(a, str)}
@@ -154,7 +155,7 @@ def explorer_router(store: Store, settings: ServeSettings, workers: Workers) -> 
 
     @router.get("/sources", summary="the question sets the explorer offers")
     async def list_sources() -> JSONResponse:
-        return JSONResponse({"sources": await workers.run(lambda: sources(settings), settings.timeout)})
+        return JSONResponse({"sources": await workers.run(lambda _: sources(settings), settings.timeout)})
 
     @router.get("/questions", summary="questions of a set, with their gold answers and gold path")
     async def questions(
@@ -163,13 +164,13 @@ def explorer_router(store: Store, settings: ServeSettings, workers: Workers) -> 
         offset: int = Query(0, ge=0), limit: int = Query(20, ge=1, le=200),
     ) -> JSONResponse:
         # a dataset is read once, then kept: the first call may take longer than an operation's deadline
-        answer = await workers.run(lambda: list_questions(settings, source, search, offset, limit), settings.answer_timeout)
+        answer = await workers.run(lambda _: list_questions(settings, source, search, offset, limit), settings.answer_timeout)
         return JSONResponse(answer)
 
     @router.post("/graph", summary="a record of /v1/answer as a graph: topic, explored, chosen, answers, gold")
     async def draw(body: GraphRequest) -> JSONResponse:
         deadline = bounded_timeout(body.timeout, settings.timeout)
-        return JSONResponse(await workers.run(lambda: graph(store, settings, body), deadline))
+        return JSONResponse(await workers.run(lambda expires: graph(store, settings, body, expires), deadline))
 
     return router
 

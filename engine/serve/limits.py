@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -98,17 +99,30 @@ class Workers:
         if not future.cancelled():
             future.exception()  # retrieved: a call abandoned at its deadline may fail later
 
-    async def run(self, call: Callable[[], T], deadline: float, *, admit: bool = True, answering: bool = False) -> T:
-        """``call()`` on a worker thread (an answering one when ``answering``); 429 when
-        ``admit`` and the server is full, 504 when it has not ended a :func:`grace` after
-        ``deadline`` seconds (it runs on, and keeps its place, until it ends)."""
+    async def run(self, call: Callable[[float], T], deadline: float, *, admit: bool = True, answering: bool = False) -> T:
+        """``call(expires)`` on a worker thread (an answering one when ``answering``), where
+        ``expires`` is the :func:`time.monotonic` instant ``deadline`` seconds after this call:
+        the time it waits for a thread counts, so a call that starts late gets only the time left
+        (``call`` bounds its work by ``expires``), and one whose deadline passed while it waited
+        is not started. 429 when ``admit`` and the server is full, 504 when it has not ended a
+        :func:`grace` after ``deadline`` seconds (it runs on, and keeps its place, until it ends)."""
+        expires = time.monotonic() + deadline
+
+        def work() -> T:
+            if time.monotonic() >= expires:
+                raise DeadlineError(
+                    f"the request waited for a worker past its deadline of {deadline:g} s and was not started: "
+                    "the server is busy; try again shortly, or give a larger timeout"
+                )
+            return call(expires)
+
         with self._lock:
             if admit and self._busy >= self.max_concurrency:
                 raise BusyError(
                     f"the server is at work on {self._busy} requests, its most (--max-concurrency): try again shortly"
                 )
             self._busy += 1
-        future = asyncio.get_running_loop().run_in_executor(self.answer_pool if answering else self.pool, call)
+        future = asyncio.get_running_loop().run_in_executor(self.answer_pool if answering else self.pool, work)
         future.add_done_callback(self._leave)
         try:
             return await asyncio.wait_for(asyncio.shield(future), grace(deadline))

@@ -104,7 +104,9 @@ def create_server(store: Store, settings: ServeSettings | None = None) -> Server
             op = operation(params.name)
             request = op.parse(params.arguments or {})
             deadline = bounded_timeout(request.timeout, bounds.timeout)
-            result = await ctx.lifespan_context.run(lambda: run_operation(store, op.name, request, bounds), deadline)
+            result = await ctx.lifespan_context.run(
+                lambda expires: run_operation(store, op.name, request, bounds, expires), deadline
+            )
         except KGQAError as e:
             body = error_body(e)
             return _error(f"{body['error']}: {body['detail']}")

@@ -14,6 +14,7 @@ has no row bound in the store: its answers are cut to the bound afterwards.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Literal as OneOf
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.errors import InvalidInputError, clipped
+from engine.errors import DeadlineExceededError, InvalidInputError, clipped
 from engine.graph import Literal
 from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED, validate_text
 from engine.results import to_json
@@ -318,11 +319,20 @@ def operation(name: str) -> Operation:
     return found
 
 
-def run_operation(store: Store, name: str, body: Mapping[str, Any] | OperationRequest, bounds: Bounds) -> dict[str, Any]:
+def run_operation(store: Store, name: str, body: Mapping[str, Any] | OperationRequest, bounds: Bounds,
+                  expires: float | None = None) -> dict[str, Any]:
     """Run the operation ``name`` with the request ``body`` (JSON, or its parsed model) on
-    ``store`` within ``bounds``; its result as JSON."""
+    ``store`` within ``bounds``; its result as JSON. ``expires``: the request's deadline, a
+    :func:`time.monotonic` instant; the store gets only the time left until it (none left: 504
+    without asking the store)."""
     op = operation(name)
     request = op.parse(body)
     timeout = bounded_timeout(request.timeout, bounds.timeout)
+    if expires is not None:
+        left = expires - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceededError(f"{name}: the request's deadline passed before the store was asked: "
+                                        "give a larger timeout, or ask again when the server is less busy")
+        timeout = min(timeout, left)
     limit = bounded_limit(request.limit, bounds.max_rows, op.default_limit) if isinstance(request, BoundedRequest) else None
     return op.call(store, request, timeout, limit)

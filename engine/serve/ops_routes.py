@@ -16,7 +16,7 @@ from engine.store import Store
 def _handler(op: Operation, store: Store, bounds: Bounds, workers: Workers) -> Callable[..., Awaitable[JSONResponse]]:
     async def handler(body: op.request) -> JSONResponse:  # type: ignore[name-defined]
         deadline = bounded_timeout(body.timeout, bounds.timeout)
-        return JSONResponse(await workers.run(lambda: run_operation(store, op.name, body, bounds), deadline))
+        return JSONResponse(await workers.run(lambda expires: run_operation(store, op.name, body, bounds, expires), deadline))
 
     handler.__name__ = op.name
     return handler
