@@ -413,6 +413,19 @@ def test_a_call_queued_past_its_deadline_is_not_started_and_a_late_one_gets_the_
         assert 0 < given < 10  # the store got the time left of its deadline, not a fresh 10 s
 
 
+def test_health_says_ok_while_every_worker_is_busy(oxigraph):
+    gated = Gated(oxigraph)
+    with served(gated, ServeSettings(workers=1, timeout=2)) as client:
+        held = threading.Thread(target=lambda: ServeClient(client.url).request(
+            "POST", "/v1/ops/expand", {"ids": ["m.0kq01"], "relations": ["film.film.genre"]}))
+        held.start()
+        assert gated.waiting.acquire(timeout=30)  # the one worker is taken until the gate opens
+        assert client.request("GET", "/v1/health") == (200, {"status": "ok", "dialect": "sparql"})
+        assert client.get("/v1/stats")["in_flight"] == 1
+        gated.gate.set()
+        held.join(30)
+
+
 def test_the_ops_layer_runs_without_a_web_framework(oxigraph):
     from engine.serve.settings import Bounds
 

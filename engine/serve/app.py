@@ -16,6 +16,7 @@ read, and a raw query goes through the store's own guard, which refuses writes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -118,7 +119,9 @@ def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
     async def health() -> JSONResponse:
         timeout = min(HEALTH_TIMEOUT, settings.timeout)
         try:
-            await workers.run(lambda _: store.names([_PROBE_ID], timeout=timeout), timeout, admit=False)
+            # its own thread: a server busy with operations is alive, and says so
+            await workers.run(lambda expires: store.names([_PROBE_ID], timeout=max(expires - time.monotonic(), 0.001)),
+                              timeout, admit=False, health=True)
         except KGQAError as e:
             # health needs no token: with one set, why (it names the store's address) is for /v1/stats's readers
             detail = str(e) if settings.token is None else f"{type(e).__name__}: the store does not answer"

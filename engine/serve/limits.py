@@ -78,12 +78,15 @@ class Workers:
     """The bounded pools that run blocking work. At most ``max_concurrency`` calls are admitted
     at once (the next is refused with 429); a call holds its place until its work ends, even
     when its caller stopped waiting at the deadline. Questions a method answers run on threads
-    of their own (``answering``), so that however long they take, store operations and the
-    health check never wait behind them."""
+    of their own (``answering``), and the health check on one of its own (``health``), so that
+    however long answers take, or however many operations wait for a worker, neither waits
+    behind the other."""
 
     def __init__(self, workers: int, max_concurrency: int, answering: int = 1) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgqa-serve")
         self.answer_pool = ThreadPoolExecutor(max_workers=answering, thread_name_prefix="kgqa-answer")
+        # one thread: a probe of a store that does not answer holds it, and the next waits at most its deadline
+        self.health_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgqa-health")
         self.max_concurrency = max_concurrency
         self._busy = 0
         self._lock = threading.Lock()
@@ -99,8 +102,10 @@ class Workers:
         if not future.cancelled():
             future.exception()  # retrieved: a call abandoned at its deadline may fail later
 
-    async def run(self, call: Callable[[float], T], deadline: float, *, admit: bool = True, answering: bool = False) -> T:
-        """``call(expires)`` on a worker thread (an answering one when ``answering``), where
+    async def run(self, call: Callable[[float], T], deadline: float, *, admit: bool = True, answering: bool = False,
+                  health: bool = False) -> T:
+        """``call(expires)`` on a worker thread (an answering one when ``answering``, the health
+        check's when ``health``), where
         ``expires`` is the :func:`time.monotonic` instant ``deadline`` seconds after this call:
         the time it waits for a thread counts, so a call that starts late gets only the time left
         (``call`` bounds its work by ``expires``), and one whose deadline passed while it waited
@@ -122,7 +127,7 @@ class Workers:
                     f"the server is at work on {self._busy} requests, its most (--max-concurrency): try again shortly"
                 )
             self._busy += 1
-        future = asyncio.get_running_loop().run_in_executor(self.answer_pool if answering else self.pool, work)
+        future = asyncio.get_running_loop().run_in_executor(self.health_pool if health else self.answer_pool if answering else self.pool, work)
         future.add_done_callback(self._leave)
         try:
             return await asyncio.wait_for(asyncio.shield(future), grace(deadline))
@@ -132,5 +137,5 @@ class Workers:
             ) from None
 
     def close(self) -> None:
-        for pool in (self.pool, self.answer_pool):
+        for pool in (self.pool, self.answer_pool, self.health_pool):
             pool.shutdown(wait=False, cancel_futures=True)
