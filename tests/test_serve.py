@@ -635,6 +635,58 @@ def test_an_answer_stops_at_its_deadline_and_never_holds_up_operations_or_the_ne
         assert answers[-1][0] == 200 and answers[-1][1]["predictions"][0]["prediction"] == ["Alien"]
 
 
+def test_a_method_being_built_holds_up_only_requests_for_it_and_those_until_their_deadline(oxigraph, echo):
+    gate, building = threading.Event(), threading.Semaphore(0)
+
+    def slow_build(config: EchoConfig, store: Store, models: Models) -> Echo:
+        building.release()
+        gate.wait(30)
+        return Echo(store, models, config)
+
+    registry.register(MethodSpec("slow", "builds until its gate opens", EchoConfig, slow_build))
+    try:
+        with served(oxigraph) as client:
+            answers: list[tuple[int, Any]] = []
+            first = threading.Thread(target=lambda: answers.append(ServeClient(client.url).request(
+                "POST", "/v1/answer", {"method": "slow", "question": "what is it", "topics": ["m.0kq02"]})))
+            first.start()
+            assert building.acquire(timeout=30)
+            # another method builds and answers meanwhile
+            assert client.answer(method="echo", question="what is it", topics=["m.0kq01"])["predictions"][0]["prediction"] == ["Blade Runner"]
+            status, answer = client.request("POST", "/v1/answer",
+                                            {"method": "slow", "question": "q", "topics": ["m.0kq01"], "timeout": 0.5})
+            assert (status, answer["error"]) == (504, "DeadlineExceededError") and "being built for another request" in answer["detail"]
+            gate.set()
+            first.join(30)
+            assert answers[0][0] == 200 and answers[0][1]["predictions"][0]["prediction"] == ["Alien"]
+            assert client.answer(method="slow", question="q", topics=["m.0kq01"])["predictions"][0]["prediction"] == ["Blade Runner"]
+    finally:
+        gate.set()
+        registry.unregister("slow")
+
+
+def test_a_server_refuses_to_build_a_fidelis_index_and_writes_nothing_beside_the_store(tmp_path):
+    from engine.open import open_store
+
+    path = tmp_path / "store"
+    with open_store(str(path)) as loaded:
+        loaded.add_triples(GRAPH)
+    question = {"method": "fidelis", "question": "who directed [Blade Runner]", "topics": ["m.0kq01"], "timeout": 30}
+    with open_store(str(path), read_only=True) as opened:
+        with served(opened) as client:
+            status, answer = client.request("POST", "/v1/answer", question)
+            assert status == 400 and f"no FiDeLiS index at {path}.fidelis-index" in answer["detail"], answer
+            assert f"`kgqa fidelis index --store {opened.uri}`" in answer["detail"]
+            status, answer = client.request("POST", "/v1/answer", {**question, "config": {"rebuild_index": True}})
+            assert status == 400 and "a server does not build indexes" in answer["detail"] and "--force" in answer["detail"]
+        elsewhere = tmp_path / "elsewhere"
+        with served(opened, ServeSettings(method_options={"fidelis": {"index": str(elsewhere)}})) as client:
+            status, answer = client.request("POST", "/v1/answer", question)
+            assert status == 400 and f"--index {elsewhere}`" in answer["detail"], answer
+            assert client.get("/v1/stats")["in_flight"] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
 @pytest.mark.model
 def test_rog_answers_over_http_as_in_process_with_its_default_model(oxigraph):
     config = {"max_hops": 1}

@@ -176,6 +176,8 @@ class Models:
     meter: Meter = field(default_factory=Meter)
     questions: QuestionSet | None = None
     progress: bool = True  # show progress of long setup work (an index build)
+    #: whether building a method may build (and write) an index it needs: a server's may not, its operator builds them
+    build_indexes: bool = True
 
     def lm(self, source: str | None, template: str | None = None) -> Any:
         """The language model ``source`` names (:func:`engine.models.lm.load_lm`), its calls

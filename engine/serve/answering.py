@@ -139,7 +139,8 @@ class Answerer:
         self.store = store
         self.settings = settings
         self._built: OrderedDict[tuple[str, str], _Built] = OrderedDict()
-        self._lock = threading.Lock()  # builds one method at a time
+        self._lock = threading.Lock()  # guards the dicts only: never held while a method builds
+        self._building: dict[tuple[str, str], threading.Lock] = {}  # per method and config, held while it builds
         self._served: dict[str, Any] = {}  # per method, the operator's config: the bounds of a request's numbers
 
     @staticmethod
@@ -195,19 +196,44 @@ class Answerer:
                 )
         return make_config(spec.config, {**self.settings.method_options.get(name, {}), **asked})
 
-    def method(self, name: str, config: Any) -> _Built:
-        """The method ``name`` built with ``config``, built now if it is not kept."""
-        key = (name, repr(config))
+    def _kept(self, key: tuple[str, str]) -> _Built | None:
         with self._lock:
             built = self._built.get(key)
-            if built is None:
-                models = Models(device=self.settings.device, dtype=self.settings.dtype, progress=False)
-                built = _Built(registry.get(name).build(config, self.store, models), config, threading.Lock())
-                self._built[key] = built
-                while len(self._built) > self.settings.method_cache:
-                    self._built.popitem(last=False)
-            self._built.move_to_end(key)
+            if built is not None:
+                self._built.move_to_end(key)
             return built
+
+    def method(self, name: str, config: Any, expires: float | None = None) -> _Built:
+        """The method ``name`` built with ``config``, built now if it is not kept. Each method
+        and config builds on its own lock, so a long build holds up only requests for the same
+        one, and those wait for it until ``expires`` (a :func:`time.monotonic` instant), then 504.
+        A build itself runs to its end (loading models cannot stop midway); it never builds an
+        index the method needs (:attr:`Models.build_indexes`): the operator builds those."""
+        key = (name, repr(config))
+        built = self._kept(key)
+        if built is not None:
+            return built
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        if not building.acquire(timeout=-1 if expires is None else max(expires - time.monotonic(), 0.0)):
+            raise DeadlineExceededError(
+                f"{name} was being built for another request until this one's deadline: "
+                "try again shortly, or give a larger timeout"
+            )
+        try:
+            built = self._kept(key)  # built by the request this one waited for
+            if built is None:
+                models = Models(device=self.settings.device, dtype=self.settings.dtype, progress=False, build_indexes=False)
+                built = _Built(registry.get(name).build(config, self.store, models), config, threading.Lock())
+                with self._lock:
+                    self._built[key] = built
+                    while len(self._built) > self.settings.method_cache:
+                        self._built.popitem(last=False)
+            return built
+        finally:
+            with self._lock:
+                self._building.pop(key, None)
+            building.release()
 
     def answer(self, request: AnswerRequest, expires: float | None = None) -> dict[str, Any]:
         """Answer the request's questions: one record per question, the run's summary, and the
@@ -223,7 +249,7 @@ class Answerer:
                 "(--max-questions): send them in smaller batches"
             )
         config = self.config(request.method, request.config)
-        built = self.method(request.method, config)
+        built = self.method(request.method, config, expires)
         records: list[dict[str, Any]] = []
         wait = -1 if expires is None else max(expires - time.monotonic(), 0.0)
         if not built.lock.acquire(timeout=wait):

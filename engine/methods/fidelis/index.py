@@ -44,6 +44,10 @@ class StaleIndexError(KGQAError):
     """The index was built from other store content than the store now holds."""
 
 
+class IndexNotBuiltError(InvalidInputError):
+    """An index that a server would have to build (its operator builds it, with ``kgqa fidelis index``)."""
+
+
 def fingerprint(store: Store) -> str:
     """A hash of the store's statistics: triples, entities and triples per relation."""
     stats = store.stats()
@@ -62,9 +66,18 @@ def index_dir(store: Store, given: str | None = None) -> Path:
     return directory
 
 
-def open_index(store: Store, directory: Path, encoder: str | None, device: str | None, *, rebuild: bool, progress: bool) -> EmbeddingIndex:
+def open_index(store: Store, directory: Path, encoder: str | None, device: str | None, *, rebuild: bool, progress: bool,
+               build: bool = True) -> EmbeddingIndex:
     """The index of ``store`` at ``directory``: built when missing, rebuilt when stale only if
-    ``rebuild``, else refused (:class:`StaleIndexError`)."""
+    ``rebuild``, else refused (:class:`StaleIndexError`). With ``build`` false (a server) a
+    missing index, or a rebuild, is refused (:class:`IndexNotBuiltError`) before any model loads."""
+    if not build and (rebuild or not (directory / "meta.json").is_file()):
+        why = "rebuild_index asks to rebuild the FiDeLiS index" if rebuild else f"there is no FiDeLiS index at {directory}"
+        where = "" if directory == beside_store(store, ".fidelis-index") else f" --index {directory}"
+        raise IndexNotBuiltError(
+            f"{why}, and a server does not build indexes: its operator builds it first with "
+            f"`kgqa fidelis index --store {store.uri}{where}{' --force' if rebuild else ''}`"
+        )
     name, encode = make_encoder(encoder, device)
     if (directory / "meta.json").is_file():
         index = EmbeddingIndex.load(directory, encode)

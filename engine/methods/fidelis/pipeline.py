@@ -143,7 +143,7 @@ def build(config: FidelisConfig, store: Store, models: Models) -> FidelisMethod:
     from engine.methods.fidelis.index import index_dir, open_index
 
     index = open_index(store, index_dir(store, config.index), config.encoder, models.device,
-                       rebuild=config.rebuild_index, progress=models.progress)
+                       rebuild=config.rebuild_index, progress=models.progress, build=models.build_indexes)
     return FidelisMethod(store, models, config, models.lm(config.model, config.prompt_template), index)
 
 
