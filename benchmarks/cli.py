@@ -234,18 +234,18 @@ def _scale(args: argparse.Namespace) -> Path:
 
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
     if not 0 <= args.hub_share < 1:
-        raise SystemExit(f"kgqa bench scale: --hub-share {args.hub_share} must be at least 0 and below 1")
+        raise InvalidInputError(f"bench scale: --hub-share {args.hub_share} must be at least 0 and below 1")
     try:
         virtuoso.buffers_for(args.virtuoso_buffer_pool_gib)
     except InvalidInputError as e:
-        raise SystemExit(f"kgqa bench scale: --virtuoso-buffer-pool-gib: {e}") from None
+        raise InvalidInputError(f"bench scale: --virtuoso-buffer-pool-gib: {e}") from None
     try:
         sizes = [sources.parse_size(s) for s in split(args.sizes)]
     except InvalidInputError as e:
-        raise SystemExit(f"kgqa bench scale: --sizes {args.sizes!r}: {e}") from None
+        raise InvalidInputError(f"bench scale: --sizes {args.sizes!r}: {e}") from None
     unknown = [s for s in split(args.stores) if s not in ("oxigraph", "virtuoso")]
     if unknown:
-        raise SystemExit(f"kgqa bench scale: --stores {','.join(unknown)}: the scale run measures oxigraph and virtuoso")
+        raise InvalidInputError(f"bench scale: --stores {','.join(unknown)}: the scale run measures oxigraph and virtuoso")
     cfg = scale.ScaleConfig(
         mode="scale", datasets=[f"gen:{sources.size_label(n)}" for n in sizes], stores=split(args.stores),
         questions=args.questions, batch=args.batch, batches=args.batches, budget=args.budget, seed=args.seed,
@@ -256,8 +256,8 @@ def _scale(args: argparse.Namespace) -> Path:
     out = args.out or (RESULTS_DIR or cfg.workdir / "results") / "scale"
     differ = scale_report.appended_graphs_differ(out, sizes, args.seed, args.hub_share) if args.append else []
     if differ:
-        raise SystemExit(
-            f"kgqa bench scale: --append would mix two graphs in {out / 'scale.json'} ({'; '.join(differ)}): "
+        raise InvalidInputError(
+            f"bench scale: --append would mix two graphs in {out / 'scale.json'} ({'; '.join(differ)}): "
             "give the earlier run's --seed and --hub-share, or another --out"
         )
     for path in scale_report.write(scale.run_scale(cfg), out, append=args.append):

@@ -12,6 +12,7 @@ from benchmarks.cli import main
 from benchmarks.generator import HUB_PROPERTY, FreebaseGenerator
 from benchmarks.runner import BATCHED
 from benchmarks.tasks import OPS
+from engine.errors import InvalidInputError
 from tests.conftest import missing
 
 
@@ -137,7 +138,7 @@ def test_append_replaces_only_the_sizes_and_stores_it_measures(tiny_run, tmp_pat
 
     # the same size generated as another graph is refused before anything runs or is written
     written = (out / "scale.json").read_bytes()
-    with pytest.raises(SystemExit, match="would mix two graphs.*gen-2k-seed0-hub200.nt.gz there, gen-2k-seed7-hub200.nt.gz in this run"):
+    with pytest.raises(InvalidInputError, match="would mix two graphs.*gen-2k-seed0-hub200.nt.gz there, gen-2k-seed7-hub200.nt.gz in this run"):
         main(["scale", "--sizes", "2k", "--stores", "oxigraph", *TINY, "--seed", "7",
               "--workdir", str(work), "--out", str(out), "--append"])
     assert (out / "scale.json").read_bytes() == written

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -18,10 +20,11 @@ from benchmarks.cli import main
 from benchmarks.generator import FreebaseGenerator
 from benchmarks.tasks import Task, Workload
 from benchmarks.workloads import StoreRetriever, walk_seeds
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, TYPE_RELATION, XSD, Literal
 from engine.reference import ReferenceStore
 from engine.stores.oxigraph import OxigraphStore
+from tests.cli_process import ROOT, child_env
 from tests.conftest import missing
 from tests.random_graphs import RELATIONS, node_ids, random_graph
 
@@ -238,7 +241,7 @@ def test_the_virtuoso_buffer_pool_reaches_the_server_a_run_starts(tmp_path):
         assert stores.servers["virtuoso"].buffers() == 65536
     finally:
         stores.close()
-    with pytest.raises(SystemExit, match="--virtuoso-buffer-pool-gib: a Virtuoso buffer pool of 0.0 GiB: give 0.1 to 1024"):
+    with pytest.raises(InvalidInputError, match="--virtuoso-buffer-pool-gib: a Virtuoso buffer pool of 0.0 GiB: give 0.1 to 1024"):
         main(["scale", "--sizes", "2k", "--virtuoso-buffer-pool-gib", "0", "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
 
@@ -305,10 +308,15 @@ def test_bench_arguments_out_of_range_are_named_before_any_work(argv, says, tmp_
     assert list(tmp_path.iterdir()) == []  # no .part left
 
 
-def test_a_scale_size_out_of_range_is_named(tmp_path):
-    with pytest.raises(SystemExit, match="--sizes '1k,1e999': graph size '1e999': give a number of triples from 1 to 100M"):
+def test_a_scale_size_out_of_range_is_named(tmp_path, capsys):
+    with pytest.raises(InvalidInputError, match="--sizes '1k,1e999': graph size '1e999': give a number of triples from 1 to 100M"):
         main(["scale", "--sizes", "1k,1e999", "--workdir", str(tmp_path), "--out", str(tmp_path / "out")])
     assert list(tmp_path.iterdir()) == []
+    # as `python -m benchmarks` and `kgqa bench` report it: an error naming it, exit code 2
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "scale", "--sizes", "1T", "--workdir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT, env=child_env())
+    assert result.returncode == 2 and "kgqa: error: bench scale: --sizes '1T'" in result.stderr
+    assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
 
 
 def test_an_interrupted_write_leaves_no_part_file(tmp_path):

@@ -105,6 +105,11 @@ def test_query_operations_print_json(demo_store, capsys):
     result = q("query", "SELECT ?o WHERE { $film <http://rdf.freebase.com/ns/film.film.directed_by> ?o }",
                "--param", "film=m.0kq01")
     assert result == {"columns": ["o"], "rows": [["m.0kq10"]], "truncated": False}
+    every = q("query", "SELECT ?s ?o WHERE { ?s <http://rdf.freebase.com/ns/film.film.directed_by> ?o } ORDER BY ?s")
+    cut = q("query", "SELECT ?s ?o WHERE { ?s <http://rdf.freebase.com/ns/film.film.directed_by> ?o } ORDER BY ?s",
+            "--limit", "1")
+    assert len(every["rows"]) > 1 and not every["truncated"]
+    assert cut == {"columns": ["s", "o"], "rows": every["rows"][:1], "truncated": True}
 
 
 def test_errors_name_the_input_and_exit_2(demo_store, capsys):

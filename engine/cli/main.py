@@ -139,6 +139,8 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-service", action="store_true", help="let a SPARQL query send SERVICE requests to other servers"
     )
+    p.add_argument("--limit", type=_limit, default=UNBOUNDED,
+                   help="most rows to return (default: every row the query gives); a cut answer says it is truncated")
 
 
 def _run_operation(args: argparse.Namespace) -> None:
@@ -229,7 +231,7 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
         if not sep:
             raise KGQAError(f"--param {item!r}: write NAME=VALUE")
         params[key] = value
-    return store.query(args.text, params, allow_service=args.allow_service, **timeout)
+    return store.query(args.text, params, allow_service=args.allow_service, limit=args.limit, **timeout)
 
 
 # --------------------------------------------------------------------- load, stats, demo
