@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
 
 from engine.errors import InvalidInputError, clipped
 from engine.store import Store
+from engine.uris import split_uri
 
 DEFAULT_STORE = os.path.join("kgqa-data", "store")
 
@@ -70,26 +69,6 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
         )
     return _make(OxigraphStore, path, create=create, read_only=read_only, **options)
-
-
-def redacted(uri: str) -> str:
-    """``uri`` without the password of its ``user:password@`` part, for messages."""
-    return re.sub(r"(//[^/@:?#]*):[^/?#]*@", r"\1@", uri)
-
-
-def split_uri(uri: str) -> SplitResult:
-    """A server store's URI split into its parts; a malformed host or port (``http://[::1``,
-    ``http://h:abc``, a port past 65535) is refused naming the URI (urlsplit raises it as a
-    bare ValueError, some of it only when the port is read)."""
-    try:
-        parts = urlsplit(uri)
-        parts.port  # noqa: B018 -- reading it checks it
-    except ValueError as e:
-        raise InvalidInputError(
-            f"invalid store URI {redacted(uri)!r}: {e}: give http(s)://host:port/sparql or bolt://host:port, "
-            "an IPv6 host in brackets ([::1]) and a port from 0 to 65535"
-        ) from e
-    return parts
 
 
 def _make(store_type: type[Store], *args: Any, **options: Any) -> Store:

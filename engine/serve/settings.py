@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from engine.errors import InvalidInputError
 from engine.identifiers import DEFAULT_LIMIT, MAX_LIMIT, positive_int, positive_seconds
+from engine.uris import checked_split
 
 #: the environment variable ``kgqa serve`` reads its bearer token from when ``--token`` is not given
 TOKEN_ENV = "KGQA_TOKEN"
@@ -101,8 +101,7 @@ def check_origin(origin: str) -> None:
     if origin == "*":
         return
     try:
-        parts = urlsplit(origin)
-        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+        parts = checked_split(origin)
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or origin != f"{parts.scheme}://{parts.netloc}":

@@ -39,7 +39,7 @@ import socket
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import neo4j
 import neo4j.graph
@@ -75,7 +75,7 @@ from engine.errors import (
 from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple, build_each
 from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
 from engine.limits import TermCheck, term_check
-from engine.open import redacted, split_uri
+from engine.uris import redacted, split_uri
 from engine.ops import (
     Compiled,
     CountEntities,

@@ -52,7 +52,7 @@ from engine.graph import FREEBASE_NS, Literal
 from engine.identifiers import IRI_PATTERN, positive_int, positive_seconds
 from engine.jsonl import parse_json
 from engine.limits import VIRTUOSO
-from engine.open import split_uri
+from engine.uris import split_uri
 from engine.ops import Compiled, Op
 from engine.results import QueryResult
 from engine.stores.endpoint_errors import NoAnswer, QueryRejected, retried, server_message, transient
