@@ -16,7 +16,8 @@ the limit).
 
 Timeouts: every operation takes ``timeout`` (seconds; None: none beyond the store's own
 request limits); a store that runs past it raises :class:`engine.errors.QueryTimeoutError`
-(see :meth:`Store.execute` for how each store enforces it).
+(see :meth:`Store.execute` for how each store enforces it). An operation of several queries
+shares its timeout among them (:class:`engine.timeouts.Budget`).
 
 Walk semantics, shared by ``expand``, ``follow_paths``, ``subgraph``, ``shortest_paths``,
 ``relations`` and ``two_hop_relations``:
@@ -108,6 +109,7 @@ from engine.results import (
 )
 from engine.sexpr.parser import MAX_DEPTH, parse
 from engine.sexpr.tree import Count, Top, depth, entities, to_text
+from engine.timeouts import Budget
 from engine.walk import breadth_first
 
 if TYPE_CHECKING:
@@ -394,13 +396,13 @@ class Store(ABC):
         ids, literals = split_anchors(ids)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
-        timeout = validate_timeout(timeout)
+        budget = Budget(validate_timeout(timeout), "relations")
         fetch = _fetch(limit)
         rows: list[RelationCount] = []
         if ids:
-            rows += self._call(Relations(tuple(ids), direction, limit=fetch, timeout=timeout))
+            rows += self._call(Relations(tuple(ids), direction, limit=fetch, timeout=budget.left()))
         if literals and direction != "out":
-            rows += self._call(LiteralRelations(tuple(literals), limit=fetch, timeout=timeout))
+            rows += self._call(LiteralRelations(tuple(literals), limit=fetch, timeout=budget.left()))
         rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.relation, r.direction))
         return RelationsResult(rows, truncated)
 
@@ -469,13 +471,13 @@ class Store(ABC):
         timeout: float | None = None,
     ) -> SubgraphResult:
         """Edges met by a breadth-first expansion of ``hops`` layers (one store call per
-        layer); ``timeout`` bounds each call."""
+        layer); ``timeout`` bounds them all together."""
         seeds = validate_ids(seeds, "seeds")
         hops = validate_hops(hops)
         direction = validate_direction(direction)
         rels = None if relations is None else tuple(sorted(set(validate_relations(relations))))
         limit = validate_limit(limit)
-        timeout = validate_timeout(timeout)
+        budget = Budget(validate_timeout(timeout), "subgraph")
         depth: dict[Term, int] = {s: 0 for s in seeds}
         edges: dict[tuple[str, str, Term], None] = {}  # (subject, relation, object) of each kept edge
         truncated = False
@@ -484,7 +486,7 @@ class Store(ABC):
             # A layer meets each already-kept edge at most once more (from its far end), so
             # asking for limit + 1 + len(edges) rows is enough to decide truncation exactly.
             fetch = None if limit is None else limit + 1 + len(edges)
-            met = self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=timeout))
+            met = self._call(Expand(tuple(frontier), rels, direction, limit=fetch, timeout=budget.left()))
             if limit is not None and len(edges) + len(met) > limit:
                 sort_edges(met)  # the limit may cut this layer: cut it the same way on every store
             return met
@@ -525,7 +527,7 @@ class Store(ABC):
         to leave those out too), and ``()`` leaves out none.
 
         Carried out as iterative deepening: one batched query per depth over the pairs not yet
-        connected, so the work stays inside the database; ``timeout`` bounds each query. A call
+        connected, so the work stays inside the database; ``timeout`` bounds them all together. A call
         takes at most :data:`engine.identifiers.MAX_PAIRS` source × target pairs; split a larger
         one (each pair's paths are found apart from the others').
         """
@@ -533,7 +535,7 @@ class Store(ABC):
         max_hops = validate_hops(max_hops, "max_hops")
         limit = validate_limit(limit)
         excluded = validate_exclude(exclude)
-        timeout = validate_timeout(timeout)
+        budget = Budget(validate_timeout(timeout), "shortest_paths")
         pending = [(s, t) for s in sources for t in targets if s != t]
         found: list[Path] = []
         truncated = False
@@ -541,7 +543,7 @@ class Store(ABC):
             if not pending:
                 break
             fetch = None if limit is None else limit - len(found) + 1
-            op = Walks((), (None,) * depth, "both", pairs=tuple(pending), exclude=excluded, limit=fetch, timeout=timeout)
+            op = Walks((), (None,) * depth, "both", pairs=tuple(pending), exclude=excluded, limit=fetch, timeout=budget.left())
             paths = self._call(op)
             if fetch is not None and len(paths) >= fetch:
                 sort_paths(paths)
@@ -572,13 +574,13 @@ class Store(ABC):
         r1 = validate_relation(r1)
         direction = validate_direction(direction)
         limit = validate_limit(limit)
-        timeout = validate_timeout(timeout)
+        budget = Budget(validate_timeout(timeout), "two_hop_relations")
         fetch = _fetch(limit)
         rows: list[TwoHopRelation] = []
         if ids:
-            rows += self._call(TwoHopRelations(tuple(ids), r1, direction, limit=fetch, timeout=timeout))
+            rows += self._call(TwoHopRelations(tuple(ids), r1, direction, limit=fetch, timeout=budget.left()))
         if literals and direction != "out":
-            rows += self._call(LiteralTwoHopRelations(tuple(literals), r1, limit=fetch, timeout=timeout))
+            rows += self._call(LiteralTwoHopRelations(tuple(literals), r1, limit=fetch, timeout=budget.left()))
         rows, truncated = _cut(rows, limit, lambda r: (term_key(r.id), r.r1, r.relation, r.direction))
         return TwoHopResult(rows, truncated)
 
@@ -636,8 +638,9 @@ class Store(ABC):
         matches; rejected rows count against the LIMIT, so ask for more until the kept hits
         reach it or the candidates run out."""
         fetch = ask = op.limit
+        budget = Budget(op.timeout, "search")
         while True:
-            rows = self._call(dataclasses.replace(op, limit=ask))
+            rows = self._call(dataclasses.replace(op, limit=ask, timeout=budget.left()))
             kept = [hit for hit in rows if text_matches(hit.name, op.text, op.mode)]
             if ask is None or fetch is None or len(rows) < ask or len(kept) >= fetch:
                 return kept

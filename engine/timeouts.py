@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -115,3 +116,23 @@ def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -
     if job.error is not None:
         raise job.error
     return job.value  # type: ignore[return-value]
+
+
+class Budget:
+    """One timeout shared by the queries of one call that makes several (a layer or depth each,
+    a part of a long id list each): each query gets the seconds left, and none starts after
+    they are spent."""
+
+    def __init__(self, timeout: float | None, what: str) -> None:
+        self.timeout = timeout
+        self.what = what
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float | None:
+        """The seconds left (None: no deadline); :class:`QueryTimeoutError` once none are."""
+        if self._deadline is None:
+            return None
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise QueryTimeoutError(f"{self.what} ran past its timeout of {self.timeout:g} s")
+        return left

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,7 +30,9 @@ from engine.servers.virtuoso import ISQL
 from engine.stores.bolt import BoltStore
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
+from engine import timeouts
 from engine.timeouts import run_with_timeout, running
+from sparql.virtuoso import IDS_PER_QUERY
 from tests.tcp_proxy import TcpProxy
 
 GRAPH = [Triple("a", "r", "b"), Triple("b", "r", "c"), Triple("a", "type.object.name", Literal("A"))]
@@ -282,3 +285,72 @@ def test_a_bolt_read_the_caller_gave_up_on_is_not_run_again_when_its_connection_
         time.sleep(3)
         assert proxy.sent_count(marker.encode()) == sent
         assert store.query("RETURN $m AS m", {"m": marker}).rows == [[marker]]  # the store still works
+
+
+CHAIN = [Triple("n0", "r", "n1"), Triple("n1", "r", "n2"), Triple("n2", "r", "n3"), Triple("n3", "r", "n4"),
+         Triple("n0", "type.object.name", Literal("start"))]
+
+
+@pytest.fixture
+def ten_seconds_a_call(monkeypatch) -> Callable[[Any], list[float | None]]:
+    """``watch(store)``: from now on each call the store makes to its database takes ten
+    seconds of the timeouts' clock; returns the list of the timeouts those calls were given."""
+    now = [0.0]
+    monkeypatch.setattr(timeouts, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def watch(opened: Any) -> list[float | None]:
+        given: list[float | None] = []
+
+        def tick(record: Any) -> None:
+            given.append(record.op.timeout)
+            now[0] += 10
+
+        opened.listeners.append(tick)
+        return given
+
+    return watch
+
+
+def test_an_operation_of_several_queries_shares_one_timeout_among_them(store, ten_seconds_a_call):
+    opened = store(CHAIN)
+    given = ten_seconds_a_call(opened)
+    with pytest.raises(QueryTimeoutError, match=r"^shortest_paths ran past its timeout of 25 s$"):
+        opened.shortest_paths(["n0"], ["n4"], max_hops=4, timeout=25)
+    assert given == [25, 15, 5]  # one query per depth; the fourth is not started
+    del given[:]
+    with pytest.raises(QueryTimeoutError, match=r"^subgraph ran past its timeout of 15 s$"):
+        opened.subgraph(["n0"], 3, timeout=15)
+    assert given == [15, 5]
+    del given[:]
+    anchors = ["n0", Literal("start")]
+    with pytest.raises(QueryTimeoutError, match=r"^relations ran past its timeout of 10 s$"):
+        opened.relations(anchors, timeout=10)
+    with pytest.raises(QueryTimeoutError, match=r"^two_hop_relations ran past its timeout of 10 s$"):
+        opened.two_hop_relations(anchors, "type.object.name", timeout=10)
+    assert given == [10, 10]
+    del given[:]
+    # within the timeout, the answers are those of a call without one
+    assert opened.shortest_paths(["n0"], ["n4"], max_hops=4, timeout=45).paths == \
+        opened.shortest_paths(["n0"], ["n4"], max_hops=4).paths
+    assert given[:4] == [45, 35, 25, 15]
+
+
+
+@pytest.mark.parametrize("kind", ["virtuoso"])
+def test_an_operation_split_into_parts_shares_one_timeout_among_them(make_store, kind, monkeypatch):
+    opened = make_store(kind, CHAIN)
+    now = [0.0]
+    monkeypatch.setattr(timeouts, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    given: list[float | None] = []
+    run_part = opened._execute
+
+    def ten_seconds(op: Any, compiled: Any) -> Any:
+        given.append(op.timeout)
+        now[0] += 10
+        return run_part(op, compiled)
+
+    monkeypatch.setattr(opened, "_execute", ten_seconds)
+    ids = [f"x{i}" for i in range(3 * IDS_PER_QUERY + 1)]  # four queries on Virtuoso
+    with pytest.raises(QueryTimeoutError, match=rf"^names over {len(ids)} ids ran past its timeout of 25 s$"):
+        opened.names(ids, timeout=25)
+    assert given == [25, 15, 5]

@@ -63,7 +63,7 @@ def _add_operations(sub: argparse._SubParsersAction) -> None:
             )
         p.add_argument(
             "--timeout", type=float, default=None,
-            help=f"seconds each store call may run, at most {MAX_SECONDS:g}; the notes on an empty answer end within "
+            help=f"seconds the operation may run (all its store calls together), at most {MAX_SECONDS:g}; the notes on an empty answer end within "
             "this many seconds of the command's start (default: a server store's timeout= option; none on the embedded store)",
         )
         return p

@@ -8,7 +8,6 @@ decoder zips the columns it needs, which builds no per-row lookup.
 from __future__ import annotations
 
 import dataclasses
-import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
@@ -16,7 +15,6 @@ from typing import Any, NamedTuple
 
 import pyoxigraph as ox
 
-from engine.errors import QueryTimeoutError
 from engine.graph import Edge, Literal, Path, Term, Triple, build_each
 from engine.limits import TermCheck, TermLimits, term_check
 from engine.ops import (
@@ -30,6 +28,7 @@ from engine.ops import (
 from engine.results import RelationCount, SearchHit, StoreStats, TwoHopRelation
 from engine.sexpr.tree import Count
 from engine.store import Store
+from engine.timeouts import Budget
 from sparql.compiler import SparqlCompiler
 from sparql.ntriples import CanonicalNTriples
 from sparql.terms import Terms
@@ -203,14 +202,11 @@ class SparqlStore(Store):
         """An operation over more ids (pairs, literals) than one query may hold, as one query
         per ``step`` of them: each row belongs to one of them (they are distinct), so the rows
         are the parts' rows together; the limit and the timeout hold for the whole."""
-        deadline = None if op.timeout is None else time.monotonic() + op.timeout
+        budget = Budget(op.timeout, f"{op.name} over {len(listed)} {field}")
         rows: list = []
         for start in range(0, len(listed), step):
             left = None if op.limit is None else op.limit - len(rows)
-            timeout = None if deadline is None else deadline - time.monotonic()
-            if timeout is not None and timeout <= 0:
-                raise QueryTimeoutError(f"{op.name} over {len(listed)} {field} ran past its timeout of {op.timeout:g} s")
-            part = dataclasses.replace(op, **{field: listed[start:start + step]}, limit=left, timeout=timeout)
+            part = dataclasses.replace(op, **{field: listed[start:start + step]}, limit=left, timeout=budget.left())
             rows += decode(part, self._execute(part, self.compiler.compile(part)))
             if op.limit is not None and len(rows) >= op.limit:
                 break
