@@ -280,6 +280,31 @@ def test_a_damaged_store_is_named_without_a_traceback(damage, demo_store, capsys
     assert "restore it from a backup or load it again into a new folder" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats"],  # the engine's own queries, in this process
+        ["query", "query", "SELECT * WHERE { ?s ?p ?o }"],  # a raw query, in this process
+        ["query", "query", "SELECT * WHERE { ?s ?p ?o }", "--timeout", "60"],  # a raw query, in a query process
+    ],
+    ids=["stats", "raw", "raw-in-a-query-process"],
+)
+def test_a_store_damaged_where_only_a_query_reads_is_named_without_a_traceback(argv, tmp_path, capsys):
+    """RocksDB opens a store whose data block is damaged and finds the damage only when a query
+    reads that block: it is the same error as damage found at open."""
+    kb = tmp_path / "kb.txt"
+    kb.write_text("".join(f"entity {i}|relation_{i % 7}|other entity {i * 7}\n" for i in range(5000)), encoding="utf-8")
+    folder = tmp_path / "store"
+    assert run(capsys, "load", str(kb), "--format", "metaqa", "--store", str(folder), "--no-progress")[0] == 0
+    largest = max(folder.glob("*.sst"), key=lambda sst: sst.stat().st_size)
+    with open(largest, "r+b") as f:  # the middle of its data blocks, far from its index and footer
+        f.seek(largest.stat().st_size // 2)
+        f.write(b"\xff" * 200)
+    code, out, err = run(capsys, *argv, "--store", str(folder))
+    assert code == 2 and out == ""
+    assert f"the store at {folder} is damaged: Corruption: " in err and str(largest) in err
+    assert "restore it from a backup or load it again into a new folder" in err
+
 def test_demo_refuses_a_store_that_holds_other_data(demo_store, tmp_path, capsys):
     kb = tmp_path / "kb.txt"
     kb.write_text("A|r|B\n", encoding="utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyoxigraph as ox
@@ -31,6 +31,15 @@ def is_oxigraph_store(path: str) -> bool:
     except OSError:
         return False
     return os.path.isfile(os.path.join(path, "CURRENT")) and any(name.startswith("MANIFEST-") for name in names)
+
+
+def damaged_store_error(path: str, said: str) -> StoreUnavailableError:
+    """The error for a store whose files RocksDB found damaged, at open or when a query read
+    the damaged block; ``said`` is RocksDB's "Corruption: …"."""
+    return StoreUnavailableError(
+        f"the store at {os.path.abspath(path)} is damaged: {said.rstrip('. ')}; "
+        "restore it from a backup or load it again into a new folder"
+    )
 
 
 def refuse_foreign_folder(path: str) -> None:
@@ -131,10 +140,11 @@ class OxigraphStore(SparqlStore):
         try:
             return ox.Store.read_only(path) if self.read_only else ox.Store(path)
         except RuntimeError as e:  # how pyoxigraph reports RocksDB's "Corruption: …", among others
-            what = "is damaged" if str(e).startswith("Corruption") else "cannot be opened"
-            said = str(e).rstrip(". ")
+            if child.is_damage(e):
+                raise damaged_store_error(path, str(e)) from e
             raise StoreUnavailableError(
-                f"the store at {os.path.abspath(path)} {what}: {said}; restore it from a backup or load it again into a new folder"
+                f"the store at {os.path.abspath(path)} cannot be opened: {str(e).rstrip('. ')}; "
+                "restore it from a backup or load it again into a new folder"
             ) from e
         except OSError as e:
             held = "lock" in str(e).lower()
@@ -178,7 +188,19 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"bulk load into {self.uri} failed: {e}") from e
 
     def count_triples(self) -> int:
-        return len(self.db)
+        with self._damage_named():
+            return len(self.db)
+
+    @contextlib.contextmanager
+    def _damage_named(self) -> Iterator[None]:
+        """RocksDB's report of a damaged block, which it makes only when a query reads that block,
+        raised as opening a damaged store raises it; any other error as it is."""
+        try:
+            yield
+        except RuntimeError as e:
+            if not child.is_damage(e) or self.path is None:
+                raise
+            raise damaged_store_error(self.path, str(e)) from e
 
     # ------------------------------------------------------------------ reading
     def _select(self, text: str, timeout: float | None = None) -> Columns:
@@ -189,8 +211,9 @@ class OxigraphStore(SparqlStore):
         # The answer comes out as TSV, written in Rust: reading it is a fraction of the cost of
         # walking pyoxigraph's solution objects in Python (sparql/tsv.py).
         try:
-            solutions = self.db.query(text, use_default_graph_as_union=False)
-            data = solutions.serialize(format=ox.QueryResultsFormat.TSV)
+            with self._damage_named():
+                solutions = self.db.query(text, use_default_graph_as_union=False)
+                data = solutions.serialize(format=ox.QueryResultsFormat.TSV)
         except SyntaxError as e:  # a compiler bug, never user input
             raise StoreError(f"Oxigraph rejected a generated query: {e}\n{text}") from e
         return self._read_tsv(data.decode("utf-8"))
@@ -251,6 +274,8 @@ class OxigraphStore(SparqlStore):
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         if answer[:1] == child.FAILED:
             raise StoreError(f"query failed on {self.uri}: {answer[1:].decode()}")
+        if answer[:1] == child.DAMAGED:
+            raise damaged_store_error(self._processes.path, answer[1:].decode())
         return answer[:1], answer[1:]
 
     def _answer(self, text: str, limit: int | None = None) -> QueryResult:
@@ -258,13 +283,15 @@ class OxigraphStore(SparqlStore):
         (:func:`engine.timeouts.run_with_timeout`), it stops at the next solution or triple:
         pyoxigraph computes them one at a time."""
         try:
-            result = self.db.query(text)
+            with self._damage_named():
+                result = self.db.query(text)
         except SyntaxError as e:
             raise InvalidInputError(f"invalid SPARQL query: {e}") from e
         except OSError as e:
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         try:
-            return self._result(result, limit)
+            with self._damage_named():
+                return self._result(result, limit)
         except OSError as e:  # solutions are computed as they are read: a SERVICE call fails here
             raise StoreError(f"query failed on {self.uri}: {e}") from e
         finally:

@@ -37,6 +37,7 @@ TRIPLES = b"T"  # triples (CONSTRUCT, DESCRIBE), as N-Triples
 TSV = b"V"  # a compiled SELECT's solutions, in the SPARQL 1.1 TSV results format
 BAD_QUERY = b"X"  # the query text is not valid SPARQL: pyoxigraph's message
 FAILED = b"O"  # the store could not be opened or read, or the answer not sent: the message
+DAMAGED = b"D"  # the store's files are damaged (RocksDB's "Corruption: …"): the message
 TOO_BIG = b"M"  # the query needed more memory than the process may take (nothing follows)
 LENGTH = struct.Struct(">I")
 ROWS = struct.Struct(">Q")  # a request's row bound
@@ -55,6 +56,12 @@ def read_frame(source: BinaryIO) -> bytes | None:
     (length,) = LENGTH.unpack(head)
     payload = source.read(length)
     return payload if len(payload) == length else None
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether ``error`` is RocksDB's report of a damaged file: pyoxigraph raises it as a
+    RuntimeError "Corruption: …", at open or when a query reads the damaged block."""
+    return isinstance(error, RuntimeError) and str(error).startswith("Corruption")
 
 
 def _answer(db: object, mode: bytes, rows: int, text: str) -> bytes:
@@ -82,6 +89,8 @@ def _answer(db: object, mode: bytes, rows: int, text: str) -> bytes:
         return BAD_QUERY + str(e).encode()
     except MemoryError:
         return TOO_BIG
+    except RuntimeError as e:
+        return (DAMAGED if is_damage(e) else FAILED) + str(e).encode()
     except Exception as e:  # noqa: BLE001 (an evaluation error is pyoxigraph's OSError; any other goes back too)
         return FAILED + str(e).encode()
 
@@ -104,6 +113,9 @@ def main(path: str, packages: str, parent: int, memory: int) -> None:
         import pyoxigraph as ox
 
         db = ox.Store.read_only(path)
+    except RuntimeError as e:
+        write_frame(out, DAMAGED + str(e).encode() if is_damage(e) else FAILED + f"cannot open the store at {path}: {e}".encode())
+        return
     except (ImportError, OSError) as e:
         write_frame(out, FAILED + f"cannot open the store at {path}: {e}".encode())
         return

@@ -181,7 +181,7 @@ class QueryProcesses:
             except BaseException:
                 self._drop(child)
                 raise
-            if answer[:1] == oxigraph_child.FAILED:  # the store did not open or read: a new child tries again
+            if answer[:1] in (oxigraph_child.FAILED, oxigraph_child.DAMAGED):  # the store did not open or read: a new child tries again
                 self._drop(child)
             else:
                 self._give_back(child)
