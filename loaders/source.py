@@ -13,21 +13,32 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, NoReturn, Union
 
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import InvalidInputError, KGQAError, clipped
 from engine.graph import Triple
 from engine.identifiers import MAX_ID_LENGTH, validate_id, validate_relation
 from engine.limits import TermCheck
 
 
+#: the most characters of a rejected line kept and written to the rejects file
+REJECT_TEXT_WIDTH = 10_000
+
+
 @dataclass(frozen=True)
 class Reject:
     """A line that could not become a triple: where, what, and why. ``unstorable``: the line
-    is well formed, but its triple is beyond what the store keeps exactly."""
+    is well formed, but its triple is beyond what the store keeps exactly.
+
+    ``text`` keeps at most :data:`REJECT_TEXT_WIDTH` characters of the line, then says how long
+    it was: a line of megabytes (a file without line breaks) is neither held nor written whole."""
 
     line_no: int
     text: str
     reason: str
     unstorable: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.text) > REJECT_TEXT_WIDTH:
+            object.__setattr__(self, "text", clipped(self.text, REJECT_TEXT_WIDTH))
 
 
 Item = Union[Triple, Reject]

@@ -225,6 +225,20 @@ def test_the_command_prints_its_summary_once_and_says_where_the_rejects_are(tmp_
     assert f"rejected lines written to {tmp_path / 'store.rejects.tsv'}" in out
 
 
+def test_a_rejected_line_of_megabytes_is_clipped_in_the_rejects_file(tmp_path, capsys):
+    source = write(tmp_path / "kb.txt", "A|r|B\n" + "x" * 5_000_000)  # its last line never ends
+    rejects = tmp_path / "rejects.tsv"
+    store = str(tmp_path / "store")
+    argv = ["load", str(source), "--format", "metaqa", "--store", store, "--rejects", str(rejects), "--no-progress"]
+    assert main([*argv, "--max-reject-share", "1"]) == 0
+    assert "1 rejected" in capsys.readouterr().out
+    where, reason, text = rejects.read_text(encoding="utf-8").rstrip("\n").split("\t")
+    assert where == f"{source}:2" and "found 1 field(s)" in reason
+    assert len(text) < 10_100 and text.startswith("x" * 9_000) and text.endswith("… (5,000,000 characters)")
+    assert main(["stats", "--store", store, "--json"]) == 0
+    assert '"triples": 1' in capsys.readouterr().out  # the good line is loaded all the same
+
+
 def test_report_is_a_load_report_of_what_was_loaded(tmp_path):
     store = ReferenceStore()
     report = load_files(store, write(tmp_path / "kb.tsv", "a\tr\tb\nb\tr\tc\na\tr\tb\n"), progress=False)
