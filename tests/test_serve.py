@@ -665,6 +665,46 @@ def test_a_method_being_built_holds_up_only_requests_for_it_and_those_until_thei
         registry.unregister("slow")
 
 
+def test_a_failed_build_fails_the_requests_that_waited_for_it_and_a_later_request_builds_again(oxigraph):
+    gate, building = threading.Event(), threading.Semaphore(0)
+    builds: list[EchoConfig] = []
+
+    def failing_build(config: EchoConfig, store: Store, models: Models) -> Echo:
+        builds.append(config)
+        building.release()
+        gate.wait(30)
+        raise InvalidInputError("no model at /nowhere/model: give --method-option failing.model=PATH")
+
+    registry.register(MethodSpec("failing", "its build fails", EchoConfig, failing_build))
+    app = create_app(oxigraph)
+    question = {"method": "failing", "question": "what is it", "topics": ["m.0kq01"]}
+    try:
+        with Background(app) as server, ServeClient(server.url) as client:
+            answers: list[tuple[int, Any]] = []
+            asking = [threading.Thread(target=lambda: answers.append(ServeClient(client.url).request("POST", "/v1/answer", question)))
+                      for _ in range(3)]
+            asking[0].start()
+            assert building.acquire(timeout=30)
+            for thread in asking[1:]:
+                thread.start()
+            waiting = app.state.answerer._building  # the builds under way, and the requests waiting for each
+            deadline = time.monotonic() + 30
+            while sum(b.waiting for b in list(waiting.values())) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            gate.set()
+            for thread in asking:
+                thread.join(30)
+            assert [(status, answer["error"]) for status, answer in answers] == [(400, "InvalidInputError")] * 3
+            assert all("no model at /nowhere/model" in answer["detail"] for _, answer in answers)
+            assert len(builds) == 1  # the two that waited got its error, and built nothing
+            status, answer = client.request("POST", "/v1/answer", question)
+            assert status == 400 and "no model at /nowhere/model" in answer["detail"]
+            assert len(builds) == 2  # a later request tries again
+    finally:
+        gate.set()
+        registry.unregister("failing")
+
+
 def test_a_server_refuses_to_build_a_fidelis_index_and_writes_nothing_beside_the_store(tmp_path):
     from engine.open import open_store
 

@@ -132,6 +132,19 @@ class _Built:
     lock: threading.Lock
 
 
+class _Building:
+    """A build of one method and config under way. The requests that ask for the same meanwhile
+    wait for it and get what it ended with: the method, or the error it failed with (as
+    ``concurrent.futures.Future.result`` raises one error to every caller), never a build of
+    their own. A request that comes after it has ended builds anew."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.built: _Built | None = None
+        self.error: BaseException | None = None
+        self.waiting = 0  # requests waiting for it, besides the one that builds
+
+
 class Answerer:
     """Builds methods on one store, keeps them, and answers with them."""
 
@@ -140,7 +153,7 @@ class Answerer:
         self.settings = settings
         self._built: OrderedDict[tuple[str, str], _Built] = OrderedDict()
         self._lock = threading.Lock()  # guards the dicts only: never held while a method builds
-        self._building: dict[tuple[str, str], threading.Lock] = {}  # per method and config, held while it builds
+        self._building: dict[tuple[str, str], _Building] = {}  # per method and config, while it builds
         self._served: dict[str, Any] = {}  # per method, the operator's config: the bounds of a request's numbers
 
     @staticmethod
@@ -196,44 +209,60 @@ class Answerer:
                 )
         return make_config(spec.config, {**self.settings.method_options.get(name, {}), **asked})
 
-    def _kept(self, key: tuple[str, str]) -> _Built | None:
+    def method(self, name: str, config: Any, expires: float | None = None) -> _Built:
+        """The method ``name`` built with ``config``, built now if it is not kept. Each method
+        and config builds on its own, so a long build holds up only requests for the same one,
+        and those wait for it until ``expires`` (a :func:`time.monotonic` instant), then 504; where
+        it fails, they fail with its error (:class:`_Building`). A build itself runs to its end
+        (loading models cannot stop midway); it never builds an index the method needs
+        (:attr:`Models.build_indexes`): the operator builds those."""
+        key = (name, repr(config))
         with self._lock:
             built = self._built.get(key)
             if built is not None:
                 self._built.move_to_end(key)
-            return built
-
-    def method(self, name: str, config: Any, expires: float | None = None) -> _Built:
-        """The method ``name`` built with ``config``, built now if it is not kept. Each method
-        and config builds on its own lock, so a long build holds up only requests for the same
-        one, and those wait for it until ``expires`` (a :func:`time.monotonic` instant), then 504.
-        A build itself runs to its end (loading models cannot stop midway); it never builds an
-        index the method needs (:attr:`Models.build_indexes`): the operator builds those."""
-        key = (name, repr(config))
-        built = self._kept(key)
-        if built is not None:
-            return built
-        with self._lock:
-            building = self._building.setdefault(key, threading.Lock())
-        if not building.acquire(timeout=-1 if expires is None else max(expires - time.monotonic(), 0.0)):
+                return built
+            building = self._building.get(key)
+            builds = building is None
+            if building is None:
+                building = self._building[key] = _Building()
+            else:
+                building.waiting += 1
+        if builds:
+            return self._build(key, name, config, building)
+        try:
+            ended = building.done.wait(None if expires is None else max(expires - time.monotonic(), 0.0))
+        finally:
+            with self._lock:
+                building.waiting -= 1
+        if not ended:
             raise DeadlineExceededError(
                 f"{name} was being built for another request until this one's deadline: "
                 "try again shortly, or give a larger timeout"
             )
+        if building.error is not None:
+            raise building.error
+        assert building.built is not None
+        return building.built
+
+    def _build(self, key: tuple[str, str], name: str, config: Any, building: _Building) -> _Built:
+        """Build ``name`` with ``config`` for the request that started ``building``, keep it, and
+        hand the requests waiting for it the method or the error."""
         try:
-            built = self._kept(key)  # built by the request this one waited for
-            if built is None:
-                models = Models(device=self.settings.device, dtype=self.settings.dtype, progress=False, build_indexes=False)
-                built = _Built(registry.get(name).build(config, self.store, models), config, threading.Lock())
-                with self._lock:
-                    self._built[key] = built
+            models = Models(device=self.settings.device, dtype=self.settings.dtype, progress=False, build_indexes=False)
+            building.built = _Built(registry.get(name).build(config, self.store, models), config, threading.Lock())
+            return building.built
+        except BaseException as e:
+            building.error = e
+            raise
+        finally:
+            with self._lock:  # kept and no longer building at once: a request finds one or the other
+                if building.built is not None:
+                    self._built[key] = building.built
                     while len(self._built) > self.settings.method_cache:
                         self._built.popitem(last=False)
-            return built
-        finally:
-            with self._lock:
-                self._building.pop(key, None)
-            building.release()
+                del self._building[key]
+            building.done.set()
 
     def answer(self, request: AnswerRequest, expires: float | None = None) -> dict[str, Any]:
         """Answer the request's questions: one record per question, the run's summary, and the

@@ -110,6 +110,7 @@ def create_app(store: Store, settings: ServeSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.store, app.state.settings, app.state.workers, app.state.stats = store, settings, workers, stats
+    app.state.answerer = answerer
     auth = [Depends(bearer(settings.token))]
     app.include_router(ops_router(store, settings.bounds, workers), dependencies=auth)
     app.include_router(answer_router(answerer, workers), dependencies=auth)
