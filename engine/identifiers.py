@@ -55,6 +55,9 @@ MAX_SECONDS = 86_400.0
 #: source × target pairs one ``shortest_paths`` call takes, as many as the rows an answer holds
 #: by default: every pair is held, and sent to the database, as one row of the query
 MAX_PAIRS = 100_000
+#: the largest random seed: numpy's legacy generator (which transformers' set_seed seeds) takes
+#: 0 … 2³² − 1
+MAX_SEED = 2**32 - 1
 
 DIRECTIONS = ("out", "in", "both")
 SEARCH_MODES = ("exact", "prefix", "contains")

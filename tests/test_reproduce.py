@@ -143,6 +143,12 @@ def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     (("seed = 0\n", "seed = 0\nprecision = \"half\"\n"), "recipes.toy.stages[0].precision", "unknown precision 'half'"),
     (("seed = 0\n", "seed = 0\nschedule = \"bogus\"\n"), "recipes.toy.stages[0].schedule", "unknown schedule 'bogus': use one of linear, cosine"),
     (("[recipes.toy]\n", "[recipes.toy]\ndtype = \"bf16\"\n"), "recipes.toy.dtype", "unknown dtype 'bf16'"),
+    # numbers that would fail only once their step starts, after the stores load
+    (("seed = 0\n", "seed = 99999999999999999999\n"), "recipes.toy.stages[0].seed", "give a whole number from 0 to 4294967295"),
+    (("seed = 0\n", "seed = -1\n"), "recipes.toy.stages[0].seed", "-1: give a whole number from 0 to"),
+    (("name = \"toy\"\n", "name = \"toy\"\nsample = 0\n"), "recipes.toy.samples[0].sample", "0: give a whole number of at least 1"),
+    (("tasks = [\"planning\"] }", "tasks = [\"planning\"], questions = -3 }"), "recipes.toy.stages[0].mix[0].questions",
+     "-3: give a whole number of at least 1"),
 ])
 def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):
     path = _toy(tmp_path, tiny)
@@ -151,6 +157,44 @@ def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, wh
     path.write_text(text.replace(change[0], change[1], 1))
     message = _error(path)
     assert str(path) in message and where in message and what in message
+
+
+@pytest.mark.parametrize("change, where, what", [
+    (("name = \"planner\"", "name = \"../../../../victim\""), "recipes.toy.stages[0].name", "cannot name a stage"),
+    (("name = \"planner\"", "name = \"..\""), "recipes.toy.stages[0].name", "cannot name a stage"),
+    (("store = \"toy\"\nname = \"toy\"", "store = \"toy\"\nname = \"a/b\""), "recipes.toy.samples[0].name", "cannot name a sample set"),
+    (("name = \"toy\" }]\n\n[recipes.toy.evaluate]", "name = \"x\\u0000y\" }]\n\n[recipes.toy.evaluate]"),
+     "recipes.toy.validate.sets[0].name", "cannot name a set"),
+    (("store = \"toy\"\nname = \"toy\"", "store = \"toy\"\nname = \"" + "n" * 101 + "\""), "recipes.toy.samples[0].name",
+     "a name of 1 to 100 characters"),
+])
+def test_a_name_that_is_not_one_file_name_is_refused(tmp_path, tiny, change, where, what):
+    """A stage's folder is removed and made anew: a name that reached outside the run could delete the user's files."""
+    path = _toy(tmp_path, tiny)
+    text = path.read_text()
+    assert change[0] in text
+    path.write_text(text.replace(change[0], change[1], 1))
+    message = _error(path)
+    assert str(path) in message and where in message and what in message
+
+
+def test_a_set_named_after_a_question_file_in_a_folder_is_asked_for_a_name(tmp_path, tiny):
+    path = _toy(tmp_path, tiny)
+    (tmp_path / "qs").mkdir()
+    shutil.copy(tmp_path / "qa_dev.txt", tmp_path / "qs" / "qa.txt")
+    path.write_text(path.read_text().replace('sets = [{ dataset = "qa_dev.txt", store = "toy", name = "toy" }]',
+                                             'sets = [{ dataset = "qs/qa.txt", store = "toy" }]', 1))
+    message = _error(path)
+    assert "recipes.toy.validate.sets[0].dataset: 'qs/qa.txt' cannot name a set: its name defaults to its dataset" in message
+
+
+def test_a_recipe_named_with_a_path_is_refused_before_anything_is_written(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text().replace("recipes.toy", 'recipes."../../escaped"'))
+    code = main(["reproduce", "rog", "--recipe-file", str(path), "--recipe", "../../escaped", "--workdir", str(tmp_path / "work"),
+                 "--results", str(tmp_path / "results"), "--no-progress"])
+    assert code == 2 and "'../../escaped' cannot name a recipe: rename it" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists() and not (tmp_path / "results").exists() and not (tmp_path / "escaped.json").exists()
 
 
 ETD_STAGE = """
@@ -485,6 +529,44 @@ def test_a_store_loaded_from_other_data_is_loaded_again(tmp_path, tiny):
     assert ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False).reused
 
 
+def test_a_store_marker_that_says_done_but_records_no_content_loads_the_store_again(tmp_path, tiny):
+    from engine.recipes.stores import ensure_store
+
+    recipe = load_recipe("rog", "toy", _toy(tmp_path, tiny))
+    first = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    done = tmp_path / "work" / "stores" / "toy.done.json"
+    record = json.loads(done.read_text())
+    done.write_text(json.dumps({"hash": record["hash"], "state": "done"}))  # damaged by hand: no content, no seconds
+    again = ensure_store(recipe.stores["toy"], tmp_path / "work", progress=False)
+    assert not again.reused and again.content == first.content
+    assert json.loads(done.read_text())["content"] == first.content
+
+
+@pytest.mark.parametrize("damaged", ['{"hash": "h", "state": "do', '[1, 2]', '{"hash": "h", "state": "done"}',
+                                     '{"hash": "h", "state": "done", "seconds": "5", "device": "cpu", "report": {}}', "\udcff"])
+def test_a_step_marker_cut_short_or_damaged_runs_the_step_again(tmp_path, damaged):
+    """A finished step is known by its marker alone: one that cannot be read, or lacks what a
+    resumed step reports, is not trusted, and the step runs again and writes it whole."""
+    from engine.recipes.steps import Context, _run_step
+
+    output = tmp_path / "samples" / "toy.jsonl"
+    output.parent.mkdir()
+    marker = output.with_name("toy.jsonl.done.json")
+    if damaged == "\udcff":
+        marker.write_bytes(b"\xff\xfe{")
+    else:
+        marker.write_text(damaged)
+    ctx = Context(None, None, tmp_path, {}, "cpu", None, machine={"cpu": "test"})
+    ran = []
+    report = _run_step(ctx, "samples:toy", "samples", output, "h", lambda: ran.append(1) or {"questions": 3})
+    assert ran == [1] and report["resumed"] is False and report["questions"] == 3
+    record = json.loads(marker.read_text())
+    assert record["state"] == "done" and record["hash"] == "h" and record["report"] == {"questions": 3}
+    assert not marker.with_name(marker.name + ".part").exists()
+    resumed = _run_step(ctx, "samples:toy", "samples", output, "h", lambda: ran.append(2) or {})
+    assert ran == [1] and resumed["resumed"] is True and resumed["questions"] == 3
+
+
 def test_a_folder_reproduce_did_not_load_is_left_alone(tmp_path, tiny):
     from engine.recipes.stores import ensure_store
 
@@ -576,6 +658,51 @@ def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path
     path.unlink()
     [line] = stale_results(results)
     assert line.endswith(f"its recipe file {path} is not here")
+
+
+def _committed_results(tmp_path: Path, change) -> Path:
+    """A copy of RoG's committed quick results, changed by ``change(data)``, alone in a results folder."""
+    data = json.loads((ROOT / "results" / "rog" / "quick.json").read_text())
+    change(data)
+    (tmp_path / "results" / "rog").mkdir(parents=True)
+    (tmp_path / "results" / "rog" / "quick.json").write_text(json.dumps(data))
+    return tmp_path / "results"
+
+
+def _first_run(data):
+    return next(iter(data["evaluation"].values()))
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda d: d.update(evaluation=[]), "evaluation: expected an object, not []"),
+    (lambda d: d.update(evaluation=None), "evaluation: expected an object, not null"),
+    (lambda d: d.update(method=5), "method: expected a string, not 5"),
+    (lambda d: d.update(method="ldr"), "method 'ldr' is not 'rog', which its place names"),
+    (lambda d: d.update(recipe="../full"), "recipe '../full' is not 'quick', which its place names"),
+    (lambda d: d.update(steps="abc"), 'steps: expected a list or null, not "abc"'),
+    (lambda d: d.update(machine=[1]), "machine: expected an object or null, not [1]"),
+    (lambda d: d.update(recipe_file=5), "recipe_file: expected a string or null, not 5"),
+    (lambda d: d["steps"][0].update(seconds="12"), 'steps[0].seconds: expected a number, not "12"'),
+    (lambda d: _first_run(d).pop("scores"), "evaluation.metaqa-1hop.scores: expected an object, not null"),
+    (lambda d: _first_run(d)["scores"]["overall"]["metrics"]["hits1"].update(value="0.9"),
+     'evaluation.metaqa-1hop.scores.overall.metrics.hits1.value: expected a number or null, not "0.9"'),
+    (lambda d: _first_run(d)["scores"]["hops"].update({"9": 5}), "evaluation.metaqa-1hop.scores.hops.9: expected an object, not 5"),
+    (lambda d: _first_run(d)["seconds_per_question"].update(store="fast"),
+     'evaluation.metaqa-1hop.seconds_per_question.store: expected a number or null, not "fast"'),
+])
+def test_report_names_the_key_of_a_results_file_of_the_wrong_shape(tmp_path, capsys, change, says):
+    results = _committed_results(tmp_path, change)
+    for check in ([], ["--check"]):
+        assert main(["report", "--results", str(results), "--out", str(tmp_path / "generated"), *check]) == 2
+        err = capsys.readouterr().err
+        assert f"kgqa: error: results file {results / 'rog' / 'quick.json'}: {says}" in err and "Traceback" not in err
+    assert not (tmp_path / "generated").exists()
+
+
+def test_report_reads_the_committed_results_file_unchanged(tmp_path):
+    results = _committed_results(tmp_path, lambda d: None)
+    assert main(["report", "--results", str(results), "--out", str(tmp_path / "generated")]) == 0
+    assert "### Recipe `quick`" in (tmp_path / "generated" / "results-rog.md").read_text()
 
 
 def test_report_names_the_cpus_bfloat16_instructions_where_a_results_file_records_them():

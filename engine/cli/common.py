@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.errors import InvalidInputError, KGQAError
 from engine.graph import FREEBASE_NS
+from engine.identifiers import MAX_SEED
 from engine.open import open_store
 from engine.ops import Compiled, Op
 from engine.render import render
@@ -46,10 +47,6 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
     return value
-
-
-#: the largest seed: numpy's legacy generator (which transformers' set_seed seeds) takes 0 … 2³² − 1
-MAX_SEED = 2**32 - 1
 
 
 def random_seed(text: str) -> int:

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
+from engine.identifiers import MAX_SEED
 from engine.models.sft import PRECISIONS, SCHEDULES
 from engine.models.transformers_lm import DTYPES
 
@@ -81,6 +82,10 @@ _RECIPE_KEYS = {"description": str, "config": dict, "samples": list, "stages": l
                 "extends": str, "dtype": str}
 _RECIPE_REQUIRED = ("description", "evaluate")
 _STORE_KEYS = {"files": list, "format": str}
+#: keys whose whole numbers count questions: a set of none would fail only once its step starts
+_COUNTS = ("sample", "questions")
+#: the longest name of a recipe, sample set, stage or set (each names a file or folder of a run)
+MAX_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,20 @@ def _check_table(table: Any, keys: Mapping[str, type], required: tuple[str, ...]
             isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
         if not ok:
             raise (where / key).error(f"expected {kind.__name__}, not {type(value).__name__} ({value!r})")
+        if key == "seed" and not 0 <= value <= MAX_SEED:  # torch and numpy refuse others once training starts
+            raise (where / key).error(f"{value}: give a whole number from 0 to {MAX_SEED}")
+        if key in _COUNTS and value < 1:
+            raise (where / key).error(f"{value}: give a whole number of at least 1")
     return dict(table)
+
+
+def _check_name(name: str, what: str, where: _Where, fix: str = "") -> str:
+    """``name`` as it names one file or folder of a run's directory: a stage's folder is removed
+    and made anew, so a name that reached outside the run could delete what is there."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\\0") or len(name) > MAX_NAME:
+        raise where.error(f"{clipped(repr(name), 60)} cannot name a {what}: {fix or 'give'} a name of 1 to {MAX_NAME} "
+                          "characters without '/', '\\' or NUL, not '.' or '..'")
+    return name
 
 
 def _tables(items: Any, where: _Where) -> list[Any]:
@@ -261,7 +279,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
     raw, top = _read_recipes(method, path)
     recipes = raw["recipes"]
     if name not in recipes:
-        raise (top / "recipes").error(f"no recipe {name!r}: use one of {', '.join(recipes)}")
+        raise (top / "recipes").error(f"no recipe {clipped(repr(name), 60)}: use one of {', '.join(recipes)}")
+    _check_name(name, "recipe", top / "recipes" / name, "rename it:")
     stores = dict(BUILT_IN)
     for store_name, table in raw.get("stores", {}).items():
         where = top / "stores" / store_name
@@ -301,8 +320,11 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
                                         "or a question file relative to the recipe file")
         return str(file)
 
-    def selection(t: dict[str, Any], w: _Where, shared: dict[str, Any]) -> QuestionSelection:
-        return QuestionSelection(t.get("name", t["dataset"]), dataset_of(t["dataset"], t["store"], w), t["store"],
+    def selection(t: dict[str, Any], w: _Where, shared: dict[str, Any], what: str) -> QuestionSelection:
+        named = "name" in t
+        name = _check_name(t["name"] if named else t["dataset"], what, w / ("name" if named else "dataset"),
+                           "give" if named else f"its name defaults to its dataset: give it `name =`,")
+        return QuestionSelection(name, dataset_of(t["dataset"], t["store"], w), t["store"],
                                  t.get("sample"), t.get("seed", 0), {**shared, **t.get("config", {})})
 
     samples: list[QuestionSelection] = []
@@ -311,7 +333,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         t = _check_table(item, _SAMPLES_KEYS, _SAMPLES_REQUIRED, w)
         if spec.training_samples is None:
             raise w.error(f"the method {method!r} exports no training samples")
-        s = selection(t, w, {})
+        s = selection(t, w, {}, "sample set")
         _check_config(spec.config, {**config, **s.config}, w / "config", set())
         if s.name in {x.name for x in samples}:
             raise (w / "name").error(f"two sample sets are named {s.name!r}: give one a name")
@@ -327,6 +349,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         earlier = {s.name for s in stages}
         if item["kind"] == "lm":
             t = _check_table(item, LM_KEYS, LM_REQUIRED, w)
+            _check_name(t["name"], "stage", w / "name")
             if t.get("precision", "auto") not in PRECISIONS:
                 raise (w / "precision").error(f"unknown precision {t['precision']!r}: use one of {', '.join(PRECISIONS)}")
             if t.get("schedule", "linear") not in SCHEDULES:
@@ -344,6 +367,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
             stage = Stage(t["name"], "lm", {k: v for k, v in t.items() if k not in ("name", "kind", "mix")}, tuple(mix))
         else:
             t = _check_table(item, ETD_KEYS, ETD_REQUIRED, w)
+            _check_name(t["name"], "stage", w / "name")
             _check_ref(t.get("init_from"), earlier, w / "init_from")
             settings = {k: v for k, v in t.items() if k not in ("name", "kind", "dataset", "store")}
             dataset = dataset_of(t["dataset"], t["store"], w)
@@ -365,7 +389,7 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
         for i, item in enumerate(_tables(t.get("sets", []), w / "sets")):
             ws = w / "sets" / i
             s = _check_table(item, _SET_KEYS, ("dataset", "store"), ws)
-            e = selection(s, ws, shared)
+            e = selection(s, ws, shared, "set")
             _check_config(spec.config, e.config, ws / "config", stage_names)
             if e.name in {x.name for x in found}:
                 raise (ws / "name").error(f"two sets are named {e.name!r}: give one a name")

@@ -22,11 +22,12 @@ longer says what its recipe gives.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
 from engine.jsonl import parse_json
 from engine.methods.run import tokens_cell
 
@@ -57,8 +58,81 @@ def read_results(results_dir: Path) -> list[dict[str, Any]]:
             raise InvalidInputError(f"results file {path} cannot be read: {e}") from e
         if not isinstance(data, dict) or not {"method", "recipe", "evaluation"} <= set(data):
             raise InvalidInputError(f"{path} is not a results file of `kgqa reproduce` (no method, recipe, evaluation)")
+        _check_results(data, path)
         found.append(data)
     return sorted(found, key=lambda d: (order.get(d["method"], len(order)), d["method"], d["recipe"]))
+
+
+_NUMBER = (int, float)
+_TEXT = (str,)
+_TABLE = (dict,)
+
+
+def _check_results(data: dict[str, Any], path: Path) -> None:
+    """The keys of a results file that the tables read, each of the kind ``kgqa reproduce`` writes,
+    and its method and recipe those its place names; an error naming the file and the key."""
+    def expect(value: Any, kinds: tuple[type, ...], key: str, optional: bool = False) -> Any:
+        if (value is None and optional) or (isinstance(value, kinds) and not isinstance(value, bool)):
+            return value
+        wanted = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}[kinds[0]]
+        raise InvalidInputError(f"results file {path}: {key}: expected {wanted}{' or null' if optional else ''}, not "
+                                f"{clipped(json.dumps(value), 60)}: restore the file as `kgqa reproduce` wrote it, or rerun its recipe")
+
+    for key, place in (("method", path.parent.name), ("recipe", path.stem)):
+        if expect(data[key], _TEXT, key) != place:
+            raise InvalidInputError(f"results file {path}: {key} {clipped(repr(data[key]), 60)} is not {place!r}, which its "
+                                    f"place names (results/<method>/<recipe>.json): move the file, or restore it")
+    for key in ("description", "recipe_file", "recipe_hash", "device", "dtype"):
+        expect(data.get(key), _TEXT, key, optional=True)
+    for key in ("steps_seconds", "steps_cpu_seconds"):
+        expect(data.get(key), _NUMBER, key, optional=True)
+
+    def machine(value: Any, key: str) -> None:
+        if expect(value, _TABLE, key, optional=True):
+            expect(value.get("bf16_instructions"), (list,), f"{key}.bf16_instructions", optional=True)
+            for k in ("cpu", "gpu"):
+                expect(value.get(k), _TEXT, f"{key}.{k}", optional=True)
+
+    machine(data.get("machine"), "machine")
+    for i, step in enumerate(expect(data.get("steps"), (list,), "steps", optional=True) or []):
+        where = f"steps[{i}]"
+        expect(step, _TABLE, where)
+        for k in ("step", "kind"):
+            expect(step.get(k), _TEXT, f"{where}.{k}")
+        expect(step.get("seconds"), _NUMBER, f"{where}.seconds")
+        expect(step.get("cpu_seconds"), _NUMBER, f"{where}.cpu_seconds", optional=True)
+        expect(step.get("training"), _TABLE, f"{where}.training", optional=True)
+        machine(step.get("machine"), f"{where}.machine")
+
+    def group(value: Any, where: str) -> None:
+        expect(value, _TABLE, where)
+        expect(value.get("questions"), (int,), f"{where}.questions")
+        for name, metric in expect(value.get("metrics"), _TABLE, f"{where}.metrics").items():
+            expect(metric, _TABLE, f"{where}.metrics.{name}")
+            for k in ("value", "low", "high"):
+                expect(metric.get(k), _NUMBER, f"{where}.metrics.{name}.{k}", optional=True)
+
+    for split, required in (("evaluation", True), ("validation", False)):
+        for name, run in (expect(data.get(split), _TABLE, split, optional=not required) or {}).items():
+            where = f"{split}.{name}"
+            expect(run, _TABLE, where)
+            for k in ("step", "kind"):
+                expect(run.get(k), _TEXT, f"{where}.{k}")
+            expect(run.get("seconds"), _NUMBER, f"{where}.seconds")
+            expect(run.get("cpu_seconds"), _NUMBER, f"{where}.cpu_seconds", optional=True)
+            machine(run.get("machine"), f"{where}.machine")
+            scores = expect(run.get("scores"), _TABLE, f"{where}.scores")
+            group(scores.get("overall"), f"{where}.scores.overall")
+            for by in ("hops", "qtype"):
+                for label, g in expect(scores.get(by), _TABLE, f"{where}.scores.{by}").items():
+                    group(g, f"{where}.scores.{by}.{label}")
+            for k in ("seconds_per_question", "calls_per_question"):
+                for name_, value in expect(run.get(k), _TABLE, f"{where}.{k}").items():
+                    expect(value, _NUMBER, f"{where}.{k}.{name_}", optional=True)
+            for name_, value in (expect(run.get("tokens_per_question"), _TABLE, f"{where}.tokens_per_question",
+                                        optional=True) or {}).items():
+                expect(value, _NUMBER, f"{where}.tokens_per_question.{name_}", optional=True)
+            expect(run.get("method"), _TABLE, f"{where}.method", optional=True)
 
 
 def _value(metric: dict[str, Any] | None, interval: bool = False) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
+from engine.outputs import written_whole
 from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
 from engine.recipes.steps import RERUNNABLE, Context, answer_set, answering_dtype, export_samples, train_stage
 from engine.recipes.stores import ensure_store
@@ -172,9 +173,8 @@ def reproduce(
     }
     text = json.dumps(results, indent=2, ensure_ascii=False) + "\n"
     out = Path(results_dir) / method / f"{recipe}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    (ctx.run_dir / "results.json").write_text(text, encoding="utf-8")
+    for path in (out, ctx.run_dir / "results.json"):
+        with written_whole(path) as partial:  # a run stopped here leaves the results file before it whole
+            partial.write_text(text, encoding="utf-8")
     results["results_file"] = str(out)
     return results

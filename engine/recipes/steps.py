@@ -26,7 +26,7 @@ from engine.models import device as devices  # native_bf16 looked up at each cal
 from engine.methods.spec import MethodSpec, make_config
 from engine.outputs import written_whole
 from engine.recipes.recipe import TEST_SPLIT, TRAIN_SPLIT, QuestionSelection, Recipe, Stage
-from engine.recipes.stores import ReadyStore, built_dataset_dir, marker
+from engine.recipes.stores import ReadyStore, built_dataset_dir, marker, read_record, write_record
 
 
 def digest(value: Any) -> str:
@@ -184,12 +184,14 @@ EARLIER_CPU_SECONDS = "cpu_seconds_before_resuming"
 
 
 def _marked_done(output: Path) -> dict[str, Any] | None:
-    """The record of ``output``'s marker where it says the step finished."""
-    done = marker(output)
-    if not done.is_file():
+    """The record of ``output``'s marker where it says the step finished and holds what a resumed
+    step reports; None for a marker that cannot be read or lacks any of it, so the step runs again."""
+    record = read_record(marker(output))
+    if not record or record.get("state") != "done" or not isinstance(record.get("report"), dict):
         return None
-    record = json.loads(done.read_text())
-    return record if record.get("state") == "done" else None
+    if not isinstance(record.get("seconds"), (int, float)) or not isinstance(record.get("device"), str):
+        return None
+    return record
 
 
 def _finished(output: Path, wanted: str) -> dict[str, Any] | None:
@@ -212,9 +214,8 @@ def _run_step(ctx: Context, name: str, kind: str, output: Path, wanted: str, wor
     seconds = round(time.perf_counter() - started + report.get(EARLIER_SECONDS, 0.0), 1)
     earlier_cpu = report.get(EARLIER_CPU_SECONDS, 0.0)
     cpu = None if earlier_cpu is None else round(cpu_seconds() - cpu_started + earlier_cpu, 1)
-    marker(output).write_text(json.dumps({"hash": wanted, "state": "done", "seconds": seconds, "cpu_seconds": cpu,
-                                          "device": ctx.device, "machine": ctx.machine, "report": report},
-                                         indent=2, ensure_ascii=False) + "\n")
+    write_record(marker(output), {"hash": wanted, "state": "done", "seconds": seconds, "cpu_seconds": cpu,
+                                  "device": ctx.device, "machine": ctx.machine, "report": report})
     print(f"kgqa reproduce: {name}: {seconds:.0f} s", file=sys.stderr)
     return {"step": name, "kind": kind, "hash": wanted, "seconds": seconds, "cpu_seconds": cpu, "device": ctx.device,
             "machine": ctx.machine, "resumed": False, **report}
@@ -297,14 +298,14 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
         config = SftConfig(**settings, template=template, device=ctx.device)
         started = out.with_name(out.name + ".started.json")
         resume, earlier, earlier_cpu = None, 0.0, 0.0
-        if started.is_file() and json.loads(started.read_text()).get("hash") == wanted and find_checkpoint(out) is not None:
+        if (read_record(started) or {}).get("hash") == wanted and find_checkpoint(out) is not None:
             resume = out  # the same stage stopped part way: go on from its last checkpoint
             earlier, earlier_cpu = round(trained_seconds(out), 1), trained_cpu_seconds(out)
             earlier_cpu = None if earlier_cpu is None else round(earlier_cpu, 1)
         elif out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
-        started.write_text(json.dumps({"hash": wanted}) + "\n")
+        write_record(started, {"hash": wanted})
         summary = asdict(train(samples, base, out, config, resume=resume, progress=ctx.progress))
         remove_checkpoints(out)  # the saved model is the stage's output
         started.unlink()

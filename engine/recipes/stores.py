@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
+from engine.outputs import written_whole
 from engine.recipes.recipe import StoreSource
 
 
@@ -86,17 +87,28 @@ def marker(path: Path) -> Path:
     return path.with_name(path.name + ".done.json")
 
 
-def _load_record(path: Path) -> dict[str, Any] | None:
-    """What the marker beside the store at ``path`` records of its load; None without a marker,
-    nothing recorded when it cannot be read (a write cut short: the store is loaded again)."""
-    done = marker(path)
-    if not done.is_file():
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object of a marker file at ``path``; None where there is none, and nothing
+    recorded (``{}``) where it cannot be read (a write cut short, a file damaged by hand), so that
+    what it would have vouched for is done again rather than trusted."""
+    if not path.is_file():
         return None
     try:
-        record = json.loads(done.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return {}
     return record if isinstance(record, dict) else {}
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write a marker file whole or not at all: a run stopped while writing it leaves the one before."""
+    with written_whole(path) as partial:
+        partial.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _load_record(path: Path) -> dict[str, Any] | None:
+    """What the marker beside the store at ``path`` records of its load (:func:`read_record`)."""
+    return read_record(marker(path))
 
 
 def _content(path: Path) -> tuple[str, int]:
@@ -118,9 +130,10 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     if record is None and path.exists():
         raise InvalidInputError(f"{path} exists but was not loaded by `kgqa reproduce` (no {done.name} beside it): "
                                 "remove it, or give another --workdir")
-    if record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists():
+    if (record is not None and record.get("hash") == wanted and record.get("state") == "done" and path.exists()
+            and isinstance(record.get("seconds"), (int, float))):
         content, triples = _content(path)
-        if content == record["content"]:
+        if content == record.get("content"):
             ready = ReadyStore(source.name, path, content, record["seconds"], record.get("cpu_seconds"), True, triples)
             if any(not f.is_file() for f in built_files(source, workdir)):
                 with ready.open() as store:  # the store holds the KB: the build only reads it
@@ -129,13 +142,13 @@ def ensure_store(source: StoreSource, workdir: Path, *, data_directory: Path | N
     if path.exists():  # loaded here before, from other data, or cut short: load it again
         shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps({"hash": wanted, "state": "loading"}) + "\n")
+    write_record(done, {"hash": wanted, "state": "loading"})
     started, cpu_started = time.perf_counter(), cpu_seconds()
     _load(source, path, workdir, progress)
     seconds, cpu = round(time.perf_counter() - started, 1), round(cpu_seconds() - cpu_started, 1)
     content, triples = _content(path)
-    done.write_text(json.dumps({"hash": wanted, "state": "done", "content": content, "seconds": seconds,
-                                "cpu_seconds": cpu, "triples": triples}, indent=2) + "\n")
+    write_record(done, {"hash": wanted, "state": "done", "content": content, "seconds": seconds, "cpu_seconds": cpu,
+                        "triples": triples})
     return ReadyStore(source.name, path, content, seconds, cpu, False, triples)
 
 
