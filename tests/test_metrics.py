@@ -111,6 +111,11 @@ def test_kgqa_eval(tmp_path, capsys):
     ({"answers": ["Heat"], "prediction": ["Heat"], "prediction_ids": "m.1"}, "'prediction_ids' must be a list of ids"),
     ({"answers": ["Heat"], "prediction": ["Heat"], "hops": "2"}, "'hops' must be a whole number"),
     ({"answers": ["Heat"], "prediction": ["Heat"], "qtype": 3}, "'qtype' must be a string"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "set": ["metaqa-1hop"]}, "'set' must be a string"),  # was a set named "['metaqa-1hop']"
+    ({"answers": ["Heat"], "prediction": ["Heat"], "dataset": {"name": "x"}}, "'dataset' must be a string"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "id": ["q1"]}, "'id' must be a string or a whole number"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "parses": ["m.1"]}, "'parses' must be a list of lists of gold answer ids"),
+    ({"answers": ["Heat"], "prediction": ["Heat"], "parses": [[None]]}, "'parses' must be a list of lists of gold answer ids"),
 ])
 def test_a_record_field_of_the_wrong_kind_is_named_with_its_line(tmp_path, record, says):
     path = tmp_path / "predictions.jsonl"
@@ -121,6 +126,23 @@ def test_a_record_field_of_the_wrong_kind_is_named_with_its_line(tmp_path, recor
     for scorer in (evaluate, evaluate_rog, score):
         with pytest.raises(InvalidInputError, match=re.escape(f"prediction record 1: {says}")):
             scorer([{"answers": ["a"], "prediction": ["a"]}, record])
+
+
+def test_a_question_asked_twice_in_a_set_is_named_and_other_sets_may_repeat_its_id(tmp_path, capsys):
+    one = {"id": "q1", "answers": ["Heat"], "prediction": ["Heat"]}
+    records = [one, {**one, "id": 7}, {**one, "set": "other"}, {**one, "prediction": ["Ronin"]}]
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    says = "question id 'q1' comes twice (first at {}): a predictions file holds one record a question"
+    with pytest.raises(ParseError, match=re.escape("predictions.jsonl:4: " + says.format("line 1"))):
+        read_predictions(path)
+    assert main(["eval", str(path)]) == 2
+    assert says.format("line 1") in capsys.readouterr().err
+    for scorer in (evaluate, evaluate_rog, score):
+        with pytest.raises(InvalidInputError, match=re.escape("prediction record 3: " + says.format("record 0"))):
+            scorer(records)
+        assert scorer(records[:3])  # the same id in another set, or another id, is another question
+    assert score(records[:3]).sets["other"].overall.questions == 1
 
 
 def test_a_file_name_given_as_records_is_named():

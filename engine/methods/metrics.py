@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError, ParseError
+from engine.errors import InvalidInputError, ParseError, clipped
 from engine.jsonl import json_lines
 
 MATCH_MODES = ("exact", "contains")
@@ -373,8 +373,9 @@ def coverage_ratio(retrieved: Iterable[Sequence[str]], gold: Iterable[Sequence[s
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     """The records of a predictions JSONL file (each needs ``answers`` and ``prediction``)."""
     records = []
+    first: dict[tuple[Any, Any], str] = {}
     for n, record in json_lines(path, "predictions file"):
-        problem = _record_problem(record)
+        problem = _record_problem(record) or _repeated(record, f"line {n}", first)
         if problem:
             raise ParseError(problem, source=str(path), line=n)
         records.append(record)
@@ -395,8 +396,9 @@ def checked_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
     if isinstance(records, (str, Path)):
         raise InvalidInputError(f"expected prediction records (dicts), got the file name {str(records)!r}: "
                                 "read the file with read_predictions(path)")
+    first: dict[tuple[Any, Any], str] = {}
     for n, record in enumerate(records):
-        problem = _record_problem(record)
+        problem = _record_problem(record) or _repeated(record, f"record {n}", first)
         if problem:
             raise InvalidInputError(f"prediction record {n}: {problem}")
         yield record
@@ -418,8 +420,27 @@ def _record_problem(record: Any) -> str | None:
     hops = record.get("hops")
     if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int)):
         return "'hops' must be a whole number, or null"
-    if record.get("qtype") is not None and not isinstance(record["qtype"], str):
-        return "'qtype' must be a string, or null"
+    for key in ("qtype", "set", "dataset"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            return f"'{key}' must be a string, or null"
+    if record.get("id") is not None and (isinstance(record["id"], bool) or not isinstance(record["id"], (str, int))):
+        return "'id' must be a string or a whole number, or null"
+    parses = record.get("parses")
+    if parses is not None and not (isinstance(parses, list) and all(_values(p) for p in parses)):
+        return "'parses' must be a list of lists of gold answer ids (strings), or null"
+    return None
+
+
+def _repeated(record: dict[str, Any], place: str, first: dict[tuple[Any, Any], str]) -> str | None:
+    """Where a record asks the question of an earlier one (the same ``id`` in the same set):
+    scored twice, it would count twice. ``first``: where each (set, id) came first."""
+    if record.get("id") is None:
+        return None
+    key = (record.get("set") or record.get("dataset"), record["id"])
+    if key in first:
+        return (f"question id {clipped(repr(key[1]), 80)} comes twice (first at {first[key]}): a predictions "
+                "file holds one record a question; remove the repeat, or give each run's records its own 'set'")
+    first[key] = place
     return None
 
 
