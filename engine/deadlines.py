@@ -9,12 +9,13 @@ The deadline is a context variable: a thread the work starts for itself carries 
 runs in a copy of the context (:func:`engine.models.steps.stepwise` does)."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from engine.errors import DeadlineExceededError
+from engine.errors import DeadlineExceededError, InvalidInputError, clipped
 
 _deadline: ContextVar[float | None] = ContextVar("kgqa_deadline", default=None)
 
@@ -23,6 +24,12 @@ _deadline: ContextVar[float | None] = ContextVar("kgqa_deadline", default=None)
 def until(at: float | None) -> Iterator[None]:
     """Work inside the block stops at its first check past ``at``, a :func:`time.monotonic`
     instant (None: no deadline, or the enclosing one's)."""
+    # NaN would never pass, a string fail at the first check: neither is a deadline
+    if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at)):
+        raise InvalidInputError(
+            f"invalid deadline {clipped(repr(at), 200)}: give a time.monotonic() instant, such as "
+            "time.monotonic() + 60, or None for no deadline"
+        )
     if at is None:
         yield
         return

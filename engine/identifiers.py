@@ -18,8 +18,10 @@ and at most :data:`MAX_SECONDS`.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
 
@@ -146,6 +148,36 @@ def _surrogate_problem(value: str, position: int) -> str:
     )
 
 
+def validate_flag(value: object, name: str) -> bool:
+    """``value`` if it is True or False, else an error naming ``name``: a string such as
+    ``"no"`` or ``"false"`` is truthy, and would switch the flag on."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"invalid {name} {clipped(repr(value), 200)}: use True or False")
+    return value
+
+
+def validate_path(path: object, what: str) -> Path:
+    """``path`` (a ``str`` or ``os.PathLike``) as a Path, if the operating system can take it as
+    a file name, else an error naming ``what`` it is (``"input file"``): a NUL character or a lone
+    surrogate that no file name can hold fails deep inside ``open``."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise InvalidInputError(f"invalid {what} {clipped(repr(path), 200)}: give its path as a str or a pathlib.Path")
+    if not path:  # Path("") is the current folder
+        raise InvalidInputError(f"invalid {what} '': it names no file; give its path")
+    if "\x00" in path:
+        raise InvalidInputError(
+            f"invalid {what} {clipped(repr(path), 200)}: it holds a NUL character (U+0000) at position "
+            f"{path.index(chr(0)):,}, which no file name can hold; remove it"
+        )
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(f"invalid {what} {clipped(repr(path), 200)}: {_surrogate_problem(path, e.start)}") from None
+    return Path(path)
+
+
 def validate_direction(direction: object) -> str:
     if direction not in DIRECTIONS:
         raise InvalidInputError(f"invalid direction {direction!r}: use one of {', '.join(DIRECTIONS)}")
@@ -161,13 +193,13 @@ def validate_limit(limit: object) -> int | None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInputError(
-            f"invalid limit {_shown(limit)}: give a whole number of rows from 1 to {MAX_LIMIT:,}, or "
+            f"invalid limit {shown_value(limit)}: give a whole number of rows from 1 to {MAX_LIMIT:,}, or "
             f"{UNBOUNDED!r} for every row; leave it out for the default bound of {DEFAULT_LIMIT:,} rows"
         )
     return limit
 
 
-def _shown(value: object) -> str:
+def shown_value(value: object) -> str:
     """``value`` for a message: an integer too long to print (Python refuses past 4,300
     digits) by its size."""
     if isinstance(value, int) and value.bit_length() > 256:
@@ -188,7 +220,7 @@ def positive_seconds(value: object, name: str = "timeout") -> float:
     # NaN fails every comparison; an int too large for a float compares exactly
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
         raise InvalidInputError(
-            f"invalid {name} {_shown(value)}: use a number of seconds above 0 and at most {MAX_SECONDS:,.0f} (a day)"
+            f"invalid {name} {shown_value(value)}: use a number of seconds above 0 and at most {MAX_SECONDS:,.0f} (a day)"
         )
     return float(value)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, ParseError
+from engine.identifiers import validate_path
 
 
 def parse_json(text: str | bytes, **options: Any) -> Any:
@@ -26,8 +27,9 @@ def json_lines(path: str | Path, what: str) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of the JSONL file at ``path``, read as
     UTF-8 and split at newlines only (a U+2028 inside a string is part of its line). ``what``
     names the file in errors ("predictions file")."""
+    path = validate_path(path, what)
     try:
-        with Path(path).open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue

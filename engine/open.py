@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, clipped
+from engine.identifiers import validate_flag, validate_text
 from engine.store import Store
 from engine.uris import split_uri
 
@@ -47,6 +48,9 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
             f"invalid store URI {clipped(repr(uri), 200)}: give a directory, memory:, http(s)://… or bolt://…; "
             f"leave it out for $KGQA_STORE, else {DEFAULT_STORE}"
         )
+    validate_text(uri, "store URI", nul=False)  # no folder, host or database name can hold them
+    create = validate_flag(create, "create")
+    read_only = validate_flag(read_only, "read_only")
     if uri.startswith(("bolt", "neo4j", "http://", "https://")):
         split_uri(uri)
     if uri.startswith(("bolt", "neo4j")):  # the Bolt store checks the exact scheme

@@ -65,6 +65,7 @@ from engine.identifiers import (
     UNBOUNDED,
     check_list,
     validate_direction,
+    validate_flag,
     validate_hops,
     validate_id,
     validate_ids,
@@ -149,6 +150,11 @@ def checked_triples(triples: Iterable[Triple], check: TermCheck | None = None) -
     """Pass triples through, raising on the first that may not enter a store (literal objects
     are canonical by construction; their values must be valid Unicode) or, with ``check``
     (:meth:`Store.term_check`), that the store cannot keep exactly."""
+    if isinstance(triples, (Triple, str, bytes)) or not isinstance(triples, Iterable):
+        raise InvalidInputError(
+            f"expected a list of Triples, such as [Triple('m.1', 'film.film.directed_by', 'm.2')], "
+            f"got {clipped(repr(triples), 200)}"
+        )
     for t in triples:
         if not isinstance(t, Triple):
             raise InvalidInputError(f"expected a Triple, got {t!r}")
@@ -186,25 +192,43 @@ def split_anchors(anchors: Iterable[str | Literal] | str, argument: str = "ids")
     return list(ids), list(literals)
 
 
+#: how deep a raw query's parameter may nest lists, tuples and maps (a list of ``VALUES`` rows
+#: nests two): binding walks them recursively
+MAX_PARAMETER_DEPTH = 32
+#: the most bits of an integer parameter: at most 4,215 decimal digits, which Python writes as
+#: text (by default it refuses integers of more than 4,300 digits)
+MAX_PARAMETER_BITS = 14_000
+
+
 def validate_parameters(params: dict[str, Any]) -> dict[str, Any]:
     """A raw query's parameters, if every text in them (names, strings, literal values, inside
-    lists, tuples and maps too) is valid Unicode; else an error naming the parameter."""
-    def check(value: object, where: str) -> None:
+    lists, tuples and maps too) is valid Unicode, every integer can be written as text and
+    nothing nests deeper than :data:`MAX_PARAMETER_DEPTH`; else an error naming the parameter."""
+    def check(value: object, where: str, level: int) -> None:
         if isinstance(value, str):
             validate_text(value, where)
         elif isinstance(value, Literal):  # its datatype and language were checked when it was made
             validate_text(value.value, f"the value of {where}")
-        elif isinstance(value, (list, tuple)):
-            for position, item in enumerate(value):
-                check(item, f"{where}[{position}]")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                check(key, f"a key of {where}")
-                check(item, f"{where}[{key!r}]")
+        elif isinstance(value, int) and value.bit_length() > MAX_PARAMETER_BITS:
+            raise InvalidInputError(
+                f"{where} is an integer of {value.bit_length():,} bits; give one of at most {MAX_PARAMETER_BITS:,} bits"
+            )
+        elif isinstance(value, (list, tuple, dict)):
+            if level >= MAX_PARAMETER_DEPTH:
+                raise InvalidInputError(
+                    f"{where} nests lists, tuples or maps more than {MAX_PARAMETER_DEPTH} levels deep; give a flatter value"
+                )
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    check(key, f"a key of {where}", level + 1)
+                    check(item, f"{where}[{key!r}]", level + 1)
+            else:
+                for position, item in enumerate(value):
+                    check(item, f"{where}[{position}]", level + 1)
 
     for name, value in params.items():
-        check(name, "a query parameter name")
-        check(value, f"query parameter {name!r}")
+        check(name, "a query parameter name", 0)
+        check(value, f"query parameter {name!r}", 0)
     return params
 
 
@@ -287,6 +311,11 @@ class Store(ABC):
 
     def explain(self, op: Op) -> Compiled:
         """The query text and parameters ``op`` compiles to on this store, without running it."""
+        if not isinstance(op, Op):
+            raise InvalidInputError(
+                f"explain takes an operation of engine.ops (such as Expand(('m.0kq01',), None, 'out')), "
+                f"got {clipped(repr(op), 200)}"
+            )
         if self.compiler is None:
             raise UnsupportedOperationError(
                 f"{type(self).__name__} runs operations in Python and compiles no query; explain on a database store"
@@ -448,13 +477,12 @@ class Store(ABC):
         if not 1 <= len(hops) <= MAX_PATH_HOPS:
             raise InvalidInputError(f"path {list(path)!r} must have 1 to {MAX_PATH_HOPS} relations")
         direction = validate_direction(direction)
+        distinct_edges = validate_flag(distinct_edges, "distinct_edges")
         limit = validate_limit(limit)
         timeout = validate_timeout(timeout)
         if not seeds:
             return PathsResult([])
-        op = Walks(
-            tuple(seeds), tuple(hops), direction, distinct_edges=bool(distinct_edges), limit=_fetch(limit), timeout=timeout
-        )
+        op = Walks(tuple(seeds), tuple(hops), direction, distinct_edges=distinct_edges, limit=_fetch(limit), timeout=timeout)
         paths = self._call(op)
         sort_paths(paths)
         paths, truncated = _first(paths, limit)
@@ -716,8 +744,9 @@ class Store(ABC):
             raise InvalidInputError(f"query parameters must be a mapping of names to values, such as {{'film': 'm.0kq01'}}, "
                                     f"got {clipped(repr(params), 200)}")
         params = validate_parameters(dict(params or {}))
+        allow_service = validate_flag(allow_service, "allow_service")
         bound = validate_limit(limit)
-        result = self._query(text, params, bool(allow_service), validate_timeout(timeout), bound)
+        result = self._query(text, params, allow_service, validate_timeout(timeout), bound)
         if bound is None or len(result.rows) <= bound:
             return result
         return QueryResult(result.columns, result.rows[:bound], truncated=True)

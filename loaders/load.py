@@ -27,9 +27,9 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from engine.errors import InvalidInputError, KGQAWarning
+from engine.errors import InvalidInputError, KGQAWarning, clipped
 from engine.graph import FREEBASE_NS, Triple
-from engine.identifiers import check_list, positive_int
+from engine.identifiers import check_list, positive_int, validate_path
 from engine.open import beside_store
 from engine.outputs import refuse_input_as_output
 from engine.results import LoadReport
@@ -86,14 +86,26 @@ def load_files(
     there are rejects. ``summary``: print the one-line summary (:func:`summary_line`) to stderr
     at the end; by default when ``progress`` is shown.
     """
+    if not isinstance(store, Store):
+        raise InvalidInputError(
+            f"load_files loads into a store, got {clipped(repr(store), 200)}: open one first, "
+            "store = engine.open_store(URI), and pass that"
+        )
     files = check_paths(paths)
+    if reader_options is not None and not isinstance(reader_options, Mapping):
+        raise InvalidInputError(
+            f"reader_options must be a mapping of option names to values, such as {{'drop_domains': ('base', 'user')}}, "
+            f"got {clipped(repr(reader_options), 200)}"
+        )
     if batch_size is None:
         batch_size = store.load_batch_size
     batch_size = positive_int(batch_size, "batch_size")
     plans = [(path, _plan(path, format, namespace, reader_options)) for path in files]
     verify_inputs(files, progress)
     check_reject_share(max_reject_share)
-    rejects_file = Path(rejects_path) if rejects_path is not None else default_rejects_path(store, files[0])
+    rejects_file = (
+        validate_path(rejects_path, "rejects file") if rejects_path is not None else default_rejects_path(store, files[0])
+    )
     refuse_input_as_output(rejects_file, files, what="the rejects file", option="--rejects (rejects_path=)")
     _refuse_rejects_in_store(rejects_file, store)
     _refuse_unsafe_rejects(rejects_file)
@@ -332,7 +344,7 @@ def check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     check_list(paths, "paths", "input files")
-    files = [Path(p) for p in paths]
+    files = [validate_path(p, "input file") for p in paths]
     if not files:
         raise InvalidInputError(f"no input files given; name one or more files in one of the formats {format_names()}")
     for path in files:

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import InvalidInputError, ParseError
+from engine.errors import InvalidInputError, ParseError, clipped
+from engine.identifiers import check_list
 from loaders.source import Reject, Source
 from loaders.tabular import ROG_COLUMNS, rog_rows
 
@@ -35,6 +36,22 @@ class Question:
     path_entities: list[str] | None = None  # the entities along ``path`` (PathQuestion), topic first
     sexpr: str | None = None  # the gold logical form (S-expression with ids) where the dataset gives one
     path_forward: list[bool] | None = None  # per hop of ``path``: walked in the stored direction (the WebQSP slice)
+
+    def __post_init__(self) -> None:
+        # a str given for a list would be taken character by character (each letter a topic entity)
+        for name in ("id", "question"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise InvalidInputError(f"a Question's {name} must be a string, got {clipped(repr(value), 200)}")
+        which = clipped(repr(self.id), 100)
+        for name in ("answers", "topic_entities", "answer_entities", "path", "path_entities", "path_forward"):
+            value = getattr(self, name)
+            if value is not None or name not in _OPTIONAL_LISTS:
+                check_list(value, f"the {name} of question {which}", "booleans" if name == "path_forward" else "strings")
+
+
+#: the list fields of a Question that may be None
+_OPTIONAL_LISTS = ("path", "path_entities", "path_forward")
 
 
 def _string_list(value: object) -> list[str]:

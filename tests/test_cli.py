@@ -515,6 +515,20 @@ def test_a_server_store_uri_with_a_malformed_host_or_port_is_named(uri, shown, w
     assert says in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("uri, says", [
+    ("kgqa\x00data", "store URI 'kgqa\\x00data' holds a NUL character (U+0000) at position 4; remove it"),
+    ("oxigraph:\ud800", "store URI 'oxigraph:\\ud800': it is not valid Unicode: it holds a lone surrogate (U+D800)"),
+])
+def test_a_store_uri_no_folder_can_be_named_by_is_refused(uri, says, tmp_path, monkeypatch):
+    from engine.open import open_store
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError) as e:
+        open_store(uri)
+    assert says in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
 def test_python_entry_points_name_an_argument_of_the_wrong_kind():
     from engine.models.loading import load_lm
     from engine.open import open_store

@@ -206,6 +206,31 @@ def test_missing_file_and_unknown_format_load_nothing(tmp_path):
     assert store.count_triples() == 0
 
 
+def test_python_arguments_of_the_wrong_kind_are_named_and_nothing_is_written(tmp_path):
+    """What a Python caller may get wrong (a store URI for the store, bytes or an empty path for a
+    file, a NUL in a path, a string for the reader options) is named before anything is read or
+    written, never a TypeError, ValueError or AttributeError from inside the loader."""
+    good = write(tmp_path / "kb.tsv", "a\tr\tb\n")
+    store = ReferenceStore()
+    calls = [
+        (lambda: load_files("memory:", good, progress=False), "load_files loads into a store, got 'memory:'"),
+        (lambda: load_files(None, good, progress=False), "load_files loads into a store, got None"),
+        (lambda: load_files(store, [bytes(good)], progress=False), "invalid input file b'"),
+        (lambda: load_files(store, "", progress=False), "invalid input file '': it names no file"),
+        (lambda: load_files(store, [good, "kb\x00.tsv"], progress=False), "input file 'kb\\x00.tsv': it holds a NUL character"),
+        (lambda: load_files(store, good, reader_options="drop_domains=base", progress=False),
+         "reader_options must be a mapping of option names to values"),
+        (lambda: load_files(store, good, rejects_path=str(tmp_path / "rejects\x00.tsv"), progress=False),
+         "invalid rejects file"),
+    ]
+    for call, says in calls:
+        with pytest.raises(InvalidInputError) as e:
+            call()
+        assert says in str(e.value)
+    assert store.count_triples() == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb.tsv"]
+
+
 def test_progress_and_summary_go_to_stderr(tmp_path, capsys):
     source = write(tmp_path / "kb.tsv", TSV)
     load_files(ReferenceStore(), source, rejects_path=tmp_path / "r.tsv", progress=False)

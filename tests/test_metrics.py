@@ -153,6 +153,16 @@ def test_a_file_name_given_as_records_is_named():
             scorer([{"answers": ["a"]}])
 
 
+def test_records_or_a_file_name_of_the_wrong_kind_are_named():
+    for scorer in (evaluate, evaluate_rog, score):
+        with pytest.raises(InvalidInputError, match=re.escape("expected a list of prediction records (dicts) as records, got None")):
+            scorer(None)
+    with pytest.raises(InvalidInputError, match=re.escape("invalid predictions file None: give its path as a str or a pathlib.Path")):
+        read_predictions(None)
+    with pytest.raises(InvalidInputError, match=re.escape("predictions file 'rog\\x00.jsonl': it holds a NUL character")):
+        read_predictions("rog\x00.jsonl")
+
+
 def test_a_record_may_hold_an_llms_text_numbers_and_no_prediction(tmp_path):
     path = tmp_path / "predictions.jsonl"
     records = [{"answers": [1994], "prediction": "1994"}, {"answers": ["Heat"], "prediction": None, "hops": None}]

@@ -100,6 +100,17 @@ def test_every_number_option_is_held_to_its_least_value_however_it_is_given(name
             spec.config(**{o.name: float("nan")})
 
 
+def test_an_integer_too_large_for_a_float_option_is_named():
+    """An int past any float (10**400) fails ``math.isfinite`` with an OverflowError; it is refused
+    as the option's value instead, named by its size (Python prints no int past 4,300 digits)."""
+    floats = [(name, o) for name in registry.names() for o in options(registry.get(name).config) if o.kind is float]
+    assert floats
+    for name, o in floats:
+        for value, bits in ((10**400, "1,329"), (10**5000, "16,610")):
+            with pytest.raises(InvalidInputError, match=re.escape(f"option {o.name} ({o.flag}) = (an integer of {bits} bits): use a number")):
+                registry.get(name).config(**{o.name: value})
+
+
 # ----------------------------------------------------------------------------- a new method
 @dataclass(frozen=True)
 class EchoConfig:

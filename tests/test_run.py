@@ -239,6 +239,48 @@ def test_a_method_named_plain_text_where_questions_go():
     assert method.answer([Question("q", "who directed e0", [], ["e0"], [])])[0].answers == ["e0"]
 
 
+def test_run_arguments_of_the_wrong_kind_are_named_before_anything_is_answered_or_written(tmp_path):
+    """A lone Question or None where a list goes, a predictions path that is a folder or holds a
+    NUL, and a deadline that is not an instant are named, not a TypeError or OSError."""
+    from engine.errors import InvalidInputError
+
+    store = ReferenceStore([Triple("e0", "r", "e1")])
+    method = _Echo(store, Models())
+    question = Question("q", "who directed e0", [], ["e0"], [])
+    calls = [
+        (lambda: method.answer(question), "expected a list of Questions, got one Question: wrap it"),
+        (lambda: method.answer(None), "expected a list of Questions (loaders.questions.Question) as questions, got None"),
+        (lambda: run_method(method, question, progress=False), "expected a list of Questions, got one Question"),
+        (lambda: run_method(method, [question], tmp_path, progress=False), f"cannot write the predictions file {str(tmp_path)!r}"),
+        (lambda: run_method(method, [question], tmp_path / "out\x00.jsonl", progress=False), "it holds a NUL character"),
+        (lambda: run_method(method, [question], deadline=float("nan"), progress=False), "invalid deadline nan"),
+        (lambda: run_method(method, [question], deadline="60", progress=False), "invalid deadline '60'"),
+    ]
+    for call, says in calls:
+        with pytest.raises(InvalidInputError) as e:
+            call()
+        assert says in str(e.value)
+    assert list(tmp_path.iterdir()) == [] and method.meter.calls == {}
+    # a generator of questions is a list of them
+    assert run_method(method, (q for q in [question]), progress=False)["questions"] == 1
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("topic_entities", "e0", "expected a list of strings as the topic_entities of question 'q', got the string 'e0'; wrap it"),
+    ("answers", None, "expected a list of strings as the answers of question 'q', got None"),
+    ("path", "r", "as the path of question 'q', got the string 'r'"),
+    ("id", 5, "a Question's id must be a string, got 5"),
+])
+def test_a_question_field_of_the_wrong_kind_is_named(field, value, says):
+    """A str given for a list of topic entities would be taken letter by letter."""
+    from engine.errors import InvalidInputError
+
+    fields = {"id": "q", "question": "who directed e0", "answers": [], "topic_entities": ["e0"], "answer_entities": []}
+    with pytest.raises(InvalidInputError) as e:
+        Question(**{**fields, field: value})
+    assert says in str(e.value)
+
+
 def test_evaluate_compares_by_id_where_both_sides_have_ids():
     # two films named alike: by name the prediction looks right, by id it is not
     record = {"answers": ["Titanic"], "answer_ids": ["m.1997"], "prediction": ["Titanic"], "prediction_ids": ["m.1953"]}

@@ -162,6 +162,32 @@ def test_an_argument_that_is_not_a_list_is_named_before_anything_runs(hostile_st
         assert says in str(e.value)
 
 
+def test_arguments_python_would_misread_are_named_and_nothing_is_written(hostile_store):
+    """A truthy string as a flag ("no" switches it on), a lone Triple or None as the triples to
+    add, an integer too long to write as text and a parameter nested without end are each named,
+    never a TypeError, ValueError or RecursionError from inside the engine."""
+    before = hostile_store.stats()
+    nested: list = []
+    for _ in range(10_000):
+        nested = [nested]
+    text = "ASK { ?s ?p $x }" if hostile_store.dialect == "sparql" else "RETURN $x"
+    calls = [
+        (lambda: hostile_store.query(text, {"x": "plain"}, allow_service="no"), "invalid allow_service 'no': use True or False"),
+        (lambda: hostile_store.follow_paths(["plain"], ["r"], distinct_edges="no"), "invalid distinct_edges 'no': use True or False"),
+        (lambda: hostile_store.query(text, {"x": 10**5000}), "query parameter 'x' is an integer of 16,610 bits; give one of at most 14,000 bits"),
+        (lambda: hostile_store.query(text, {"x": nested}), "nests lists, tuples or maps more than 32 levels deep"),
+        (lambda: hostile_store.add_triples(None), "expected a list of Triples, such as [Triple("),
+        (lambda: hostile_store.add_triples(Triple("plain", "r", "new")), "got Triple(subject='plain'"),
+        (lambda: hostile_store.add_triples("plain r new"), "got 'plain r new'"),
+        (lambda: hostile_store.explain(None), "explain takes an operation of engine.ops"),
+    ]
+    for call, says in calls:
+        with pytest.raises(InvalidInputError) as e:
+            call()
+        assert says in str(e.value)
+    assert hostile_store.stats() == before
+
+
 def test_query_refuses_every_write(hostile_store):
     before = hostile_store.stats()
     writes = SPARQL_WRITES if hostile_store.dialect == "sparql" else CYPHER_WRITES

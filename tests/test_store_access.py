@@ -3,6 +3,7 @@ or one writer; a command that is refused says which process holds the store."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
-from engine.errors import StoreError, StoreUnavailableError
+from engine.errors import InvalidInputError, StoreError, StoreUnavailableError
 from engine.graph import Triple
 from engine.open import open_store
 from tests.cli_process import ROOT, child_env, run_kgqa
@@ -114,3 +115,28 @@ def test_a_read_only_store_is_never_created_nor_written(store, tmp_path):
         assert reader.count_triples() == 2
         with pytest.raises(StoreUnavailableError, match="this process"):  # one process, two opens: still refused
             open_store(store)
+
+
+def test_a_closed_store_says_so_and_keeps_its_data(store):
+    """A store used after close() raises a StoreError naming it, not an AttributeError from
+    inside the engine; what it holds is still there when it is opened again."""
+    for uri in (store, "memory:"):
+        closed = open_store(uri)
+        closed.close()
+        for call in (lambda: closed.expand(["A"]), closed.count_triples, closed.stats,
+                     lambda: closed.query("SELECT * WHERE { ?s ?p ?o }"),
+                     lambda: closed.add_triples([Triple("X", "r", "Y")])):
+            with pytest.raises(StoreError, match=f"the store {re.escape(closed.uri)} is closed: open it again"):
+                call()
+        closed.close()  # closing again is harmless
+    with open_store(store, read_only=True) as reopened:
+        assert reopened.count_triples() == 2
+
+
+def test_a_flag_given_as_a_string_is_refused_before_anything_is_made(tmp_path):
+    """``read_only="no"`` would be truthy, opening the store read only; ``create="no"`` would
+    make a store where none should be."""
+    for option in ("create", "read_only"):
+        with pytest.raises(InvalidInputError, match=f"invalid {option} 'no': use True or False"):
+            open_store(str(tmp_path / "new"), **{option: "no"})
+    assert list(tmp_path.iterdir()) == []

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidInputError, ParseError, clipped
+from engine.identifiers import check_list
 from engine.jsonl import json_lines
 
 MATCH_MODES = ("exact", "contains")
@@ -396,6 +397,7 @@ def checked_records(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
     if isinstance(records, (str, Path)):
         raise InvalidInputError(f"expected prediction records (dicts), got the file name {str(records)!r}: "
                                 "read the file with read_predictions(path)")
+    check_list(records, "records", "prediction records (dicts)")
     first: dict[tuple[Any, Any], str] = {}
     for n, record in enumerate(records):
         problem = _record_problem(record) or _repeated(record, f"record {n}", first)

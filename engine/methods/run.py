@@ -29,13 +29,13 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from engine import deadlines
 from engine.errors import InvalidIdentifierError, InvalidInputError, clipped
-from engine.identifiers import validate_id
+from engine.identifiers import validate_id, validate_path
 from engine.methods.meter import CALLS, STAGES, TOKENS, percentile
-from engine.methods.spec import Method, Prediction
+from engine.methods.spec import Method, Prediction, questions_list
 from engine.results import to_json
 from loaders.questions import Question
 
@@ -66,6 +66,13 @@ def missing_topics(store: Any, questions: Sequence[Question]) -> list[list[str]]
         names = store.names([t for t in wanted if t not in absent])
         absent.update(t for t, name in names.items() if name is None)
     return [[t for t in q.topic_entities if t in absent] for q in questions]
+
+
+def _open_predictions(out: Path) -> IO[str]:
+    try:
+        return open(out, "w", encoding="utf-8")
+    except OSError as e:
+        raise InvalidInputError(f"cannot write the predictions file {str(out)!r}: {e.strerror or e}; give another path") from e
 
 
 def _batches(items: Sequence[Question], size: int) -> Iterator[Sequence[Question]]:
@@ -122,12 +129,14 @@ def run_method(
     recorded (a method that caught that error may have answered it wrongly)."""
     from tqdm import tqdm
 
+    questions = questions_list(questions)
+    out = None if out is None else validate_path(out, "predictions file")
     meter, lookup = method.meter, method.unmetered_store
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     with ExitStack() as files:
         files.enter_context(deadlines.until(deadline))
-        sink = files.enter_context(open(out, "w", encoding="utf-8")) if out is not None else None
+        sink = None if out is None else files.enter_context(_open_predictions(out))
         bar = tqdm(total=len(questions), desc=method.name, unit="q", disable=not progress, file=sys.stderr)
         for batch in _batches(questions, method.batch_size):
             missing = missing_topics(lookup, batch)

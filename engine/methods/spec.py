@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.errors import InvalidInputError, KGQAError, clipped
-from engine.identifiers import positive_int
+from engine.identifiers import check_list, positive_int, shown_value
 from engine.methods.meter import Meter
 from loaders.questions import Question
 
@@ -109,14 +109,22 @@ def check_options(config: Any) -> None:
         value = getattr(config, o.name)
         if o.kind not in (int, float) or value is None or (o.least is None and o.most is None):
             continue
-        number = isinstance(value, int) if o.kind is int else isinstance(value, (int, float)) and math.isfinite(value)
+        number = isinstance(value, int) if o.kind is int else isinstance(value, (int, float)) and _finite(value)
         if isinstance(value, bool) or not number or (o.least is not None and value < o.least) or (
                 o.most is not None and value > o.most):
             least, most = _shown(o.least), _shown(o.most)
             bounds = f"from {least} to {most}" if least is not None and most is not None else (
                 f"of at least {least}" if most is None else f"of at most {most}")
-            raise InvalidInputError(f"option {o.name} ({o.flag}) = {value!r}: use {o.kind_words()} {bounds}"
+            raise InvalidInputError(f"option {o.name} ({o.flag}) = {shown_value(value)}: use {o.kind_words()} {bounds}"
                                     + (" (or none)" if o.optional else ""))
+
+
+def _finite(number: float) -> bool:
+    """Whether ``number`` is finite as a float: an int too large for one is not."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def _shown(bound: float | None) -> float | int | None:
@@ -205,7 +213,7 @@ class Method(ABC):
 
     def answer(self, questions: Sequence[Question]) -> list[Prediction]:
         """One :class:`Prediction` per question, in order."""
-        batch = list(questions)
+        batch = questions_list(questions)
         for q in batch:
             if not isinstance(q, Question):
                 raise InvalidInputError(f"{self.name} answers Question objects (loaders.questions.Question, as load_dataset "
@@ -221,6 +229,14 @@ class Method(ABC):
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Figures of the method's own that the run's summary adds (none by default)."""
         return {}
+
+
+def questions_list(questions: Iterable[Question]) -> list[Question]:
+    """``questions`` as a list, refusing a lone Question, None or another non-collection."""
+    if isinstance(questions, Question):
+        raise InvalidInputError(f"expected a list of Questions, got one Question: wrap it, [{clipped(repr(questions), 150)}]")
+    check_list(questions, "questions", "Questions (loaders.questions.Question)")
+    return list(questions)
 
 
 @dataclass(frozen=True)

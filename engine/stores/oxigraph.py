@@ -163,6 +163,12 @@ class OxigraphStore(SparqlStore):
         if self._lock is not None:
             self._lock.release()
 
+    def __getattr__(self, name: str) -> Any:
+        # called only for what the instance lacks: the database, once close() has let it go
+        if name == "db":
+            raise StoreError(f"the store {self.uri} is closed: open it again (open_store) to use it")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if kind is None or self._made is None or "db" not in self.__dict__ or len(self.db):
             self.close()
