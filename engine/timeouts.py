@@ -120,18 +120,22 @@ def run_with_timeout(call: Callable[[], T], timeout: float | None, store: str) -
 
 class Budget:
     """One timeout shared by the queries of one call that makes several (a layer or depth each,
-    a part of a long id list each): each query gets the seconds left, and none starts after
-    they are spent."""
+    a part of a long id list each): the first query gets the whole timeout and starts the clock,
+    each later one the seconds left, and none starts after they are spent."""
 
     def __init__(self, timeout: float | None, what: str) -> None:
         self.timeout = timeout
         self.what = what
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._deadline: float | None = None
 
     def left(self) -> float | None:
-        """The seconds left (None: no deadline); :class:`QueryTimeoutError` once none are."""
-        if self._deadline is None:
+        """The seconds the next query may take (None: no deadline); :class:`QueryTimeoutError`
+        once none are left."""
+        if self.timeout is None:
             return None
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.timeout
+            return self.timeout
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise QueryTimeoutError(f"{self.what} ran past its timeout of {self.timeout:g} s")

@@ -374,6 +374,10 @@ def test_methods_benchmark_gives_fidelis_one_index_per_graph_in_the_workdir(tmp_
         parse_method_options(["fidelis=--width 2"])
 
 
+#: a finished stage's marker as `kgqa reproduce` writes it (engine.recipes.steps._run_step)
+DONE = {"hash": "h", "state": "done", "seconds": 1.0, "cpu_seconds": 1.0, "device": "cpu", "report": {}}
+
+
 def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdir(tmp_path, monkeypatch):
     from benchmarks.methods import MethodsConfig, answering_dtype, method_config, run_methods
     from engine.models import device
@@ -389,7 +393,7 @@ def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdi
     (stages / "ldr.done.json").write_text(json.dumps({"state": "running"}))
     with pytest.raises(KGQAError, match="not trained stage 'ldr'"):
         method_config(cfg, "ldr", "metaqa", "metaqa-2hop")
-    (stages / "ldr.done.json").write_text(json.dumps({"state": "done"}))
+    (stages / "ldr.done.json").write_text(json.dumps(DONE))
     assert method_config(cfg, "ldr", "metaqa", "metaqa-2hop").model == str(stages / "ldr")
     monkeypatch.setattr(device, "native_bf16", lambda name: True)  # on a CPU without it, float32 (test_reproduce)
     assert answering_dtype(cfg, "ldr") == "bfloat16" and answering_dtype(MethodsConfig(
@@ -398,7 +402,7 @@ def test_methods_benchmark_answers_as_the_full_recipes_run_in_a_reproduce_workdi
     etd = runs / "runs" / "etd" / "full" / "stages"
     etd.mkdir(parents=True)
     for name in ("metaqa-1hop", "metaqa-3hop"):
-        (etd / f"{name}.done.json").write_text(json.dumps({"state": "done"}))
+        (etd / f"{name}.done.json").write_text(json.dumps(DONE))
     assert method_config(cfg, "etd", "metaqa", "metaqa-3hop").checkpoint == str(etd / "metaqa-3hop" / "best.pt")
     assert method_config(cfg, "etd", "metaqa", "metaqa-1hop").gnn_only is True
     cfg.method_options = {"etd": {"checkpoint": "/srv/etd.pt"}}
@@ -421,7 +425,7 @@ def test_methods_benchmark_answers_as_the_recipe_named_for_a_method(tmp_path):
         method_config(cfg, "arg", "pathquestion", "pathquestion-2h")
     stages = runs / "runs" / "arg" / "lora" / "stages"
     stages.mkdir(parents=True)
-    (stages / "generator.done.json").write_text(json.dumps({"state": "done"}))
+    (stages / "generator.done.json").write_text(json.dumps(DONE))
     config = method_config(cfg, "arg", "pathquestion", "pathquestion-2h")
     assert (config.model, config.k, config.n_demos) == (str(stages / "generator"), 3, 0)
     # an unknown recipe fails before any store loads, and --recipe means nothing without --recipe-runs

@@ -32,7 +32,6 @@ from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import SparqlEndpointStore
 from engine import timeouts
 from engine.timeouts import run_with_timeout, running
-from sparql.virtuoso import IDS_PER_QUERY
 from tests.tcp_proxy import TcpProxy
 
 GRAPH = [Triple("a", "r", "b"), Triple("b", "r", "c"), Triple("a", "type.object.name", Literal("A"))]
@@ -333,24 +332,3 @@ def test_an_operation_of_several_queries_shares_one_timeout_among_them(store, te
     assert opened.shortest_paths(["n0"], ["n4"], max_hops=4, timeout=45).paths == \
         opened.shortest_paths(["n0"], ["n4"], max_hops=4).paths
     assert given[:4] == [45, 35, 25, 15]
-
-
-
-@pytest.mark.parametrize("kind", ["virtuoso"])
-def test_an_operation_split_into_parts_shares_one_timeout_among_them(make_store, kind, monkeypatch):
-    opened = make_store(kind, CHAIN)
-    now = [0.0]
-    monkeypatch.setattr(timeouts, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    given: list[float | None] = []
-    run_part = opened._execute
-
-    def ten_seconds(op: Any, compiled: Any) -> Any:
-        given.append(op.timeout)
-        now[0] += 10
-        return run_part(op, compiled)
-
-    monkeypatch.setattr(opened, "_execute", ten_seconds)
-    ids = [f"x{i}" for i in range(3 * IDS_PER_QUERY + 1)]  # four queries on Virtuoso
-    with pytest.raises(QueryTimeoutError, match=rf"^names over {len(ids)} ids ran past its timeout of 25 s$"):
-        opened.names(ids, timeout=25)
-    assert given == [25, 15, 5]

@@ -38,6 +38,7 @@ from engine.reference import ReferenceStore
 from engine.results import LoadReport
 from engine.sexpr import parse
 from engine.servers.base import free_port
+from engine import timeouts
 from engine.stores import sparql_store
 from engine.stores.oxigraph import OxigraphStore
 from engine.stores.sparql_endpoint import DEFAULT_GRAPH, SparqlEndpointStore
@@ -856,9 +857,9 @@ def test_operations_over_more_ids_than_a_query_holds_run_in_parts(server, sent):
 def test_the_timeout_holds_for_all_the_parts(monkeypatch):
     store = OxigraphStore(None)
     store.add_triples([Triple(f"m.{i}", "r", "m.x") for i in range(6)])
-    store.ids_per_query = 2
-    clock = iter(range(100))  # each reading of the parts' clock: one second later
-    monkeypatch.setattr(sparql_store, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    store.ids_per_query = 1
+    clock = iter(range(100))  # each reading of the timeouts' clock: one second later
+    monkeypatch.setattr(timeouts, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     with pytest.raises(QueryTimeoutError, match="relations over 6 ids ran past its timeout of 3 s"):
         store.relations([f"m.{i}" for i in range(6)], timeout=3)
 
