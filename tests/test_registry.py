@@ -111,6 +111,18 @@ def test_an_integer_too_large_for_a_float_option_is_named():
                 registry.get(name).config(**{o.name: value})
 
 
+def test_a_choice_option_given_a_huge_or_long_value_is_named_by_its_size_or_clipped():
+    """The choices' error prints the value: an int past 4,300 digits cannot be printed, and a
+    megabyte of text would make a megabyte of error."""
+    for value, shown in ((10**5000, "(an integer of 16,610 bits)"), ("x" * 1_000_000, "'xxxx")):
+        with pytest.raises(InvalidInputError, match=re.escape(f"option answer_mode={shown}")) as raised:
+            make_config(registry.get("rog").config, {"answer_mode": value})
+        assert len(str(raised.value)) < 1_000
+    with pytest.raises(InvalidInputError, match=re.escape("option width='9999")) as raised:
+        make_config(registry.get("fidelis").config, {"width": "9" * 1_000_000})  # as a command line gives it
+    assert len(str(raised.value)) < 1_000
+
+
 # ----------------------------------------------------------------------------- a new method
 @dataclass(frozen=True)
 class EchoConfig:

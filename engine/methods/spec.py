@@ -159,7 +159,7 @@ def make_config(config_type: type, values: Mapping[str, Any]) -> Any:
 def _read(o: Option, value: Any) -> Any:
     if value is None or not isinstance(value, str) or o.kind is str:
         if o.choices and value is not None and value not in o.choices:
-            raise InvalidInputError(f"option {o.name}={value!r}: use one of {', '.join(o.choices)}")
+            raise InvalidInputError(f"option {o.name}={shown_value(value)}: use one of {', '.join(o.choices)}")
         return value
     if o.optional and value.lower() in ("none", "null", ""):
         return None
@@ -170,7 +170,7 @@ def _read(o: Option, value: Any) -> Any:
             return value.lower() in ("true", "1", "yes")
         return o.kind(value)
     except ValueError:
-        raise InvalidInputError(f"option {o.name}={value!r}: give {o.wanted()}") from None
+        raise InvalidInputError(f"option {o.name}={shown_value(value)}: give {o.wanted()}") from None
 
 
 @dataclass
