@@ -5,6 +5,7 @@ canned local HTTP server."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
@@ -14,6 +15,7 @@ from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationErro
 from engine.models import greedy
 from engine.models.loading import load_lm, local_source
 from engine.models.openai_lm import OpenAIChatLM
+from engine.models.sft import SftConfig
 from engine.models.transformers_lm import TransformersLM
 from engine.models.trie import TokenTrie
 from tests.http_stub import JsonHandler, serving
@@ -692,3 +694,18 @@ def test_the_command_line_names_a_model_that_is_not_there(kgqa_script, tmp_path)
     assert done.returncode == 2, done.stderr
     assert f"language model 'models/rog-planner': there is no {tmp_path / 'models' / 'rog-planner'}" in done.stderr
     assert "not in the local hub cache" in done.stderr and "kgqa lm train" in done.stderr
+
+
+@pytest.mark.parametrize("template, says", [
+    ("alpaca", "unknown prompt template 'alpaca': use chat, raw, llama2 or a string with {prompt}"),
+    ('Answer as {"answer": …}: {prompt}', "holds a brace field other than {prompt}"),  # a KeyError at the first prompt
+    ("{prompt} {0}", "holds a brace field other than {prompt}"),
+    ("{prompt} }", "holds a brace field other than {prompt}"),
+])
+def test_a_prompt_template_a_model_cannot_prompt_with_is_refused_before_any_prompt(tiny, template, says):
+    with pytest.raises(InvalidInputError, match=re.escape(says)):
+        TransformersLM(tiny.model, tiny.tokenizer, "tiny", "cpu", template)
+    with pytest.raises(InvalidInputError, match=re.escape(says)):  # kgqa lm train's settings, before the model loads
+        SftConfig(template=template)
+    doubled = TransformersLM(tiny.model, tiny.tokenizer, "tiny", "cpu", 'Answer as {{"answer": 1}}: {prompt}')
+    assert doubled.tokenizer.decode(doubled.prompt_ids("Q")).endswith('Answer as {"answer": 1}: Q')  # a brace written twice is one

@@ -149,6 +149,9 @@ def test_a_missing_stage_field_is_named_with_the_file(tmp_path, tiny):
     (("name = \"toy\"\n", "name = \"toy\"\nsample = 0\n"), "recipes.toy.samples[0].sample", "0: give a whole number of at least 1"),
     (("tasks = [\"planning\"] }", "tasks = [\"planning\"], questions = -3 }"), "recipes.toy.stages[0].mix[0].questions",
      "-3: give a whole number of at least 1"),
+    (("seed = 0\n", "seed = 0\nprompt_template = \"alpaca\"\n"), "recipes.toy.stages[0]", "unknown prompt template 'alpaca'"),
+    (("seed = 0\n", "seed = 0\nprompt_template = \"Q: {prompt} as {\\\"json\\\": 1}\"\n"), "recipes.toy.stages[0]",
+     "holds a brace field other than {prompt}"),
 ])
 def test_every_bad_value_is_named_with_its_key(tmp_path, tiny, change, where, what):
     path = _toy(tmp_path, tiny)

@@ -40,7 +40,7 @@ from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError, ParseError
 from engine.jsonl import json_lines
 from engine.models.device import bf16_or_warn, pick_device
-from engine.models.templates import TEMPLATE_FILE
+from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
 
 IGNORE = -100  # the label cross-entropy skips
@@ -120,6 +120,8 @@ class SftConfig:
         for bad, message in problems:
             if bad:
                 raise InvalidInputError(f"fine-tuning settings: {message}")
+        if self.template is not None:
+            check_template(self.template)
 
 
 @dataclass

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.errors import InvalidInputError, clipped
+
 #: a fine-tuned model's directory names the prompt template it was trained with in this file
 TEMPLATE_FILE = "prompt_template.txt"
 
@@ -17,6 +19,27 @@ TEMPLATES = {
     # the format RoG's released checkpoint (rmanluo/RoG, LLaMA-2-Chat) was trained on
     "llama2": "[INST] <<SYS>>\n<</SYS>>\n{prompt} [/INST]",
 }
+
+
+def check_template(template: str) -> str:
+    """``template`` if a local model can prompt with it (``chat``, ``raw``, a name of
+    :data:`TEMPLATES`, or a string with ``{prompt}`` and no other ``{…}`` field), else an error
+    saying what it may be: a stray brace would fail only at the first prompt."""
+    if template in ("chat", "raw") or template in TEMPLATES:
+        return template
+    if not isinstance(template, str) or "{prompt}" not in template:
+        raise InvalidInputError(
+            f"unknown prompt template {clipped(repr(template), 200)}: use chat, raw, {', '.join(TEMPLATES)} "
+            "or a string with {prompt}"
+        )
+    try:
+        template.format(prompt="")
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        raise InvalidInputError(
+            f"prompt template {clipped(repr(template), 200)} holds a brace field other than {{prompt}} ({e!r}): "
+            "write a brace of the text itself twice, {{ or }}"
+        ) from None
+    return template
 
 
 def saved_template(name_or_path: str) -> str | None:

@@ -30,7 +30,7 @@ from engine.models.lm import (
     per_prompt_stops,
 )
 from engine.models.sources import model_source
-from engine.models.templates import TEMPLATES, saved_template
+from engine.models.templates import TEMPLATES, check_template, saved_template
 
 #: the offline default's name (:func:`engine.models.loading.local_source` finds its file)
 DEFAULT_LM = "SmolLM2-135M-Instruct"
@@ -59,11 +59,7 @@ class TransformersLM(LanguageModel):
         self.device = device
         if template is None:
             template = "chat" if getattr(tokenizer, "chat_template", None) else "raw"
-        if template not in ("chat", "raw") and template not in TEMPLATES and "{prompt}" not in template:
-            raise InvalidInputError(
-                f"unknown prompt template {template!r}: use chat, raw, {', '.join(TEMPLATES)} or a string with {{prompt}}"
-            )
-        self.template = template
+        self.template = check_template(template)
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id
         self._prefixes: list[tuple[list[int], Any]] = []  # score_batch's recent prompt caches, most recent first
         self.tokens = TokenCount()

@@ -363,7 +363,8 @@ def load_recipe(method: str, name: str, path: Path | None = None) -> Recipe:
             if not mix:
                 raise (w / "mix").error("an lm stage trains on at least one sample set")
             _check_ref(t.get("base"), earlier, w / "base")
-            _check_lm_settings({k: v for k, v in t.items() if k not in ("name", "kind", "mix", "base", "prompt_template")}, w)
+            settings = {k: v for k, v in t.items() if k not in ("name", "kind", "mix", "base", "prompt_template")}
+            _check_lm_settings({**settings, "template": t.get("prompt_template")}, w)
             stage = Stage(t["name"], "lm", {k: v for k, v in t.items() if k not in ("name", "kind", "mix")}, tuple(mix))
         else:
             t = _check_table(item, ETD_KEYS, ETD_REQUIRED, w)
