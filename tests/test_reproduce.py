@@ -200,6 +200,16 @@ def test_a_recipe_named_with_a_path_is_refused_before_anything_is_written(tmp_pa
     assert not (tmp_path / "work").exists() and not (tmp_path / "results").exists() and not (tmp_path / "escaped.json").exists()
 
 
+def test_a_base_model_that_is_not_there_is_named_before_any_store_loads(tmp_path, tiny, capsys):
+    path = _toy(tmp_path, tiny)
+    path.write_text(path.read_text().replace(f'base = "{tiny}"', f'base = "{tmp_path}/no-such-model"'))
+    code = main(["reproduce", "rog", "--recipe-file", str(path), "--recipe", "toy", "--workdir", str(tmp_path / "work"),
+                 "--results", str(tmp_path / "results"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"the base model of stage 'planner' of {path} '{tmp_path}/no-such-model': there is no" in err
+    assert not (tmp_path / "work").exists() and not (tmp_path / "results").exists()
+
+
 ETD_STAGE = """
 [[recipes.toy.stages]]
 name = "gnn"

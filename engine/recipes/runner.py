@@ -25,7 +25,7 @@ from typing import Any
 from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError
 from engine.outputs import written_whole
-from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, load_recipe
+from engine.recipes.recipe import TEST_SPLIT, VALIDATE_SPLIT, Recipe, load_recipe
 from engine.recipes.steps import RERUNNABLE, Context, answer_set, answering_dtype, export_samples, train_stage
 from engine.recipes.stores import ensure_store
 
@@ -105,6 +105,20 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def _check_bases(r: Recipe) -> None:
+    """Every training stage's base model that is not an earlier stage's output must be found now,
+    not once the stage starts after the stores have loaded. (Not when the recipe is read: ``kgqa
+    report`` reads recipes on machines that hold no models.)"""
+    from engine.models.loading import local_source
+    from engine.models.sources import model_source
+    from engine.models.transformers_lm import LM_SOURCES
+
+    for stage in r.stages:
+        base = stage.lm_settings()[0] if stage.kind == "lm" else "@"
+        if not base or not base.startswith("@"):  # None: the offline default
+            model_source(local_source(base), f"the base model of stage {stage.name!r} of {r.file}", LM_SOURCES)
+
+
 def reproduce(
     method: str,
     recipe: str,
@@ -131,6 +145,7 @@ def reproduce(
     workdir = Path(workdir)
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInputError(f"--workdir {workdir} is a file: give a directory (made where it does not exist)")
+    _check_bases(r)
     dtype = answering_dtype(r, device)
     ctx = Context(r, get(method), workdir, {}, device, dtype, progress, data_directory, frozenset(rerun), machine(device))
     steps: list[dict[str, Any]] = []
