@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,13 @@ def open_store(uri: str | None = None, *, create: bool = True, read_only: bool =
     if "://" in path:
         raise InvalidInputError(
             f"unknown store URI scheme in {uri!r}: use a directory, memory:, http(s)://…/sparql, bolt:// or neo4j://"
+        )
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", path)  # two letters at least: C: is a Windows drive
+    if scheme and not os.path.exists(path):  # MEMORY: or memroy: would make a folder of that name
+        raise InvalidInputError(
+            f"store URI {clipped(repr(uri), 200)} begins with {scheme.group()}, which is no scheme the engine knows: "
+            f"use memory:, oxigraph:PATH, a directory, http(s)://…/sparql, bolt:// or neo4j://; for a folder whose "
+            f"name holds a colon, write ./{clipped(path, 200)}"
         )
     return _make(OxigraphStore, path, create=create, read_only=read_only, **options)
 

@@ -518,6 +518,10 @@ def test_a_server_store_uri_with_a_malformed_host_or_port_is_named(uri, shown, w
 @pytest.mark.parametrize("uri, says", [
     ("kgqa\x00data", "store URI 'kgqa\\x00data' holds a NUL character (U+0000) at position 4; remove it"),
     ("oxigraph:\ud800", "store URI 'oxigraph:\\ud800': it is not valid Unicode: it holds a lone surrogate (U+D800)"),
+    ("MEMORY:", "store URI 'MEMORY:' begins with MEMORY:, which is no scheme the engine knows: use memory:"),
+    ("memroy:", "begins with memroy:, which is no scheme"),
+    ("oxigraph:memory:", "store URI 'oxigraph:memory:' begins with memory:, which is no scheme the engine knows"),
+    ("file:/tmp/kgqa", "for a folder whose name holds a colon, write ./file:/tmp/kgqa"),
 ])
 def test_a_store_uri_no_folder_can_be_named_by_is_refused(uri, says, tmp_path, monkeypatch):
     from engine.open import open_store
@@ -527,6 +531,17 @@ def test_a_store_uri_no_folder_can_be_named_by_is_refused(uri, says, tmp_path, m
         open_store(uri)
     assert says in str(e.value)
     assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+def test_a_folder_whose_name_holds_a_colon_is_a_store_where_named_as_a_path(tmp_path, monkeypatch):
+    from engine.graph import Triple
+    from engine.open import open_store
+
+    monkeypatch.chdir(tmp_path)
+    with open_store("./data:v2") as store:
+        store.add_triples([Triple("a", "r", "b")])
+    with open_store("data:v2", read_only=True) as store:  # there now: a folder, not a scheme
+        assert store.count_triples() == 1
 
 
 def test_python_entry_points_name_an_argument_of_the_wrong_kind():
