@@ -93,16 +93,19 @@ def _check_results(data: dict[str, Any], path: Path) -> None:
             for k in ("cpu", "gpu"):
                 expect(value.get(k), _TEXT, f"{key}.{k}", optional=True)
 
-    machine(data.get("machine"), "machine")
-    for i, step in enumerate(expect(data.get("steps"), (list,), "steps", optional=True) or []):
-        where = f"steps[{i}]"
-        expect(step, _TABLE, where)
+    def step(value: Any, where: str) -> dict[str, Any]:
+        """What every step and answered set records: its name, kind, times and machine."""
+        expect(value, _TABLE, where)
         for k in ("step", "kind"):
-            expect(step.get(k), _TEXT, f"{where}.{k}")
-        expect(step.get("seconds"), _NUMBER, f"{where}.seconds")
-        expect(step.get("cpu_seconds"), _NUMBER, f"{where}.cpu_seconds", optional=True)
-        expect(step.get("training"), _TABLE, f"{where}.training", optional=True)
-        machine(step.get("machine"), f"{where}.machine")
+            expect(value.get(k), _TEXT, f"{where}.{k}")
+        expect(value.get("seconds"), _NUMBER, f"{where}.seconds")
+        expect(value.get("cpu_seconds"), _NUMBER, f"{where}.cpu_seconds", optional=True)
+        machine(value.get("machine"), f"{where}.machine")
+        return value
+
+    machine(data.get("machine"), "machine")
+    for i, done in enumerate(expect(data.get("steps"), (list,), "steps", optional=True) or []):
+        expect(step(done, f"steps[{i}]").get("training"), _TABLE, f"steps[{i}].training", optional=True)
 
     def group(value: Any, where: str) -> None:
         expect(value, _TABLE, where)
@@ -115,12 +118,7 @@ def _check_results(data: dict[str, Any], path: Path) -> None:
     for split, required in (("evaluation", True), ("validation", False)):
         for name, run in (expect(data.get(split), _TABLE, split, optional=not required) or {}).items():
             where = f"{split}.{name}"
-            expect(run, _TABLE, where)
-            for k in ("step", "kind"):
-                expect(run.get(k), _TEXT, f"{where}.{k}")
-            expect(run.get("seconds"), _NUMBER, f"{where}.seconds")
-            expect(run.get("cpu_seconds"), _NUMBER, f"{where}.cpu_seconds", optional=True)
-            machine(run.get("machine"), f"{where}.machine")
+            step(run, where)
             scores = expect(run.get("scores"), _TABLE, f"{where}.scores")
             group(scores.get("overall"), f"{where}.scores.overall")
             for by in ("hops", "qtype"):
