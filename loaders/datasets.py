@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, KGQAWarning
 from loaders.questions import (
     Question,
     read_metaqa_questions,
@@ -95,7 +96,10 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> list[Question]:
     """Questions of a named set (:data:`DATASETS`, :data:`BUILT_DATASETS` once built) or of a
     file: RoG JSONL/parquet, PathQuestion (``PQ-*.txt``), else MetaQA (``qa_*.txt`` with its
-    ``*_qtype.txt`` beside it when present)."""
+    ``*_qtype.txt`` beside it when present). A file without questions is refused."""
+    known = ", ".join([*DATASETS, *BUILT_DATASETS])
+    if not str(name_or_path).strip():
+        raise InvalidInputError(f"no dataset named (the name is empty): give one of {known} or a question file")
     if str(name_or_path) in BUILT_DATASETS:
         file, command = BUILT_DATASETS[str(name_or_path)]
         path = built_dir() / file
@@ -110,19 +114,23 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
         if path.is_dir():
             raise InvalidInputError(f"question file {str(path)!r} is a directory: give one file of questions")
         if not path.is_file() and (path.suffix or len(path.parts) > 1):  # named as a file, not as a dataset
-            raise InvalidInputError(f"question file {str(path)!r} does not exist: check the path, or give one of "
-                                    f"{', '.join([*DATASETS, *BUILT_DATASETS])}")
+            raise InvalidInputError(f"question file {str(path)!r} does not exist: check the path, or give one of {known}")
         if not path.is_file():
             raise InvalidInputError(
-                f"unknown dataset {str(name_or_path)!r}: give one of {', '.join([*DATASETS, *BUILT_DATASETS])} or a question file "
+                f"unknown dataset {str(name_or_path)!r}: give one of {known} or a question file "
                 "(RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt)"
             )
     if path.suffix in (".jsonl", ".parquet", ".json"):
-        return read_rog_questions(path)
-    if path.name.upper().startswith(("PQ-", "PQL")):
-        return read_pathquestion(path)
-    qtype = path.with_name(path.stem + "_qtype.txt")
-    return read_metaqa_questions(path, qtype if qtype.is_file() else None)
+        questions = read_rog_questions(path)
+    elif path.name.upper().startswith(("PQ-", "PQL")):
+        questions = read_pathquestion(path)
+    else:
+        qtype = path.with_name(path.stem + "_qtype.txt")
+        questions = read_metaqa_questions(path, qtype if qtype.is_file() else None)
+    if not questions:
+        raise InvalidInputError(f"question file {str(path)!r} holds no questions (it is empty, or blank lines only): "
+                                "give a file with questions")
+    return questions
 
 
 T = TypeVar("T")
@@ -210,6 +218,9 @@ def select_subset(
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise InvalidInputError(f"invalid {name} {value!r} (--{name}): use a whole number, 0 or more")
     chosen = split_questions(items, split_seed)[split]
+    if sample is not None and sample > len(chosen):
+        warnings.warn(KGQAWarning(f"--sample {sample} is more than the {len(chosen)} questions of split {split!r}: "
+                                  f"taking all {len(chosen)}"), stacklevel=2)
     if sample is not None:
         chosen = random.Random(seed).sample(chosen, min(sample, len(chosen)))
     return chosen[:limit] if limit is not None else chosen

@@ -3,13 +3,14 @@ and PathQuestion. Datasets are expected to be well formed, so a bad line raises
 :class:`~engine.errors.ParseError` instead of being skipped."""
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InvalidInputError, ParseError, clipped
-from engine.identifiers import check_list
+from engine.identifiers import check_list, validate_text
 from loaders.source import Reject, Source
 from loaders.tabular import ROG_COLUMNS, rog_rows
 
@@ -38,28 +39,71 @@ class Question:
     path_forward: list[bool] | None = None  # per hop of ``path``: walked in the stored direction (the WebQSP slice)
 
     def __post_init__(self) -> None:
-        # a str given for a list would be taken character by character (each letter a topic entity)
+        # a str given for a list would be taken character by character (each letter a topic entity);
+        # a value of another kind would be written as its repr ("None") or fail once a run is done
         for name in ("id", "question"):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise InvalidInputError(f"a Question's {name} must be a string, got {clipped(repr(value), 200)}")
+            validate_text(value, f"the {name} of a question")
         which = clipped(repr(self.id), 100)
         for name in ("answers", "topic_entities", "answer_entities", "path", "path_entities", "path_forward"):
             value = getattr(self, name)
-            if value is not None or name not in _OPTIONAL_LISTS:
-                check_list(value, f"the {name} of question {which}", "booleans" if name == "path_forward" else "strings")
+            if value is None and name in _OPTIONAL_LISTS:
+                continue
+            what = f"the {name} of question {which}"
+            kind = bool if name == "path_forward" else str
+            check_list(value, what, "booleans" if kind is bool else "strings")
+            if not isinstance(value, list):  # a generator would be used up by the checks below
+                value = list(value)
+                setattr(self, name, value)
+            for position, item in enumerate(value):
+                if not isinstance(item, kind):
+                    raise InvalidInputError(f"item {position} of {what} is {clipped(repr(item), 200)}: give "
+                                            f"{'true or false' if kind is bool else 'a string'}")
+                if kind is str:
+                    validate_text(item, f"item {position} of {what}")
+        if self.hops is not None and (isinstance(self.hops, bool) or not isinstance(self.hops, int)):
+            raise InvalidInputError(f"the hops of question {which} must be a whole number, got {clipped(repr(self.hops), 200)}")
+        for name in ("qtype", "sexpr"):
+            value = getattr(self, name)
+            if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidInputError(f"the {name} of question {which} must be a string, got {clipped(repr(value), 200)}")
+                validate_text(value, f"the {name} of question {which}")
+        if self.path_forward is not None and len(self.path_forward) != len(self.path or ()):
+            raise InvalidInputError(f"the path_forward of question {which} has {len(self.path_forward)} entries for "
+                                    f"{len(self.path or ())} relations of its path: give one true or false per relation")
 
 
 #: the list fields of a Question that may be None
 _OPTIONAL_LISTS = ("path", "path_entities", "path_forward")
 
 
-def _string_list(value: object) -> list[str]:
+def _listed(row: dict, column: str) -> list | None:
+    """A RoG column that holds a list: None when absent or null, one string as a list of it,
+    whole and decimal numbers (a parquet column of years) as their text. Any other value is a
+    :class:`ValueError` naming the column; the items' kinds are checked by :class:`Question`."""
+    value = row.get(column)
     if value is None:
-        return []
+        return None
     if isinstance(value, str):
         return [value]
-    return [str(v) for v in value]  # type: ignore[union-attr]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"'{column}' must be a list (or one string), got {clipped(repr(value), 200)}")
+    return [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else v for v in value]
+
+
+def _row_id(row: dict, line: int) -> str:
+    """A row's ``id``: a string, or a whole number as its text; its line number when it has none."""
+    value = row.get("id")
+    if value is None:
+        return str(line)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"'id' must be a string or a whole number, got {clipped(repr(value), 200)}")
+    return value
 
 
 #: columns of a question file read when present
@@ -69,8 +113,10 @@ _OPTIONAL_COLUMNS = ("hops", "qtype", "path", "path_forward", "sexpr")
 def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
     """The questions of a RoG-style file (JSONL or parquet): id, question, answer,
     q_entity (topic entities), a_entity (answer entities), and where a row has them (the
-    WebQSP slice over FB15k-237 does) hops, qtype, path, path_forward and sexpr."""
+    WebQSP slice over FB15k-237 does) hops, qtype, path, path_forward and sexpr. A row with a
+    field of the wrong kind, or an id an earlier row has, is refused with its line."""
     questions: list[Question] = []
+    first_line: dict[str, int] = {}
     with Source(path) as src:
         for item in rog_rows(src, (*ROG_COLUMNS[:5], *_OPTIONAL_COLUMNS)):
             if isinstance(item, Reject):
@@ -78,20 +124,26 @@ def read_rog_questions(path: str | os.PathLike[str]) -> list[Question]:
             n, _, row = item
             if not isinstance(row.get("question"), str):
                 raise ParseError("row has no 'question' string", source=str(path), line=n)
-            questions.append(
-                Question(
-                    id=str(row.get("id", n)),
+            try:
+                question = Question(
+                    id=_row_id(row, n),
                     question=row["question"],
-                    answers=_string_list(row.get("answer")),
-                    topic_entities=_string_list(row.get("q_entity")),
-                    answer_entities=_string_list(row.get("a_entity")),
+                    answers=_listed(row, "answer") or [],
+                    topic_entities=_listed(row, "q_entity") or [],
+                    answer_entities=_listed(row, "a_entity") or [],
                     hops=row.get("hops"),
                     qtype=row.get("qtype"),
-                    path=_string_list(row["path"]) if row.get("path") is not None else None,
-                    path_forward=[bool(f) for f in row["path_forward"]] if row.get("path_forward") is not None else None,
+                    path=_listed(row, "path"),
+                    path_forward=row.get("path_forward"),
                     sexpr=row.get("sexpr"),
                 )
-            )
+            except (ValueError, InvalidInputError) as e:
+                raise ParseError(str(e), source=str(path), line=n) from e
+            if question.id in first_line:
+                raise ParseError(f"question id {clipped(repr(question.id), 100)} comes twice (first on line "
+                                 f"{first_line[question.id]}): give each question its own id", source=str(path), line=n)
+            first_line[question.id] = n
+            questions.append(question)
     return questions
 
 
@@ -182,10 +234,15 @@ def read_metaqa_questions(qa_path: str | os.PathLike[str], qtype_path: str | os.
         )
     prefix = f"{qa.parent.name}/{qa.name.split('.')[0]}"
     for n, line in enumerate(lines, 1):
-        text, tab, answer_field = line.partition("\t")
-        start, end = text.find("["), text.find("]")
-        if not tab or start < 0 or end <= start + 1:
-            raise ParseError("expected question<TAB>answers with the topic entity in [brackets]", source=str(qa_path), line=n)
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ParseError(f"expected question<TAB>answers with the topic entity in [brackets], found {len(fields)} "
+                             "tab-separated field(s)", source=str(qa_path), line=n)
+        text, answer_field = fields
+        try:
+            topic = _bracketed_topic(text)
+        except ValueError as e:
+            raise ParseError(str(e), source=str(qa_path), line=n) from e
         answers = [a for a in answer_field.split("|") if a]
         qtype = qtypes[n - 1] if qtypes is not None else None
         if qtype is not None:
@@ -200,7 +257,7 @@ def read_metaqa_questions(qa_path: str | os.PathLike[str], qtype_path: str | os.
                 id=f"{prefix}:{n}",
                 question=text,
                 answers=answers,
-                topic_entities=[text[start + 1:end]],
+                topic_entities=[topic],
                 answer_entities=list(answers),
                 hops=hops,
                 qtype=qtype,
@@ -209,17 +266,56 @@ def read_metaqa_questions(qa_path: str | os.PathLike[str], qtype_path: str | os.
     return questions
 
 
+_BRACKET = re.compile(r"[\[\]]")
+
+
+def _bracketed_topic(text: str) -> str:
+    """The topic entity of a MetaQA question: the text of its one outermost ``[…]`` (brackets
+    inside it are the entity's own: ``[[REC]]`` names ``[REC]``). A ValueError says why there is
+    none: no brackets, unbalanced ones, an empty pair, or several entities."""
+    how = "a MetaQA question names its topic entity in [brackets]"
+    spans: list[str] = []
+    depth = start = 0
+    for bracket in _BRACKET.finditer(text):
+        i, char = bracket.start(), bracket.group()
+        if char == "[":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif char == "]":
+            if depth == 0:
+                raise ValueError(f"a ']' at character {i + 1} closes no '[': {how}")
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start:i])
+    if depth:
+        raise ValueError(f"a '[' is never closed: {how}")
+    if not spans:
+        raise ValueError(f"no [bracketed] topic entity: {how}")
+    if len(spans) > 1:
+        raise ValueError(f"{len(spans)} [bracketed] entities ({clipped(', '.join(spans), 200)}) where a MetaQA question "
+                         "names one topic entity: give questions with several as a RoG .jsonl file, listed in q_entity")
+    if not spans[0]:
+        raise ValueError("an empty [] where the topic entity goes: name it inside the brackets")
+    return spans[0]
+
+
 def text_lines(path: Path) -> list[str]:
-    """The lines of a small UTF-8 text file (gzip allowed), without line endings or a final empty line."""
+    """The lines of a small UTF-8 text file (gzip allowed), without a byte order mark, line
+    endings (``\n``, ``\r\n`` or a lone ``\r``, as Python's text files read them) or a final
+    empty line."""
     try:
         with Source(path) as src:
-            data = src.binary().read().decode("utf-8")
+            raw = src.binary().read()
+        data = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ParseError(f"not UTF-8 text: {e}", source=str(path)) from e
-    lines = data.split("\n")
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
+        raise ParseError(f"not UTF-8 text ({e.reason} at byte {e.start - line_start + 1} of the line): save the file as UTF-8",
+                         source=str(path), line=raw.count(b"\n", 0, e.start) + 1) from e
+    lines = data.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    return lines
 
 
 # ---------------------------------------------------------------------------- PathQuestion

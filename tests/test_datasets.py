@@ -126,3 +126,39 @@ def test_a_sample_or_limit_that_is_not_a_count_is_named(given, says):
     with pytest.raises(InvalidInputError, match=re.escape(says)):
         select_subset(list(range(50)), "test", **given)
     assert select_subset(list(range(50)), "test", sample=0) == []
+
+
+@pytest.mark.parametrize("name, text", [("qa_dev.txt", ""), ("questions.jsonl", "\n\n"), ("PQ-2H.txt", "")])
+def test_a_question_file_without_questions_is_refused(name, text, tmp_path):
+    """It said "no questions selected …: a small question file may need --split all"."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=re.escape(f"question file {str(path)!r} holds no questions")):
+        load_dataset(path)
+
+
+def test_an_empty_dataset_name_is_named_as_one():
+    """It was taken as the folder '.'."""
+    with pytest.raises(InvalidInputError, match="no dataset named \\(the name is empty\\): give one of metaqa-1hop"):
+        load_dataset("")
+
+
+def test_a_sample_larger_than_the_split_says_it_takes_them_all():
+    from engine.errors import KGQAWarning
+    from loaders.datasets import select_subset
+
+    with pytest.warns(KGQAWarning, match=re.escape("--sample 80 is more than the 50 questions of split 'all': taking all 50")):
+        assert len(select_subset(list(range(50)), "all", sample=80)) == 50
+
+
+@pytest.mark.parametrize("option", ["--sample", "--limit"])
+def test_a_sample_or_limit_of_no_questions_is_refused_on_the_command_line(option, tmp_path, capsys):
+    from engine.cli.main import main
+
+    path = tmp_path / "qa_dev.txt"
+    path.write_text("what is [x]\ta\n")
+    with pytest.raises(SystemExit) as stopped:  # argparse's way out, before any model or store opens
+        main(["rog", "run", "--dataset", str(path), "--split", "all", option, "0", "--out", str(tmp_path / "p.jsonl")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"argument {option}: '0': give a whole number of at least 1" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qa_dev.txt"]

@@ -550,3 +550,95 @@ def test_gold_hops_of_every_dataset_shape(tmp_path):
     assert gold_hops(pq) == [("r1", True), ("r2", True)]
     assert gold_hops(webqsp) == [("/film/producer/film", False)]
     assert gold_hops(Question("n", "q", [], ["a"], [])) is None
+
+
+# ---------------------------------------------------------------------------- question files of the wrong shape
+
+_ROG_ROW = {"id": "q1", "question": "who is x", "answer": ["y"], "q_entity": ["x"], "a_entity": ["y"]}
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"answer": 5}, "'answer' must be a list (or one string), got 5"),
+    ({"answer": {"y": 1}}, "'answer' must be a list (or one string), got {'y': 1}"),  # not its keys
+    ({"answer": [None, "y"]}, "item 0 of the answers of question 'q2' is None: give a string"),  # not "None"
+    ({"q_entity": 3}, "'q_entity' must be a list (or one string), got 3"),
+    ({"q_entity": [["x"]]}, "item 0 of the topic_entities of question 'q2' is ['x']: give a string"),
+    ({"id": 7.5}, "'id' must be a string or a whole number, got 7.5"),
+    ({"id": [1]}, "'id' must be a string or a whole number, got [1]"),
+    ({"hops": "2"}, "the hops of question 'q2' must be a whole number, got '2'"),
+    ({"qtype": 3}, "the qtype of question 'q2' must be a string, got 3"),
+    ({"path": ["r"], "path_forward": "true"}, "got the string 'true'"),  # not [True, True, True, True]
+    ({"path": ["r"], "path_forward": ["false"]}, "item 0 of the path_forward of question 'q2' is 'false': give true or false"),
+    ({"path": ["r", "s"], "path_forward": [True]}, "has 1 entries for 2 relations of its path"),
+    ({"answer": ["\ud800"]}, "lone surrogate (U+D800)"),  # it could not be written to the predictions file
+])
+def test_a_rog_question_row_of_the_wrong_shape_is_refused_with_its_line(change, says, tmp_path):
+    """A value of the wrong kind was read as its repr, letter by letter or key by key, or failed with
+    a traceback (an int for a list), or only once a run had answered every question (hops as text)."""
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps(_ROG_ROW) + "\n" + json.dumps({**_ROG_ROW, "id": "q2", **change}) + "\n")
+    with pytest.raises(ParseError) as e:
+        read_rog_questions(path)
+    assert str(e.value).startswith(f"{path}:2: ") and says in str(e.value)
+
+
+def test_rog_question_rows_take_one_string_for_a_list_and_numbers_as_their_text(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps({"id": 7, "question": "when", "answer": [1990, 7.5], "q_entity": "x", "a_entity": None}) + "\n"
+                    + json.dumps({"question": "who", "answer": "Paris", "q_entity": ["x"], "id": None}) + "\n")
+    first, second = read_rog_questions(path)
+    assert (first.id, first.answers, first.topic_entities, first.answer_entities) == ("7", ["1990", "7.5"], ["x"], [])
+    assert (second.id, second.answers) == ("2", ["Paris"])  # no id: its line number
+
+
+def test_a_question_id_that_comes_twice_is_refused_before_anything_is_answered(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps({**_ROG_ROW, "question": f"wording {i}"}) + "\n" for i in range(2)))
+    with pytest.raises(ParseError, match=rf"^{path}:2: question id 'q1' comes twice \(first on line 1\): give each question its own id"):
+        read_rog_questions(path)
+
+
+@pytest.mark.parametrize("question, says", [
+    ("who acted in [A] and [B]", "2 [bracketed] entities (A, B) where a MetaQA question names one topic entity"),
+    ("what ] is [x]", "a ']' at character 6 closes no '['"),
+    ("what is [x", "a '[' is never closed"),
+    ("what is x", "no [bracketed] topic entity"),
+    ("what is []", "an empty [] where the topic entity goes"),
+    ("what is [x]\tb", "found 3 tab-separated field(s)"),  # not the answer 'a\tb'
+])
+def test_a_metaqa_question_without_one_clear_topic_entity_is_refused_with_its_line(question, says, tmp_path):
+    """The topic was the text between the first '[' and the first ']': the first of two entities,
+    or a part of one that holds brackets itself."""
+    path = write(tmp_path / "qa_dev.txt", f"what is [y]\tb\n{question}\ta\n")
+    with pytest.raises(ParseError) as e:
+        read_metaqa_questions(path)
+    assert str(e.value).startswith(f"{path}:2: ") and says in str(e.value)
+
+
+def test_a_metaqa_entity_may_hold_brackets_of_its_own(tmp_path):
+    (q,) = read_metaqa_questions(write(tmp_path / "qa_dev.txt", "what genre is [[REC]]\tHorror\n"))
+    assert q.topic_entities == ["[REC]"] and q.question == "what genre is [[REC]]"
+
+
+def test_question_text_files_read_a_byte_order_mark_and_every_line_end(tmp_path):
+    """A BOM was kept in the first question, and a file with lone-CR line ends was one question
+    whose last answer held the rest of the file."""
+    qa = tmp_path / "qa_dev.txt"
+    qa.write_bytes("\ufeffwhat is [x]\ta|b\rwhat is [y]\tc\r\nwhat is [z]\td\n".encode())
+    (tmp_path / "qa_dev_qtype.txt").write_bytes("\ufeffmovie_to_year\rmovie_to_year\r\nmovie_to_year\r".encode())
+    questions = read_metaqa_questions(qa)
+    assert [(q.question, q.topic_entities, q.answers, q.qtype) for q in questions] == [
+        ("what is [x]", ["x"], ["a", "b"], "movie_to_year"),
+        ("what is [y]", ["y"], ["c"], "movie_to_year"),
+        ("what is [z]", ["z"], ["d"], "movie_to_year"),
+    ]
+    pq = tmp_path / "PQ-2H.txt"
+    pq.write_bytes(("\ufeff" + "what is x 's job ?\tp(p/)\tx#profession#p#<end>#p\r" * 2).encode())
+    assert [(q.question, q.answers) for q in read_pathquestion(pq)] == [("what is x 's job ?", ["p"])] * 2
+
+
+def test_a_question_file_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "qa_dev.txt"
+    path.write_bytes(b"what is [x]\ta\nwhat is [\xed\xb3\xbf]\tb\n")
+    with pytest.raises(ParseError, match=rf"^{path}:2: not UTF-8 text \(invalid continuation byte at byte 10 of the line\)"):
+        read_metaqa_questions(path)

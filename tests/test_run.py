@@ -270,6 +270,11 @@ def test_run_arguments_of_the_wrong_kind_are_named_before_anything_is_answered_o
     ("answers", None, "expected a list of strings as the answers of question 'q', got None"),
     ("path", "r", "as the path of question 'q', got the string 'r'"),
     ("id", 5, "a Question's id must be a string, got 5"),
+    ("answers", ["a", None], "item 1 of the answers of question 'q' is None: give a string"),
+    ("topic_entities", ["e\ud800"], "lone surrogate (U+D800)"),
+    ("path_forward", [1], "item 0 of the path_forward of question 'q' is 1: give true or false"),
+    ("hops", "2", "the hops of question 'q' must be a whole number, got '2'"),
+    ("qtype", 3, "the qtype of question 'q' must be a string, got 3"),
 ])
 def test_a_question_field_of_the_wrong_kind_is_named(field, value, says):
     """A str given for a list of topic entities would be taken letter by letter."""
@@ -279,6 +284,16 @@ def test_a_question_field_of_the_wrong_kind_is_named(field, value, says):
     with pytest.raises(InvalidInputError) as e:
         Question(**{**fields, field: value})
     assert says in str(e.value)
+
+
+def test_the_summary_says_how_many_questions_have_no_gold_answer_and_are_left_out_of_the_scores(tmp_path):
+    """A MetaQA line with nothing after its tab has no gold answer: it is not scored, and the run's
+    summary said nothing of it."""
+    store = ReferenceStore([Triple("e0", "r", "a")])
+    questions = [Question("q0", "q0", ["e0"], ["e0"], ["e0"]), Question("q1", "q1", [], ["e0"], [])]
+    summary = run_method(_Echo(store, Models()), questions, progress=False)
+    assert summary["no_gold"] == 1 and summary["hits1"] == 1.0
+    assert "1 of 2 questions have no gold answer: they are left out of the scores above" in format_summary(summary)
 
 
 def test_evaluate_compares_by_id_where_both_sides_have_ids():

@@ -114,9 +114,9 @@ def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int |
 
     why = {"test": "the held-out test part", "train": "train: never train on the questions you report on"}.get(split, split)
     p.add_argument("--split", choices=SPLITS, default=split, help=f"which part of the dataset's train/val/test split (default {why})")
-    p.add_argument("--sample", type=int, default=sample,
+    p.add_argument("--sample", type=count, default=sample,
                    help="a random sample of this many questions of the split, drawn with --seed" + (f" (default {sample})" if sample else ""))
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions (after --sample)")
+    p.add_argument("--limit", type=count, default=None, help="only the first N questions (after --sample)")
     p.add_argument("--seed", type=random_seed, default=0, help="seed of the sample (default 0); it does not change the split")
     p.add_argument("--split-seed", type=int, default=SPLIT_SEED,
                    help=f"seed of the train/val/test split (default {SPLIT_SEED}); give training and evaluation the same one")

@@ -236,6 +236,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         + (f"  (llm tokens read {t['prompt_tokens']:.0f}, written {t['completion_tokens']:.0f})"
            if (t := summary.get("tokens_per_question")) else ""),
     ]
+    if summary.get("no_gold"):
+        lines.append(f"{summary['no_gold']} of {summary['questions']} questions have no gold answer: they are left out of the "
+                     "scores above")
     if summary.get("missing_topics"):
         lines.append(
             f"{summary['missing_topics']} of {summary['questions']} questions have a topic entity that is not in the store "
