@@ -36,12 +36,16 @@ def written_whole(path: str | os.PathLike[str], *, keep_partial: bool = False) -
     missing), which replaces ``path`` when the block ends and is removed when the block fails,
     so that a failed command leaves what was at ``path`` as it was. With ``keep_partial``, what
     the block wrote before it failed stays in ``<path>.part``, with a warning that says so: the
-    answers of a long run stopped part way are worth keeping."""
+    answers of a long run stopped part way are worth keeping. A ``path`` that is a folder is
+    refused before the block runs."""
     target = Path(path)
+    if target.is_dir():  # found before the work, not when its result cannot replace the folder
+        raise InvalidInputError(f"{str(target)!r} is a folder: give the path of a file to write")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     try:
         yield partial
+        os.replace(partial, target)
     except BaseException:
         if keep_partial and partial.is_file() and partial.stat().st_size:
             warnings.warn(f"{target} is left as it was; what was written before the failure is in {partial}",
@@ -50,4 +54,3 @@ def written_whole(path: str | os.PathLike[str], *, keep_partial: bool = False) -
             with contextlib.suppress(OSError):
                 partial.unlink()
         raise
-    os.replace(partial, target)

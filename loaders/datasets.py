@@ -97,6 +97,33 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
     """Questions of a named set (:data:`DATASETS`, :data:`BUILT_DATASETS` once built) or of a
     file: RoG JSONL/parquet, PathQuestion (``PQ-*.txt``), else MetaQA (``qa_*.txt`` with its
     ``*_qtype.txt`` beside it when present). A file without questions is refused."""
+    path = dataset_path(name_or_path, data_directory)
+    if path.suffix in (".jsonl", ".parquet", ".json"):
+        questions = read_rog_questions(path)
+    elif path.name.upper().startswith(("PQ-", "PQL")):
+        questions = read_pathquestion(path)
+    else:
+        qtype = _qtype_file(path)
+        questions = read_metaqa_questions(path, qtype if qtype.is_file() else None)
+    if not questions:
+        raise InvalidInputError(f"question file {str(path)!r} holds no questions (it is empty, or blank lines only): "
+                                "give a file with questions")
+    return questions
+
+
+def dataset_files(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The files :func:`load_dataset` reads for ``name_or_path`` (a MetaQA file's question types
+    too), for a command to refuse writing over them."""
+    path = dataset_path(name_or_path, data_directory)
+    return [path, _qtype_file(path)]
+
+
+def _qtype_file(path: Path) -> Path:
+    return path.with_name(path.stem + "_qtype.txt")
+
+
+def dataset_path(name_or_path: str | os.PathLike[str], data_directory: str | os.PathLike[str] | None = None) -> Path:
+    """The question file of a named set or the file given, refused (naming it) where it is not there."""
     known = ", ".join([*DATASETS, *BUILT_DATASETS])
     if not str(name_or_path).strip():
         raise InvalidInputError(f"no dataset named (the name is empty): give one of {known} or a question file")
@@ -120,17 +147,7 @@ def load_dataset(name_or_path: str | os.PathLike[str], data_directory: str | os.
                 f"unknown dataset {str(name_or_path)!r}: give one of {known} or a question file "
                 "(RoG .jsonl/.parquet, PathQuestion PQ-*.txt, MetaQA qa_*.txt)"
             )
-    if path.suffix in (".jsonl", ".parquet", ".json"):
-        questions = read_rog_questions(path)
-    elif path.name.upper().startswith(("PQ-", "PQL")):
-        questions = read_pathquestion(path)
-    else:
-        qtype = path.with_name(path.stem + "_qtype.txt")
-        questions = read_metaqa_questions(path, qtype if qtype.is_file() else None)
-    if not questions:
-        raise InvalidInputError(f"question file {str(path)!r} holds no questions (it is empty, or blank lines only): "
-                                "give a file with questions")
-    return questions
+    return path
 
 
 T = TypeVar("T")

@@ -271,6 +271,33 @@ def test_encoding_cache_encodes_each_text_list_once(tmp_path, monkeypatch):
     assert len(calls) == 3
 
 
+def test_an_encoding_cache_file_cut_short_or_foreign_is_encoded_again_and_never_run(tmp_path, monkeypatch):
+    import os
+
+    import engine.methods.etd.model as etd_model
+
+    class FakeEncoder:
+        def encode(self, texts, **_):
+            return torch.tensor([[float(len(t)), 1.0] for t in texts])
+
+    class Code:  # a pickle that runs a command when it is loaded unsafely
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'ran'}",)
+
+    monkeypatch.setattr(etd_model, "load_encoder", lambda name: FakeEncoder())
+    first = etd_model.encode_texts(["ab", "cde"], cache_dir=tmp_path)
+    [cached] = tmp_path.glob("encodings-*.pt")
+    whole = cached.read_bytes()
+    for bad in (whole[: len(whole) // 2], b"", None):
+        if bad is None:
+            torch.save({"x": Code()}, cached)
+        else:
+            cached.write_bytes(bad)
+        assert torch.equal(etd_model.encode_texts(["ab", "cde"], cache_dir=tmp_path), first)
+        assert torch.equal(torch.load(cached, weights_only=True), first)  # written whole again
+    assert not (tmp_path / "ran").exists() and sorted(p.name for p in tmp_path.iterdir()) == [cached.name]
+
+
 # ------------------------------------------------------------------ backtracking (Algorithm 2)
 def test_backtracking_follows_the_strongest_in_edge_and_writes_facts_in_stored_direction():
     #   topic t(0) --r0--> a(1) --inverse r1--> c(3);  t --r0--> b(2) --r1--> c;  identity t -> t
@@ -514,6 +541,31 @@ def test_bad_training_settings_are_refused_before_training():
     assert TrainConfig.for_dataset("metaqa-1hop", max_degree=None, test_fraction=0.0).max_degree == 1000  # None: the default
     with pytest.raises(InvalidInputError, match="no EtD paper settings .* for 'metaqa-4hop': use one of metaqa-1hop"):
         TrainConfig.for_dataset("metaqa-4hop")  # never a silent stand-in
+
+
+def test_a_checkpoint_save_stopped_part_way_leaves_the_earlier_checkpoint_whole(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from engine.methods.etd import training
+    from engine.methods.etd.config import TrainConfig
+    from engine.methods.etd.model import EtDConfig, EtDModel
+
+    config = TrainConfig.for_dataset("metaqa-1hop", dim=8)
+    model = EtDModel(EtDConfig(1, 3, 8, None, ("r",)), torch.zeros(1, 4))
+    best = tmp_path / "best.pt"
+    training._save(best, model, config, epoch=1, val_hits1=0.5)
+    save = torch.save
+
+    def cut_short(value, file):  # the process stops while the file is half written
+        save(value, file)
+        Path(file).write_bytes(Path(file).read_bytes()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        training._save(best, model, config, epoch=2, val_hits1=0.9)
+    monkeypatch.undo()
+    assert load_checkpoint(best)[1]["epoch"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]
 
 
 def test_a_file_that_is_no_checkpoint_is_named_and_never_run(tmp_path, capsys):

@@ -178,6 +178,46 @@ def test_index_finds_exact_matches_first_and_refuses_a_stale_store(make_store, t
             loaded.search(blank, "entities", 3)
 
 
+def test_an_index_folder_that_would_overwrite_the_store_or_a_users_files_is_refused(tmp_path):
+    from engine.open import open_store
+
+    folder = tmp_path / "data" / "store"
+    with open_store(str(folder)) as store:
+        for given in (folder, folder.parent):  # the store's folder, or one holding it
+            with pytest.raises(InvalidInputError, match="give --index"):
+                index_dir(store, str(given))
+        assert index_dir(store) == folder.with_name("store.fidelis-index")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "entities.json").write_text("my own")
+    (mine / "notes.txt").write_text("my own")
+    with pytest.raises(InvalidInputError, match=r"holds files that are not an index's \(notes.txt\).*a new or empty folder"):
+        index_dir(store, str(mine))
+    assert (mine / "entities.json").read_text() == "my own"
+    assert index_dir(store, str(tmp_path / "new")) == tmp_path / "new"
+
+
+def test_a_rebuild_stopped_part_way_leaves_no_index_that_looks_finished(tmp_path, monkeypatch):
+    from engine.methods.fidelis.index import FORMAT, IndexInfo
+
+    def index(dim: int) -> EmbeddingIndex:
+        info = IndexInfo(FORMAT, "f", "memory:", f"encoder-{dim}", dim, 1, 2, 0.0)
+        return EmbeddingIndex(info, {"relations": ["r"], "entities": ["a", "b"]},
+                              {"relations": np.ones((1, dim)), "entities": np.ones((2, dim))})
+
+    directory = index(4).save(tmp_path / "index")
+    assert EmbeddingIndex.load(directory).info.dim == 4
+    saved = np.save
+    monkeypatch.setattr(np, "save", lambda f, array: saved(f, array) if array.shape[0] == 1 else (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):  # stopped while writing the entities of another encoder's rebuild
+        index(8).save(directory)
+    with pytest.raises(InvalidInputError, match="no FiDeLiS index"):
+        EmbeddingIndex.load(directory)
+    assert sorted(p.name for p in directory.iterdir()) == ["entities.json", "entities.npy", "relations.json", "relations.npy"]
+    monkeypatch.undo()
+    assert EmbeddingIndex.load(index(8).save(directory)).info.dim == 8
+
+
 def test_kgqa_fidelis_search_refuses_blank_text_and_no_matches_before_loading_anything(tmp_path):
     # the store does not exist: the arguments are refused before it, the index or the encoder opens
     missing = str(tmp_path / "no-store")

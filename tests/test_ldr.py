@@ -766,3 +766,15 @@ def test_run_with_the_default_model_the_engine_ships(tmp_path, capsys):
     for r in records:
         assert r["ldr"]["steps"] and r["ldr"]["steps"][0]["top"] and set(r["seconds"]) == {"store", "model", "other", "total"}
         assert r["ldr"]["scoring"] == "logprobs"
+
+
+def test_export_webqsp_never_writes_over_its_input(tmp_path, capsys):
+    webqsp = tmp_path / "wq.json"
+    text = json.dumps({"Questions": [{"QuestionId": "WebQTrn-0", "ProcessedQuestion": "who", "Parses": []}]})
+    webqsp.write_text(text)
+    for out in (webqsp, tmp_path):
+        assert main(["ldr", "export-webqsp", str(webqsp), "--split", "all", "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"the output file {str(out)!r}" in err and "would destroy the input" in err and "--out" in err
+    assert webqsp.read_text() == text and sorted(p.name for p in tmp_path.iterdir()) == ["wq.json"]
+    assert main(["ldr", "export-webqsp", str(webqsp), "--split", "all", "--out", str(tmp_path / "s.jsonl"), "--no-progress"]) == 0

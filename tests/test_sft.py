@@ -330,6 +330,52 @@ def test_cli_trains_from_jsonl(tiny, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code != 0 and "--checkpoint-minutes -1.0: give minutes >= 0" in capsys.readouterr().err
 
 
+def test_lm_train_refuses_an_out_it_would_destroy_before_training(tiny, tmp_path: Path, capsys: pytest.CaptureFixture):
+    import shutil
+
+    data = tmp_path / "train.jsonl"
+    write_samples(MEMORISE, data)
+    base = tmp_path / "base"
+    shutil.copytree(tiny, base)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")  # a model of the user's that fine-tuning did not write
+    kept = {path: path.read_bytes() for path in (data, base / "model.safetensors", mine / "config.json")}
+    for out, says in [(data, "is the input"), (base, "is the input"), (tmp_path, "holds the input"),
+                      (mine, "holds files that no fine-tuning wrote")]:
+        code = main(["lm", "train", "--data", str(data), "--model", str(base), "--out", str(out), "--device", "cpu",
+                     "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and says in err and repr(str(out)) in err and "--out" in err
+        assert "epoch 1" not in err  # refused before any training
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidInputError, match="is a file: give --out a new folder"):
+        train(MEMORISE, tiny, tmp_path / "notes.txt", FAST, progress=False)
+    assert {path: path.read_bytes() for path in kept} == kept and (tmp_path / "notes.txt").read_text() == "mine"
+    out = tmp_path / "run"  # an earlier fine-tuning's output is trained over again
+    for _ in range(2):
+        assert main(["lm", "train", "--data", str(data), "--model", tiny, "--out", str(out), "--device", "cpu",
+                     "--no-progress"]) == 0
+
+
+def test_a_row_of_megabytes_is_skipped_or_cut_without_being_tokenised(tiny, tmp_path: Path, monkeypatch):
+    lm = load_trainable(tiny, SftConfig(device="cpu"))
+    tokenised: list[int] = []
+    original = type(lm.tokenizer).__call__
+    monkeypatch.setattr(type(lm.tokenizer), "__call__", lambda self, text, *a, **k: tokenised.append(len(text)) or original(self, text, *a, **k))
+    huge = "x" * 5_000_000
+    assert encode(lm, Sample(huge, "a"), 64) is None
+    cut = encode(lm, Sample("q", huge), 64)
+    assert cut is not None and len(cut.ids) == 64
+    assert max(tokenised) <= 64 * lm.longest_token + 100  # never the megabytes themselves
+    # a prompt longer than the model reads is skipped as too long, not a failure of the whole run
+    summary = train([*MEMORISE, Sample("y" * 9000, "z")], tiny, tmp_path / "out", dataclasses.replace(FAST, epochs=1, max_length=8192),
+                    progress=False)
+    assert summary.skipped == 1 and summary.examples == 4
+    with pytest.raises(InvalidInputError, match="max length 9000 is longer than the 8,192 tokens"):
+        train(MEMORISE, tiny, tmp_path / "long", dataclasses.replace(FAST, max_length=9000), progress=False)
+
+
 def test_an_adapter_without_its_base_name_is_refused(tmp_path: Path):
     adapter = tmp_path / "adapter"
     adapter.mkdir()

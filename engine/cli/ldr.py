@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from engine.cli.common import add_output_arguments, add_question_arguments
+from engine.outputs import refuse_input_as_output, written_whole
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -30,11 +30,13 @@ def _export_webqsp(args: argparse.Namespace) -> None:
     from engine.sexpr.webqsp import read_questions
     from loaders.datasets import select_subset
 
+    refuse_input_as_output(args.out, [args.webqsp], what="the output file", option="--out")
     report = ExportReport()
     questions = select_subset(read_questions(args.webqsp), args.split, sample=args.sample, limit=args.limit, seed=args.seed,
                               split_seed=args.split_seed)
     shown = tqdm(questions, desc="parses", unit="q", file=sys.stderr, disable=args.no_progress)
-    write_samples(webqsp_samples(shown, report), Path(args.out))
+    with written_whole(args.out) as partial:
+        write_samples(webqsp_samples(shown, report), partial)
     summary = {**report.to_json(), "out": args.out}
     print(json.dumps(summary, indent=2) if args.json else
           f"{summary['exported']}/{summary['questions']} parses exported"

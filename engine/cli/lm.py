@@ -8,6 +8,7 @@ import json
 from engine.cli.common import add_output_arguments, random_seed
 from engine.errors import InvalidInputError
 from engine.models.sft import PRECISIONS, SCHEDULES
+from engine.outputs import refuse_input_as_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,6 +102,7 @@ def run_training(args: argparse.Namespace, samples: list) -> None:
 def _train(args: argparse.Namespace) -> None:
     from engine.models.sft import read_samples
 
+    refuse_input_as_output(args.out, args.data, what="the model directory", option="--out")
     samples = [s for path in args.data for s in read_samples(path, args.tasks)]
     if not samples:
         raise InvalidInputError(f"no samples of the tasks {', '.join(args.tasks or ())} in {', '.join(args.data)}: "

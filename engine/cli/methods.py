@@ -26,7 +26,7 @@ from engine.cli.common import (
 from engine.errors import InvalidInputError
 from engine.methods.registry import specs
 from engine.methods.spec import MethodSpec, Models
-from engine.outputs import written_whole
+from engine.outputs import refuse_input_as_output, written_whole
 
 if TYPE_CHECKING:
     from engine.models.sft import Sample
@@ -109,6 +109,7 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
         )
     models = Models(device=args.device, dtype=dtype, questions=selection)
     with open_from_args(args) as store:
+        refuse_inputs_as_output(args, store)
         method = spec.build(config, store, models)
         with written_whole(args.out, keep_partial=True) as partial:
             summary = run_method(method, questions, partial, progress=not args.no_progress)
@@ -116,6 +117,15 @@ def run_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, Any]:
     summary = {"dataset": args.dataset, "split": args.split, **summary}
     print(json.dumps(summary, indent=2, ensure_ascii=False) if args.json else format_summary(summary))
     return summary
+
+
+def refuse_inputs_as_output(args: argparse.Namespace, store: Any) -> None:
+    """Refuse an ``--out`` that is one of the files the command reads (the question file, a MetaQA
+    file's question types) or the store's folder: the output would replace it."""
+    from loaders.datasets import dataset_files
+
+    inputs = [*dataset_files(args.dataset), *([store.path] if getattr(store, "path", None) else [])]
+    refuse_input_as_output(args.out, inputs, what="the output file", option="--out")
 
 
 def _answer_as_recipe(spec: MethodSpec, args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
@@ -166,6 +176,7 @@ def export_from_args(spec: MethodSpec, args: argparse.Namespace) -> dict[str, An
             yield sample
 
     with open_from_args(args) as store:
+        refuse_inputs_as_output(args, store)
         shown = tqdm(questions, desc=f"{spec.name} samples", unit="q", file=sys.stderr, disable=args.no_progress)
         with written_whole(args.out) as partial:
             counts = write_samples(noted(spec.training_samples(store, shown, config)), partial)

@@ -42,6 +42,7 @@ from engine.jsonl import json_lines
 from engine.models.device import bf16_or_warn, pick_device
 from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
+from engine.outputs import refuse_input_as_output
 
 IGNORE = -100  # the label cross-entropy skips
 SUMMARY_FILE = "sft-summary.json"
@@ -194,10 +195,16 @@ class Encoded:
 def encode(lm: Any, sample: Sample, max_length: int) -> Encoded | None:
     """``sample`` as the model reads it (prompt template applied, target + eos), cut to
     ``max_length``; None when the prompt alone leaves no room for a target token."""
-    prompt = lm.prompt_ids(sample.prompt)
+    # what is surely longer than max_length tokens is known by its characters: such a prompt is
+    # skipped and such a target cut before tokenising (a row of megabytes takes minutes and
+    # gigabytes to tokenise)
+    most_characters = max_length * lm.longest_token
+    if len(sample.prompt) > most_characters:
+        return None
+    prompt = lm.template_ids(sample.prompt)
     if len(prompt) >= max_length:
         return None
-    target = lm.encode(sample.target) + [lm.eos_token_id]
+    target = lm.encode(sample.target[:most_characters]) + [lm.eos_token_id]
     ids = (prompt + target)[:max_length]
     return Encoded(ids, ([IGNORE] * len(prompt) + target)[:max_length])
 
@@ -394,7 +401,11 @@ def train(
                 f"cannot resume from {checkpoint}: it was trained on other samples, base or settings"
                 + (f" ({', '.join(sorted(mismatch))} differ)" if mismatch else "")
             )
+    check_out_dir(out, base)
     lm = load_trainable(base, config)
+    if lm.context_tokens is not None and config.max_length > lm.context_tokens:
+        raise InvalidInputError(f"max length {config.max_length} is longer than the {lm.context_tokens:,} tokens "
+                                f"{lm.name} reads: give --max-length {lm.context_tokens} or less")
     device = lm.device
     precision = config.precision  # bf16 where torch would convert it in software, many times slower: float32
     if precision == "bf16" and not bf16_or_warn(
@@ -515,6 +526,21 @@ def train(
     summary.seconds, summary.cpu_seconds = round(time.perf_counter() - started, 1), None if spent is None else round(spent, 1)
     (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
     return summary
+
+
+def check_out_dir(out: Path, base: str | None) -> None:
+    """Refuse, before any training, an ``out`` the trained model cannot go to without destroying
+    something: a file, the base model's folder (or one holding it), or a folder holding anything
+    but an earlier fine-tuning's output (a model of the user's, a store, a home folder)."""
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"the model directory {str(out)!r} is a file: give --out a new folder")
+    if base is not None and Path(base).exists():
+        refuse_input_as_output(out, [base], what="the model directory", option="--out")
+    if out.is_dir() and any(out.iterdir()) and not (
+        (out / SUMMARY_FILE).is_file() or find_checkpoint(out) is not None or any(p.exists() for p in _checkpoint_dirs(out))
+    ):
+        raise InvalidInputError(f"the model directory {str(out)!r} holds files that no fine-tuning wrote: saving there would "
+                                "overwrite them; give --out a new or empty folder")
 
 
 def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: dict | None, state: dict) -> None:

@@ -9,6 +9,7 @@ transformers logits processor :class:`_Allowed` and stopping criterion :class:`_
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -129,14 +130,7 @@ class TransformersLM(LanguageModel):
         the model's :attr:`context_tokens` is refused: past them the model reads noise, and
         attention over it costs quadratic time and memory (a long question must not stall a
         server or exhaust its memory)."""
-        if self.template == "chat":
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-            ids = self.tokenizer(text, add_special_tokens=False).input_ids
-        else:
-            text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
-            ids = self.tokenizer(text).input_ids
+        ids = self.template_ids(prompt)
         limit = self.context_tokens
         if limit is not None and len(ids) > limit:
             raise InvalidInputError(
@@ -144,6 +138,24 @@ class TransformersLM(LanguageModel):
                 "question (the prompt holds it), or give the method fewer paths or examples"
             )
         return ids
+
+    def template_ids(self, prompt: str) -> list[int]:
+        """The token ids of ``prompt`` with the template applied, however many (:meth:`prompt_ids`
+        refuses a prompt longer than the model reads; fine-tuning skips one)."""
+        if self.template == "chat":
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+            return self.tokenizer(text, add_special_tokens=False).input_ids
+        text = prompt if self.template == "raw" else TEMPLATES.get(self.template, self.template).format(prompt=prompt)
+        return self.tokenizer(text).input_ids
+
+    @functools.cached_property
+    def longest_token(self) -> int:
+        """The most characters one token stands for: a text of more than ``n * longest_token``
+        characters is more than ``n`` tokens, known without tokenising it. (A byte-level
+        vocabulary's entries hold one character per byte, at least as many as the text they cover.)"""
+        return max((len(token) for token in self.tokenizer.get_vocab()), default=1)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids

@@ -20,6 +20,7 @@ and the training loss (Eq. 4).
 from __future__ import annotations
 
 import hashlib
+import pickle
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from engine.errors import KGQAError
 from engine.methods.etd.exploration import KEY_STRIDE, Explorer
 from engine.methods.etd.layers import EtDLayer, LayerOutput, rows
 from engine.models.encoders import load_encoder
+from engine.outputs import written_whole
 
 CAUSAL_PREFIX = "causal:"
 
@@ -71,7 +73,12 @@ def encode_texts(
         digest = hashlib.sha256("\x00".join([encoder or "", *texts]).encode()).hexdigest()[:32]
         cached = Path(cache_dir) / f"encodings-{digest}.pt"
         if cached.is_file():
-            return torch.load(cached, map_location="cpu")
+            try:  # tensors only, never code; a file that does not read (cut short, foreign) is encoded again
+                found = torch.load(cached, map_location="cpu", weights_only=True)
+            except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError):
+                found = None
+            if isinstance(found, Tensor) and found.shape[:1] == (len(texts),):
+                return found
     if encoder is not None and encoder.startswith(CAUSAL_PREFIX):
         out = _mean_pooled_causal_lm(texts, encoder[len(CAUSAL_PREFIX):], batch_size)
     else:
@@ -80,8 +87,8 @@ def encode_texts(
             out = model.encode(list(texts), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
         out = out.float().cpu().clone()  # a normal tensor (encode runs under inference_mode)
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(out, cached)
+        with written_whole(cached) as partial:
+            torch.save(out, partial)
     return out
 
 

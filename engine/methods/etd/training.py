@@ -30,6 +30,7 @@ from engine.methods.etd.model import (
 from engine.methods.metrics import score_question
 from engine.models.device import pick_device
 from engine.methods.meter import Meter
+from engine.outputs import written_whole
 from engine.store import Store
 from loaders.questions import Question
 
@@ -166,7 +167,8 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> tuple[EtDMod
 
 def _save(path: Path, model: EtDModel, config: TrainConfig, **extra) -> None:
     state = {k: v.cpu() for k, v in model.state_dict().items()}
-    torch.save({"model": model.config.to_json(), "train": asdict(config), "state_dict": state, **extra}, path)
+    with written_whole(path) as partial:  # an interruption leaves the earlier checkpoint whole
+        torch.save({"model": model.config.to_json(), "train": asdict(config), "state_dict": state, **extra}, partial)
 
 
 def train(

@@ -29,10 +29,13 @@ from engine.errors import InvalidInputError, KGQAError
 from engine.graph import NAME_RELATION, Literal, Term
 from engine.identifiers import UNBOUNDED
 from engine.open import beside_store
+from engine.outputs import refuse_input_as_output, written_whole
 from engine.store import Store
 
 FORMAT = 1
 KINDS = ("relations", "entities")
+#: the files an index folder holds
+INDEX_FILES = frozenset({"meta.json", *(f"{kind}{ext}" for kind in KINDS for ext in (".npy", ".json"))})
 #: ids per ``names`` call while building
 NAME_BATCH = 5_000
 
@@ -63,6 +66,14 @@ def index_dir(store: Store, given: str | None = None) -> Path:
         raise InvalidInputError(f"the store {store.uri} is not an embedded store on disk: give --index DIR for its FiDeLiS index")
     if directory.exists() and not directory.is_dir():  # found before minutes of encoding, not after
         raise InvalidInputError(f"the FiDeLiS index path {directory} is a file: give --index DIR, a folder")
+    if getattr(store, "path", None):
+        refuse_input_as_output(directory, [store.path], what="the FiDeLiS index folder", option="--index")
+    if directory.is_dir():
+        foreign = sorted(p.name for p in directory.iterdir() if p.name not in INDEX_FILES and not p.name.endswith(".part"))
+        if foreign:
+            raise InvalidInputError(f"the FiDeLiS index folder {directory} holds files that are not an index's ({', '.join(foreign[:3])}"
+                                    f"{', …' if len(foreign) > 3 else ''}): building there would overwrite them; "
+                                    "give --index a new or empty folder")
     return directory
 
 
@@ -189,11 +200,16 @@ class EmbeddingIndex:
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        # meta.json out first and in last: a directory without it is an unfinished build, so a
+        # rebuild stopped part way never leaves the old meta.json over a mix of old and new files
+        (directory / "meta.json").unlink(missing_ok=True)
         for kind in KINDS:
-            np.save(directory / f"{kind}.npy", self.matrix[kind])
-            (directory / f"{kind}.json").write_text(json.dumps(self.keys[kind], ensure_ascii=False), encoding="utf-8")
-        # meta.json last: a directory without it is an unfinished build
-        (directory / "meta.json").write_text(json.dumps(asdict(self.info), indent=2), encoding="utf-8")
+            with written_whole(directory / f"{kind}.npy") as partial, partial.open("wb") as f:
+                np.save(f, self.matrix[kind])
+            with written_whole(directory / f"{kind}.json") as partial:
+                partial.write_text(json.dumps(self.keys[kind], ensure_ascii=False), encoding="utf-8")
+        with written_whole(directory / "meta.json") as partial:
+            partial.write_text(json.dumps(asdict(self.info), indent=2), encoding="utf-8")
         return directory
 
     @classmethod
