@@ -24,6 +24,7 @@ from engine.results import LoadReport
 from engine.servers import falkordb, virtuoso
 from engine.servers.base import Server, ServerUnavailable
 from engine.store import Store
+from engine.stores.virtuoso_load import ISQL_OPTIONS
 from loaders import datasets
 from sparql.terms import Terms
 
@@ -202,7 +203,7 @@ def pathquestion_questions(data_dir: Path | None = None) -> list[QuestionPath]:
 
 def virtuoso_sql(store: Store, sql: str) -> str:
     """Run SQL on the Virtuoso server behind ``store`` through isql, as its bulk loader does."""
-    args = [store.isql_command, store.isql, store.user, store.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"]  # type: ignore[attr-defined]
+    args = [store.isql_command, store.isql, store.user, store.password, *ISQL_OPTIONS]  # type: ignore[attr-defined]
     done = subprocess.run(args, input=sql, capture_output=True, text=True, check=False)
     output = done.stdout + done.stderr
     if "*** Error" in output:

@@ -143,6 +143,18 @@ def test_a_load_error_reported_by_virtuoso_is_a_store_error(server, monkeypatch)
     assert [p for p in os.listdir(server.staging) if p.startswith("kgqa-load-")] == []
 
 
+def test_a_staging_directory_with_quotes_backslashes_and_isql_macros_in_its_name_loads(server):
+    """The staging path reaches isql as an SQL string: a backslash (an escape to Virtuoso) or an
+    isql macro (``$ARGV[0]``, ``$U{x}``) in it must neither end the string nor rename the folder,
+    which loaded nothing and said so as 0 new triples."""
+    staging = server.staging / "it's a \\' dir; $ARGV[0] $U{x}\n-- line"
+    staging.mkdir()
+    store = _store(server, staging_dir=str(staging))
+    assert store.add_triples([Triple("m.a", "r.x", "m.b"), Triple("m.b", "r.x", "m.c")]) == 2
+    assert store.count_triples() == 2
+    assert [p for p in os.listdir(staging) if p.startswith("kgqa-load-")] == []
+
+
 def test_loading_without_a_staging_directory_says_what_to_give(server):
     store = _store(server, staging_dir=None)
     with pytest.raises(InvalidInputError, match="staging_dir=.*DirsAllowed"):

@@ -37,6 +37,9 @@ from sparql.terms import Terms
 _LOAD_MARK = "KGQA-LOAD:"
 _COUNT_MARK = "KGQA-COUNT:"
 _FILE_MARK = "KGQA-FILE:"
+#: isql's options for every call: quiet, and no ``$ARGV[n]`` / ``$U{name}`` macros expanded inside
+#: the statements (a path or graph IRI holding one would name another file or graph)
+ISQL_OPTIONS = ("VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF", "MACRO_SUBSTITUTION=OFF")
 _INTEGER = XSD + "integer"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SPECIAL_FLOAT_LINE = re.compile(
@@ -222,7 +225,7 @@ class VirtuosoLoading:
         limit = self.timeout if timeout is None else timeout
         try:
             done = subprocess.run(
-                [self.isql_command, self.isql, self.user, self.password, "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
+                [self.isql_command, self.isql, self.user, self.password, *ISQL_OPTIONS],
                 input=sql,
                 capture_output=True,
                 text=True,
@@ -307,4 +310,6 @@ def _marked(output: str, mark: str) -> list[str]:
 
 
 def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    """``text`` as a Virtuoso SQL string literal, which reads a backslash as an escape (``\\'``
+    would end the literal early)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
