@@ -260,3 +260,26 @@ def test_virtuoso_buffer_pool_is_the_one_asked_for(tmp_path, capsys):
         assert server.buffers() == 32768
     finally:
         server.stop()
+
+
+def test_a_second_stop_leaves_the_program_that_now_has_the_servers_pid_alone(tmp_path):
+    """A FalkorDB server stops each store's process when the store closes and all of them again
+    when it stops: by then the system may have given a stopped one's pid to another program,
+    whose process group must not be killed."""
+    _available("falkordb")
+    from engine.servers import falkordb
+
+    server = falkordb.start(tmp_path / "falkordb")
+    other = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a group of its own, as a shell job's
+    try:
+        store = server.new_store("gone")
+        (instance,) = server._instances
+        store.close()
+        assert instance.process.returncode is not None
+        instance.process.pid = other.pid  # what the system reusing the freed number amounts to
+        server.stop()
+        assert other.poll() is None, "the second stop killed another program"
+    finally:
+        server.stop()
+        other.kill()
+        other.wait()

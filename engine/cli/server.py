@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InvalidInputError, StoreUnavailableError
-from engine.servers.base import FALKORDB_QUERY_TIMEOUT, LOOPBACK
+from engine.servers.base import FALKORDB_QUERY_TIMEOUT, LOOPBACK, exit_status
 
 
 @dataclass
@@ -119,11 +119,11 @@ def run_server(args: argparse.Namespace) -> None:
         print(running.uri, flush=True)
         for note in [*running.notes, "Ctrl-C (or SIGTERM) stops it and removes its directory."]:
             print(note, file=sys.stderr, flush=True)
-        while running.process.poll() is None:
+        while (status := exit_status(running.process)) is None:
             time.sleep(0.2)
         tail = running.log.read_text(errors="replace")[-2000:] if running.log.exists() else "(no log)"
         raise StoreUnavailableError(
-            f"{args.kind} exited by itself with status {running.process.returncode}; its log ends with:\n{tail}"
+            f"{args.kind} exited by itself with status {status}; its log ends with:\n{tail}"
         )
     except KeyboardInterrupt:
         print(f"stopping {args.kind}", file=sys.stderr, flush=True)

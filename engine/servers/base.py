@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO
@@ -86,20 +87,40 @@ def spawn(command: list[str], cwd: Path | None = None, output: IO[bytes] | None 
     )
 
 
+def exit_status(process: subprocess.Popen) -> int | None:
+    """The status a process from :func:`spawn` ended with (``-N``: killed by signal N), or None
+    while it runs. It is left unreaped (a zombie), so its pid, which is also its group's id,
+    names no other process until :func:`stop_process` reaps it."""
+    if process.returncode is not None:
+        return process.returncode
+    try:
+        ended = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped by another waiter of this Popen
+        return process.poll()
+    if ended is None:
+        return None
+    return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
+
+
 def stop_process(process: subprocess.Popen, timeout: float) -> None:
     """Terminate a process from :func:`spawn` (killed after ``timeout`` seconds), then any
-    process it left in its group."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    process it left in its group, then reap it. Once reaped (a second stop), it is left alone:
+    its pid may belong to another program by now."""
+    if process.returncode is not None:
+        return
+    if exit_status(process) is None:
+        os.kill(process.pid, signal.SIGTERM)  # not Popen.terminate: that would reap it
+        deadline = time.monotonic() + timeout
+        while exit_status(process) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if exit_status(process) is None:
+            os.kill(process.pid, signal.SIGKILL)
+        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
     try:  # the group outlives its leader only while a child of it runs
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    process.wait()
 
 
 class Server(ABC):

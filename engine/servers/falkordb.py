@@ -30,6 +30,7 @@ from engine.servers.base import (
     check_host,
     check_port,
     client_host,
+    exit_status,
     free_port,
     spawn,
     stop_process,
@@ -116,7 +117,7 @@ class FalkorDBInstance:
     def _wait(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if exit_status(self.process) is not None:
                 return False
             if bolt_answers(self.bolt_port, client_host(self.host)):
                 return True

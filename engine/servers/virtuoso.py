@@ -20,6 +20,7 @@ from engine.servers.base import (
     check_host,
     check_port,
     client_host,
+    exit_status,
     free_port,
     spawn,
     stop_process,
@@ -198,14 +199,14 @@ def _launch(
     server = VirtuosoServer(workdir, process, sql_port, http_port, host)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     try:
-        while time.monotonic() < deadline and process.poll() is None:
+        while time.monotonic() < deadline and exit_status(process) is None:
             if _answers(server.endpoint):
                 return server, None, ""
             time.sleep(0.25)
     except BaseException:  # interrupted while waiting: no server is left behind
         server.stop()
         raise
-    exited = process.poll()
+    exited = exit_status(process)
     tail = "\n".join(_tail(db / "virtuoso.log") + _tail(workdir / "stdout.log"))
     server.stop()
     return None, exited, f"(ports {sql_port}, {http_port})\n{tail}"
