@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
-from engine.errors import StoreError
+from engine.errors import InvalidInputError, StoreError
 from engine.graph import Edge, Triple
 from engine.open import open_store
+from engine.servers.base import ServerUnavailable
 from tests.cli_process import gone
 from tests.conftest import missing
 
@@ -235,6 +236,12 @@ def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):
         assert main(["server", "virtuoso", "--dir", str(tmp_path / "new"), "--port", str(port)]) == 2
     assert f"port {port} cannot be used" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+    from engine.servers import falkordb, virtuoso
+
+    # 0 names no port, and is no way to ask for a free one (not through main: a server it started would run on)
+    for start in (virtuoso.start, falkordb.start_instance):
+        with pytest.raises(ServerUnavailable, match="invalid port 0: use a number from 1 to"):
+            start(tmp_path / "new", 0).stop()
 
 
 def test_a_query_timeout_is_falkordbs_and_a_number_of_seconds(tmp_path, capsys):
@@ -251,10 +258,14 @@ def test_virtuoso_buffer_pool_is_the_one_asked_for(tmp_path, capsys):
     assert "--buffer-pool-gib is Virtuoso's setting; falkordb has none" in capsys.readouterr().err
     assert main(["server", "virtuoso", "--dir", str(tmp_path / "v"), "--buffer-pool-gib", "0.01"]) == 2
     assert "a Virtuoso buffer pool of 0.01 GiB: give 0.1 to 1024 GiB" in capsys.readouterr().err
-    assert not (tmp_path / "f").exists() and not (tmp_path / "v").exists()
-    _available("virtuoso")
     from engine.servers import virtuoso
 
+    # checked without a server (one that asked for it would take the machine's memory as it started)
+    beyond = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30 + 2  # GiB: more than the machine has
+    with pytest.raises(InvalidInputError, match=f"a Virtuoso buffer pool of {beyond} GiB is more than this machine's memory"):
+        virtuoso.buffers_for(beyond)
+    assert not (tmp_path / "f").exists() and not (tmp_path / "v").exists()
+    _available("virtuoso")
     server = virtuoso.start(tmp_path / "pool", buffer_pool_gib=0.25)
     try:  # the running server's own account of its pool: 0.25 GiB of 8 KiB pages
         assert server.buffers() == 32768

@@ -3,6 +3,7 @@
 address when the caller names one)."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -145,10 +146,24 @@ def buffers_for(buffer_pool_gib: float | None) -> int:
         return DEFAULT_BUFFERS
     if not 0.1 <= buffer_pool_gib <= 1024:
         raise InvalidInputError(
-            f"a Virtuoso buffer pool of {buffer_pool_gib} GiB: give 0.1 to 1024 GiB (more than the default 0.8 "
+            f"a Virtuoso buffer pool of {buffer_pool_gib:g} GiB: give 0.1 to 1024 GiB (more than the default 0.8 "
             "for a database much larger than that)"
         )
+    memory = _machine_memory()
+    if memory is not None and buffer_pool_gib * 2**30 > memory:
+        raise InvalidInputError(
+            f"a Virtuoso buffer pool of {buffer_pool_gib:g} GiB is more than this machine's memory "
+            f"({memory / 2**30:.1f} GiB): give at most about two thirds of it"
+        )
     return int(buffer_pool_gib * 2**30 / PAGE_BYTES)
+
+
+def _machine_memory() -> int | None:
+    """This machine's memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return None
 
 
 def start(
@@ -168,8 +183,10 @@ def start(
             f"{BINARY} not found: run `make virtuoso` (apt-get install virtuoso-opensource-7-bin)"
         )
     workdir = Path(workdir).resolve()
-    for _ in range(1 if http_port else 3):
-        server, exited, tail = _launch(binary, workdir, host, http_port and check_port(http_port, host), buffers)
+    if http_port is not None:  # 0 too: a port is named or not
+        check_port(http_port, host)
+    for _ in range(3 if http_port is None else 1):
+        server, exited, tail = _launch(binary, workdir, host, http_port, buffers)
         if server is not None:
             return server
         if exited is None:
