@@ -244,6 +244,37 @@ def test_a_directory_in_use_or_a_bad_port_is_refused(tmp_path, capsys):
             start(tmp_path / "new", 0).stop()
 
 
+def test_two_servers_started_at_once_on_one_directory_one_is_refused(kgqa_script, tmp_path):
+    """Both commands find the directory empty; without a claim both started there (two servers
+    on one set of files, and a Virtuoso that failed on the other's lock removed its files)."""
+    _available("falkordb")
+    directory = tmp_path / "shared"
+    starts = [
+        subprocess.Popen([str(kgqa_script), "server", "falkordb", "--dir", str(directory)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        refused: list[subprocess.Popen] = []
+        deadline = time.monotonic() + 60
+        while not refused and time.monotonic() < deadline:
+            refused = [p for p in starts if p.poll() is not None]
+            time.sleep(0.1)
+        assert len(refused) == 1, "neither command was refused"
+        (serving,) = [p for p in starts if p is not refused[0]]
+        assert refused[0].returncode == 2
+        assert f"--dir {directory}: not an empty directory" in refused[0].stderr.read()
+        uri = serving.stdout.readline().strip()
+        assert uri.startswith("bolt://")
+        with open_store(uri) as store:  # the refused one removed nothing of the one serving
+            store.add_triples([Triple("m.a", "r.x", "m.b")])
+            assert store.expand(["m.a"]).edges == [Edge("m.a", "r.x", "m.b", True)]
+    finally:
+        for process in starts:
+            if process.poll() is None:
+                _stop(process, signal.SIGTERM, directory)
+
+
 def test_a_query_timeout_is_falkordbs_and_a_number_of_seconds(tmp_path, capsys):
     assert main(["server", "virtuoso", "--dir", str(tmp_path / "v"), "--query-timeout", "5"]) == 2
     assert "--query-timeout is FalkorDB's setting; virtuoso stops each query at the deadline" in capsys.readouterr().err

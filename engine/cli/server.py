@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -90,6 +91,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_server)
 
 
+#: the file a starting server claims its directory with
+CLAIM = ".kgqa-server"
+
+
+def _claim(directory: Path, given: Path) -> None:
+    """Make ``directory`` this command's, or refuse it: it must be new or empty. The claim file
+    is created exclusively, so of two commands starting on one directory at once only one gets
+    it (the other, refused, removes nothing: a failed start removes the whole directory)."""
+    not_empty = InvalidInputError(
+        f"--dir {given}: not an empty directory; give a new or empty one (the server's files go there "
+        "and are removed when it stops)"
+    )
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise not_empty
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(directory / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise not_empty from None
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -105,11 +127,7 @@ def run_server(args: argparse.Namespace) -> None:
             )
         if not (math.isfinite(args.query_timeout) and args.query_timeout >= 0):
             raise InvalidInputError(f"--query-timeout {args.query_timeout:g}: give a number of seconds, or 0 for no limit")
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise InvalidInputError(
-            f"--dir {args.dir}: not an empty directory; give a new or empty one (the server's files go there "
-            "and are removed when it stops)"
-        )
+    _claim(directory, args.dir)
     # both set explicitly: a command started from a script's background job (`&`, nohup) inherits
     # an ignored SIGINT, and Ctrl-C / `kill -INT` would then never stop the server
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
