@@ -5,8 +5,11 @@ tool answers what the Python API answers on the same store; its listing names an
 every operation; a bad call is a tool error that names what is wrong, never a crash or a write."""
 from __future__ import annotations
 
+import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -247,3 +250,136 @@ def test_kgqa_mcp_over_http_serves_on_loopback(store_dir):
         process.terminate()
         _, err = process.communicate(timeout=30)
     assert "Traceback" not in err
+
+
+class StdioProcess:
+    """``kgqa mcp`` over stdio on ``store_dir``, driven line by line as a client's transport
+    drives it (initialized), so that lines no SDK client sends can be sent."""
+
+    def __init__(self, store_dir: Path, *flags: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", "mcp", "--store", str(store_dir), *flags],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), cwd=ROOT,
+        )
+        self.send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}))
+        # stdout is read only when an answer is asked for: a client that does not read leaves it to fill
+        self.wanted, self.lines = threading.Semaphore(0), queue.Queue[bytes]()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.answer()["id"] == "init"
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+    def __enter__(self) -> StdioProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()  # a test that failed midway leaves no server behind
+        self.process.wait(timeout=60)
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        self.process.stdin.flush()
+
+    def call(self, request_id: int, name: str, arguments: dict[str, Any]) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments}})
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        line = b"-"
+        while line:
+            self.wanted.acquire()
+            line = self.process.stdout.readline()
+            self.lines.put(line)
+
+    def answer(self) -> dict[str, Any]:
+        """The next line on stdout, which must be one JSON-RPC message (waited for a generous minute)."""
+        self.wanted.release()
+        try:
+            line = self.lines.get(timeout=60)
+        except queue.Empty:
+            raise AssertionError(f"no answer within a minute (the server is {self.process.poll() or 'running'})") from None
+        assert line.endswith(b"\n"), (line[:300], self.process.poll())
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0" and ("result" in message) != ("error" in message), message
+        return message
+
+    def close(self) -> str:
+        """Close stdin: the server ends, cleanly; its stderr."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            assert self.process.wait(timeout=60) == 0
+        finally:
+            self.process.kill()
+            assert self.process.stderr is not None and self.process.stdout is not None
+            err = self.process.stderr.read().decode()
+            self.process.stderr.close()
+        assert "Traceback" not in err, err
+        return err
+
+
+#: lines that are not JSON-RPC messages, and the JSON-RPC error code each is answered with
+UNREADABLE: list[tuple[str, int]] = [
+    ("hello", -32700),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "ping"', -32700),  # cut short
+    ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {"text": "\\ud800"}}}',
+     -32700),  # a lone surrogate
+    ('{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}", -32700),
+    ('{"jsonrpc": "2.0", "id": ' + "9" * 5000 + ', "method": "ping"}', -32700),
+    ("42", -32600),
+    ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', -32600),  # a batch
+    ('{"id": 1, "method": "ping"}', -32600),  # no jsonrpc
+    ('{"jsonrpc": "2.0", "id": 1}', -32600),  # no method
+]
+
+
+def test_kgqa_mcp_over_stdio_answers_a_line_that_is_no_message_with_a_json_rpc_error_and_goes_on(store_dir):
+    with StdioProcess(store_dir) as server:
+        for line, code in UNREADABLE:
+            server.send(line)
+            answer = server.answer()
+            assert answer["id"] is None and answer["error"]["code"] == code, (line[:100], answer)
+            assert "the line is not" in answer["error"]["data"] and len(json.dumps(answer)) < 2000, answer
+        # a tool name of a million characters is named, not echoed whole
+        server.send(server.call(6, "x" * 1_000_000, {}))
+        answer = server.answer()
+        (content,) = answer["result"]["content"]
+        assert answer["id"] == 6 and answer["result"]["isError"] and len(content["text"]) < 1000, answer
+        assert content["text"].startswith("UnknownOperationError: unknown operation 'xxx")
+        assert "(1,000,000 characters)" in content["text"]
+        server.send(server.call(7, "names", {"ids": ["m.0kq01"]}))
+        assert server.answer() == {"jsonrpc": "2.0", "id": 7, "result": {
+            "content": [{"type": "text", "text": '{"names": {"m.0kq01": "Blade Runner"}, "truncated": false}'}],
+            "isError": False, "structuredContent": {"names": {"m.0kq01": "Blade Runner"}, "truncated": False}}}
+        server.close()
+
+
+def test_kgqa_mcp_over_stdio_reads_no_more_calls_while_its_bound_of_unanswered_ones_waits_to_be_read(store_dir):
+    # --max-concurrency 1: at most 2 × 1 + 16 calls unanswered; past them stdin is not read, so a
+    # client that sends without reading fills the pipe and waits, instead of the server holding every answer
+    with StdioProcess(store_dir, "--max-concurrency", "1") as server:
+        calls = 2000
+        line = server.call(0, "names", {"ids": ["m.0kq01"] * 50})  # about 1 KB: the pipe holds few
+        sent = 0
+
+        def send_all() -> None:
+            nonlocal sent
+            for i in range(calls):
+                server.send(line.replace('"id": 0', f'"id": {i}', 1))
+                sent += 1
+
+        writer = threading.Thread(target=send_all, daemon=True)
+        writer.start()
+        stalled_at, deadline = -1, time.monotonic() + 120
+        while sent != stalled_at and sent < calls:  # until the writer stops getting its lines through
+            stalled_at = sent
+            writer.join(timeout=3)
+            assert time.monotonic() < deadline
+        assert sent < calls // 2, f"the server read {sent:,} of {calls:,} calls that no one read the answers of"
+        # once the answers are read, it reads on and answers every call
+        answered = {server.answer()["id"] for _ in range(calls)}
+        assert answered == set(range(calls))
+        writer.join(timeout=60)
+        server.close()

@@ -48,7 +48,7 @@ def run_mcp(args: argparse.Namespace) -> None:
     if args.transport == "stdio":
         _refuse_http_flags(args)
         with open_from_args(args) as store:
-            anyio.run(serve_stdio, create_server(store, settings))  # stdout carries the protocol: nothing else may print there
+            anyio.run(serve_stdio, create_server(store, settings), settings)  # stdout carries the protocol: nothing else may print there
         return
     from engine.serve.server import run
 

@@ -16,13 +16,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from pydantic import ValidationError
 
-from engine.errors import KGQAError
+from engine.errors import KGQAError, clipped
 from engine.serve.errors import error_body
 from engine.serve.limits import Workers
-from engine.serve.ops import OPERATIONS, Operation, operation, run_operation
+from engine.serve.ops import OPERATIONS, Operation, describe, operation, run_operation
 from engine.serve.settings import ServeSettings, bounded_timeout
 from engine.store import Store
 
@@ -130,12 +133,85 @@ def create_server(store: Store, settings: ServeSettings | None = None) -> Server
     )
 
 
-async def serve_stdio(server: Server[Any]) -> None:
+class _AnsweredStdio:
+    """The SDK's stdio streams, with what its transport leaves out. A line that is not a JSON-RPC
+    message is answered with a JSON-RPC error (the SDK drops it, and its client would wait on). At
+    most ``most`` requests are held unanswered: past them no line is read until one is answered or
+    cancelled (the SDK reads on, and a client that sends calls without reading their answers made
+    it hold them all)."""
+
+    def __init__(self, read: Any, write: Any, most: int) -> None:
+        self._read, self._write, self.most = read, write, most
+        self.unanswered = 0
+        self._freed = anyio.Event()
+
+    def _answered(self) -> None:
+        self.unanswered = max(self.unanswered - 1, 0)
+        self._freed.set()
+
+    async def _settled(self) -> None:  # the dispatcher's hook for a request it leaves unanswered (cancelled)
+        self._answered()
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            while self.unanswered >= self.most:
+                self._freed = anyio.Event()
+                await self._freed.wait()
+            item = await self._read.receive()
+            if isinstance(item, Exception):
+                await self._write.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=_unreadable(item))))
+                continue
+            if isinstance(item.message, types.JSONRPCRequest):
+                self.unanswered += 1
+                return SessionMessage(item.message, metadata=ServerMessageMetadata(on_request_unanswered=self._settled))
+            return item
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._write.send(item)
+        if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)) and item.message.id is not None:
+            self._answered()
+
+    def __aiter__(self) -> _AnsweredStdio:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._read.aclose()
+        await self._write.aclose()
+
+    async def __aenter__(self) -> _AnsweredStdio:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _unreadable(error: Exception) -> types.ErrorData:
+    """The JSON-RPC error that answers a line the SDK could not read as a message."""
+    problems = error.errors() if isinstance(error, ValidationError) else []
+    if any(p.get("type") == "json_invalid" for p in problems):
+        why = problems[0].get("ctx", {}).get("error", "a decode error")
+        return types.ErrorData(code=types.PARSE_ERROR, message="Parse error",
+                               data=f"the line is not valid JSON ({clipped(str(why), 200)}): send one JSON-RPC message per line")
+    detail = describe(problems) if problems else clipped(str(error), 300)
+    return types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request",
+                           data=f"the line is not a JSON-RPC 2.0 message: {detail}")
+
+
+async def serve_stdio(server: Server[Any], settings: ServeSettings | None = None) -> None:
     """Serve ``server`` on this process's stdin and stdout until the client closes them."""
     from mcp.server.stdio import stdio_server
 
+    # as many unanswered calls as the HTTP transport holds connections: every call at work, as many waiting, a few more
+    most = (settings or ServeSettings()).max_connections
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        answered = _AnsweredStdio(read, write, most)
+        await server.run(answered, answered, server.create_initialization_options())
 
 
 def http_app(server: Server[Any], settings: ServeSettings, host: str) -> Any:

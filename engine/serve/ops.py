@@ -315,7 +315,7 @@ def operation(name: str) -> Operation:
     """The operation ``name``; an unknown one is refused, naming the known ones."""
     found = OPERATIONS.get(name)
     if found is None:
-        raise UnknownOperationError(f"unknown operation {name!r}: use one of {', '.join(OPERATIONS)}")
+        raise UnknownOperationError(f"unknown operation {clipped(name, 200)!r}: use one of {', '.join(OPERATIONS)}")
     return found
 
 
