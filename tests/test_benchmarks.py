@@ -241,7 +241,7 @@ def test_the_virtuoso_buffer_pool_reaches_the_server_a_run_starts(tmp_path):
         assert stores.servers["virtuoso"].buffers() == 65536
     finally:
         stores.close()
-    with pytest.raises(InvalidInputError, match="--virtuoso-buffer-pool-gib: a Virtuoso buffer pool of 0.0 GiB: give 0.1 to 1024"):
+    with pytest.raises(InvalidInputError, match="--virtuoso-buffer-pool-gib: a Virtuoso buffer pool of 0 GiB: give 0.1 to 1024"):
         main(["scale", "--sizes", "2k", "--virtuoso-buffer-pool-gib", "0", "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
 
