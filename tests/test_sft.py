@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -402,3 +403,25 @@ def test_no_progress_also_hides_the_model_loading_bar(tiny, tmp_path: Path):
         assert process.returncode == 0, errors[quiet]
     assert "Loading weights" in errors[False]
     assert "Loading weights" not in errors[True] and "it/s]" not in errors[True], errors[True]
+
+
+def test_a_run_stopped_while_saving_its_model_is_named_unfinished_until_resumed(tiny, tmp_path: Path, monkeypatch):
+    import engine.models.sft as sft
+
+    config = SftConfig(epochs=1, lr=5e-3, batch_size=2, device="cpu")
+    out, real_save = tmp_path / "model", sft.save_model
+
+    def cut_short(lm, out_dir, base=None):
+        real_save(lm, out_dir, base)
+        (Path(out_dir) / "model.safetensors").write_bytes(b"\0" * 16)  # the weights half written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sft, "save_model", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        train(MEMORISE, tiny, out, config, progress=False)
+    monkeypatch.setattr(sft, "save_model", real_save)
+    with pytest.raises(InvalidInputError, match=re.escape(f"is a fine-tuning run that has not finished (a checkpoint and no "
+                                                          f"sft-summary.json): finish it with `kgqa lm train … --resume {out}`")):
+        load_lm(str(out), "cpu")
+    train(MEMORISE, None, out, config, resume=out, progress=False)
+    assert load_lm(str(out), "cpu").generate(MEMORISE[0].prompt, max_new_tokens=2).text is not None

@@ -282,6 +282,14 @@ def find_checkpoint(out_dir: str | Path) -> Path | None:
     return None
 
 
+def unfinished(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` is a run that has not finished: a checkpoint and no summary, which is
+    written after the model (a run stopped in training, or while it saved the model)."""
+    out = Path(out_dir)
+    current, _, old = _checkpoint_dirs(out)
+    return not (out / SUMMARY_FILE).is_file() and any((c / "state.json").is_file() for c in (current, old))
+
+
 def trained_seconds(out_dir: str | Path) -> float:
     """Seconds of training the checkpoint of ``out_dir`` holds: its finished epochs and the part
     of the epoch it stopped in (0 without a checkpoint)."""

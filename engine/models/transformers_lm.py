@@ -75,6 +75,13 @@ class TransformersLM(LanguageModel):
         close decision (docs/design/model-precision.md)."""
         check_dtype(dtype)
         found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
+        from engine.models.sft import SUMMARY_FILE, unfinished
+
+        if unfinished(found.path):  # its model files may be missing, or half written
+            raise InvalidInputError(
+                f"language model {name_or_path!r} is a fine-tuning run that has not finished (a checkpoint and no "
+                f"{SUMMARY_FILE}): finish it with `kgqa lm train … --resume {name_or_path}`, or name a finished model"
+            )
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
