@@ -14,6 +14,7 @@ import pytest
 from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAWarning
 from engine.methods.registry import names
+from engine.models import run_folder
 from engine.recipes.recipe import QUICK_RECIPE, load_recipe, recipe_file
 from engine.recipes.report import render, stale_results, write_report
 from engine.recipes.runner import reproduce
@@ -435,7 +436,7 @@ def test_a_stage_stopped_part_way_goes_on_from_its_checkpoint_and_counts_the_tim
     with pytest.raises(KeyboardInterrupt):
         reproduce("rog", "toy", recipe_path=path, workdir=work, results_dir=results_dir, device="cpu", progress=False)
     stage = work / "runs" / "rog" / "toy" / "stages" / "planner"
-    state = json.loads((sft.find_checkpoint(stage) / "state.json").read_text())
+    state = json.loads((run_folder.find_checkpoint(stage) / "state.json").read_text())
     assert state["part"]["batches"] == 3 and state["cpu_seconds"] > 0
 
     monkeypatch.setattr(sft, "target_loss", real_loss)
@@ -446,7 +447,7 @@ def test_a_stage_stopped_part_way_goes_on_from_its_checkpoint_and_counts_the_tim
     assert planner["cpu_seconds_before_resuming"] == round(state["cpu_seconds"], 1)
     assert planner["seconds"] >= planner["seconds_before_resuming"]
     assert planner["cpu_seconds"] > planner["cpu_seconds_before_resuming"]
-    assert planner["training"]["epochs"] == 1 and sft.find_checkpoint(stage) is None  # trained to its end
+    assert planner["training"]["epochs"] == 1 and run_folder.find_checkpoint(stage) is None  # trained to its end
 
 
 def _predictions(path: Path) -> list[dict]:

@@ -15,6 +15,7 @@ import torch
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAWarning, ParseError
+from engine.models import run_folder
 from engine.models.loading import load_lm
 from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
 from engine.models.sft import (
@@ -239,7 +240,7 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     with pytest.raises(KeyboardInterrupt):
         train(samples, tiny, tmp_path / "resumed", config, progress=False, checkpoint_seconds=0)
     monkeypatch.setattr(sft, "target_loss", real_loss)
-    found = sft.find_checkpoint(tmp_path / "resumed")
+    found = run_folder.find_checkpoint(tmp_path / "resumed")
     state = json.loads((found / "state.json").read_text())
     assert found.name == "checkpoint" and state["summary"]["epochs"] == 1
     assert state["part"]["epoch"] == 2 and state["part"]["batches"] == 5
@@ -260,7 +261,7 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     assert weights.keys() == reference.keys() and all(torch.allclose(weights[k], reference[k], atol=1e-6) for k in weights)
 
     # a checkpoint that does not record CPU seconds: the run's total is unknown, not this run's alone
-    found = sft.find_checkpoint(tmp_path / "resumed")
+    found = run_folder.find_checkpoint(tmp_path / "resumed")
     state = json.loads((found / "state.json").read_text())
     del state["cpu_seconds"]
     (found / "state.json").write_text(json.dumps(state))
@@ -269,7 +270,7 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_as_if_never_stopp
     assert train(samples, None, tmp_path / "resumed", longer, resume=tmp_path / "resumed", progress=False).cpu_seconds is None
 
     sft.remove_checkpoints(tmp_path / "resumed")
-    assert sft.find_checkpoint(tmp_path / "resumed") is None
+    assert run_folder.find_checkpoint(tmp_path / "resumed") is None
 
 
 def test_early_stopping_keeps_the_best_epoch(tiny, tmp_path: Path):

@@ -40,13 +40,12 @@ from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError, ParseError
 from engine.jsonl import json_lines
 from engine.models.device import bf16_or_warn, pick_device
+from engine.models.run_folder import SUMMARY_FILE, checkpoint_dirs, find_checkpoint
 from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
 from engine.outputs import refuse_input_as_output
 
 IGNORE = -100  # the label cross-entropy skips
-SUMMARY_FILE = "sft-summary.json"
-CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_SECONDS = 600.0  # training time between checkpoints inside an epoch
 ADAPTER_DIR = "adapter"  # a LoRA run's unmerged adapter, beside the merged model
 
@@ -272,24 +271,6 @@ def _trainable_state(model: Any) -> dict[str, Any]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters() if v.requires_grad}
 
 
-def find_checkpoint(out_dir: str | Path) -> Path | None:
-    """The whole checkpoint of a run's ``out_dir`` (or that folder itself): ``checkpoint/``, or
-    the one it replaces (``checkpoint.old/``) when a save was cut between its two renames."""
-    current, _, old = _checkpoint_dirs(Path(out_dir))
-    for candidate in (Path(out_dir), current, old):
-        if (candidate / "state.json").is_file():
-            return candidate
-    return None
-
-
-def unfinished(out_dir: str | Path) -> bool:
-    """Whether ``out_dir`` is a run that has not finished: a checkpoint and no summary, which is
-    written after the model (a run stopped in training, or while it saved the model)."""
-    out = Path(out_dir)
-    current, _, old = _checkpoint_dirs(out)
-    return not (out / SUMMARY_FILE).is_file() and any((c / "state.json").is_file() for c in (current, old))
-
-
 def trained_seconds(out_dir: str | Path) -> float:
     """Seconds of training the checkpoint of ``out_dir`` holds: its finished epochs and the part
     of the epoch it stopped in (0 without a checkpoint)."""
@@ -313,13 +294,8 @@ def remove_checkpoints(out_dir: str | Path) -> None:
     """A finished run's checkpoints (its saved model is its output)."""
     import shutil
 
-    for path in _checkpoint_dirs(Path(out_dir)):
+    for path in checkpoint_dirs(Path(out_dir)):
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _checkpoint_dirs(out: Path) -> tuple[Path, Path, Path]:
-    """A run's checkpoint, the one being written beside it, and the one it replaces."""
-    return out / CHECKPOINT_DIR, out / f"{CHECKPOINT_DIR}.partial", out / f"{CHECKPOINT_DIR}.old"
 
 
 def _checkpoint_dir(resume: str | Path) -> Path:
@@ -545,7 +521,7 @@ def check_out_dir(out: Path, base: str | None) -> None:
     if base is not None and Path(base).exists():
         refuse_input_as_output(out, [base], what="the model directory", option="--out")
     if out.is_dir() and any(out.iterdir()) and not (
-        (out / SUMMARY_FILE).is_file() or find_checkpoint(out) is not None or any(p.exists() for p in _checkpoint_dirs(out))
+        (out / SUMMARY_FILE).is_file() or find_checkpoint(out) is not None or any(p.exists() for p in checkpoint_dirs(out))
     ):
         raise InvalidInputError(f"the model directory {str(out)!r} holds files that no fine-tuning wrote: saving there would "
                                 "overwrite them; give --out a new or empty folder")
@@ -558,7 +534,7 @@ def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: d
 
     import torch
 
-    path, partial, old = _checkpoint_dirs(out)
+    path, partial, old = checkpoint_dirs(out)
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     torch.save(_trainable_state(lm.model), partial / "trainable.pt")

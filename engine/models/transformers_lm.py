@@ -31,6 +31,7 @@ from engine.models.lm import (
     per_prompt_stops,
 )
 from engine.models.sources import model_source
+from engine.models.run_folder import SUMMARY_FILE, unfinished
 from engine.models.templates import TEMPLATES, check_template, saved_template
 
 #: the offline default's name (:func:`engine.models.loading.local_source` finds its file)
@@ -75,8 +76,6 @@ class TransformersLM(LanguageModel):
         close decision (docs/design/model-precision.md)."""
         check_dtype(dtype)
         found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
-        from engine.models.sft import SUMMARY_FILE, unfinished
-
         if unfinished(found.path):  # its model files may be missing, or half written
             raise InvalidInputError(
                 f"language model {name_or_path!r} is a fine-tuning run that has not finished (a checkpoint and no "

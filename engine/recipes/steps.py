@@ -292,7 +292,8 @@ def _lm_stage(ctx: Context, stage: Stage) -> dict[str, Any]:
     def work() -> dict[str, Any]:
         from dataclasses import asdict
 
-        from engine.models.sft import find_checkpoint, remove_checkpoints, train, trained_cpu_seconds, trained_seconds
+        from engine.models.run_folder import find_checkpoint
+        from engine.models.sft import remove_checkpoints, train, trained_cpu_seconds, trained_seconds
 
         samples = mix_samples(ctx, stage)
         config = SftConfig(**settings, template=template, device=ctx.device)
