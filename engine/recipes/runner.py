@@ -114,8 +114,10 @@ def _check_bases(r: Recipe) -> None:
     from engine.models.transformers_lm import LM_SOURCES
 
     for stage in r.stages:
-        base = stage.lm_settings()[0] if stage.kind == "lm" else "@"
-        if not base or not base.startswith("@"):  # None: the offline default
+        if stage.kind != "lm":
+            continue
+        base = stage.lm_settings()[0]
+        if base is None or not base.startswith("@"):  # None: the offline default
             model_source(local_source(base), f"the base model of stage {stage.name!r} of {r.file}", LM_SOURCES)
 
 
