@@ -113,11 +113,8 @@ def main(path: str, packages: str, parent: int, memory: int) -> None:
         import pyoxigraph as ox
 
         db = ox.Store.read_only(path)
-    except RuntimeError as e:
+    except (ImportError, OSError, RuntimeError) as e:
         write_frame(out, DAMAGED + str(e).encode() if is_damage(e) else FAILED + f"cannot open the store at {path}: {e}".encode())
-        return
-    except (ImportError, OSError) as e:
-        write_frame(out, FAILED + f"cannot open the store at {path}: {e}".encode())
         return
     write_frame(out, READY)
     while (request := read_frame(source)) is not None:
