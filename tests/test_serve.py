@@ -36,7 +36,7 @@ from engine.serve.ops import OPERATIONS, run_operation
 from engine.serve.server import Background
 from engine.serve.settings import ServeSettings
 from engine.servers.base import free_port
-from engine.store import Store
+from engine.store import MAX_PARAMETER_DEPTH, Store
 from loaders.formats import read_triples
 from loaders.questions import Question
 from tests.cli_process import run_kgqa, wait_listening
@@ -169,9 +169,9 @@ BAD: list[tuple[str, Any, int, str]] = [
     ("execute", {"sexpr": "(JOIN film.film.directed_by"}, 400, "unbalanced parentheses"),
     ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "allow_service": True}, 422, "allow_service: Extra inputs"),
     ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "params": {"x": _deep(500)}}, 400,
-     "params.x: lists and objects nest more than 16 levels deep"),
-    ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "params": {"y": _deep(17, objects=True)}}, 400,
-     "params.y: lists and objects nest more than 16 levels deep"),
+     f"params.x: lists and objects nest more than {MAX_PARAMETER_DEPTH} levels deep"),
+    ("query", {"text": "SELECT ?s WHERE { ?s ?p ?o }", "params": {"y": _deep(MAX_PARAMETER_DEPTH + 1, objects=True)}}, 400,
+     f"params.y: lists and objects nest more than {MAX_PARAMETER_DEPTH} levels deep"),
     ("no_such_operation", {"ids": ["m.0kq01"]}, 404, "unknown operation 'no_such_operation': use one of relations, expand"),
 ]
 
@@ -228,6 +228,15 @@ def test_a_body_with_many_problems_is_refused_with_the_first_few_and_a_count(oxi
         status, answer = client.request("POST", "/v1/answer", {"method": "echo", "questions": [{"topics": [1]}] * 20})
         assert status == 422 and answer["detail"].endswith("; and 30 more") and len(answer["detail"]) < 1500
         assert client.get("/v1/health")["status"] == "ok"
+
+
+def test_a_raw_query_takes_parameters_nested_as_deep_as_the_store_takes_them(oxigraph):
+    text = "SELECT ?x WHERE { VALUES ?x { $x } }"
+    with served(oxigraph) as client:
+        assert client.op("query", text=text, params={"x": _deep(MAX_PARAMETER_DEPTH)})["rows"] == [["m.0kq01"]]
+        status, answer = client.request("POST", "/v1/ops/query", {"text": text, "params": {"x": _deep(MAX_PARAMETER_DEPTH + 1)}})
+    assert status == 400 and answer["detail"].startswith(
+        f"params.x: lists and objects nest more than {MAX_PARAMETER_DEPTH} levels deep; give a value of at most that depth")
 
 
 @pytest.fixture(scope="module")

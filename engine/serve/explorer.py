@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import InvalidInputError
 from engine.serve import trace_graph
+from engine.serve.json_walk import walk
 from engine.serve.limits import Workers
 from engine.serve.ops import MAX_ITEMS, check_texts, run_operation
 from engine.serve.settings import ServeSettings, bounded_timeout
@@ -102,18 +103,12 @@ def list_questions(settings: ServeSettings, source: str, search: str, offset: in
 def check_record(record: dict[str, Any]) -> None:
     """Refuse a record with a list of more than :data:`MAX_RECORD_ITEMS` items anywhere in it,
     naming the field: the graph's work grows with them, and no method's record holds so many."""
-    stack: list[tuple[str, Any]] = [("record", record)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            stack += [(f"{where}.{k}", v) for k, v in value.items()]
-        elif isinstance(value, list):
-            if len(value) > MAX_RECORD_ITEMS:
-                raise InvalidInputError(
-                    f"{where}: {len(value):,} items; the explorer draws a record whose lists hold at most "
-                    f"{MAX_RECORD_ITEMS:,}: send fewer"
-                )
-            stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    for where, _, value in walk(record, "record"):
+        if isinstance(value, list) and len(value) > MAX_RECORD_ITEMS:
+            raise InvalidInputError(
+                f"{where}: {len(value):,} items; the explorer draws a record whose lists hold at most "
+                f"{MAX_RECORD_ITEMS:,}: send fewer"
+            )
 
 
 def graph(store: Store, settings: ServeSettings, request: GraphRequest, expires: float | None = None) -> dict[str, Any]:

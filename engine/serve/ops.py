@@ -27,17 +27,15 @@ from engine.graph import Literal
 from engine.identifiers import DEFAULT_LIMIT, MAX_PAIRS, UNBOUNDED, validate_text
 from engine.results import to_json
 from engine.serve.errors import RequestBodyError, UnknownOperationError
+from engine.serve.json_walk import member, walk
 from engine.serve.settings import Bounds, bounded_limit, bounded_timeout
-from engine.store import MAX_PATH_HOPS, SCHEMA_RELATIONS, Store
+from engine.store import MAX_PARAMETER_DEPTH, MAX_PATH_HOPS, SCHEMA_RELATIONS, Store
 
 #: the most items a list in a body holds (ids, relations, seeds, …): as many as the rows an answer
 #: holds by default. Pydantic stops at the first item past it, so a huge list costs no per-item work
 MAX_ITEMS = DEFAULT_LIMIT
 #: the problems a refused body's message lists; the rest are counted
 MAX_PROBLEMS = 10
-#: how deep lists and objects may nest in a raw query's parameter: a list of lists is a real
-#: Cypher value, hundreds of levels only exhaust the stack
-MAX_PARAM_DEPTH = 16
 
 Direction = OneOf["out", "in", "both"]
 _DIRECTION = "which edges to follow: out (stored orientation), in (against it) or both"
@@ -185,44 +183,32 @@ def _anchors(ids: list[str | LiteralTerm]) -> list[str | Literal]:
     return [i.term() if isinstance(i, LiteralTerm) else i for i in ids]
 
 
-def _nesting(value: Any, most: int) -> int:
-    """How deep lists and objects nest in ``value``, counted without recursion and only up to
-    ``most + 1`` (a body may nest them hundreds deep)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack and deepest <= most:
-        item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def check_texts(value: Any, where: str = "") -> None:
     """Refuse ``value`` (a body's JSON) if a string in it, or a key, is not valid Unicode (a lone
-    surrogate, which a JSON ``\\ud800`` escape gives), naming where (``questions[0].id``); walked
-    without recursion, so that any nesting is checked."""
-    stack = [(value, where)]
-    while stack:
-        item, at = stack.pop()
+    surrogate, which a JSON ``\\ud800`` escape gives), naming where (``questions[0].id``), at any
+    nesting."""
+    for at, _, item in walk(value, where):
         if isinstance(item, str):
             validate_text(item, at or "the body")
         elif isinstance(item, dict):
-            for key, inner in item.items():
-                name = clipped(f"{at}.{key}" if at else str(key), 200)
+            for key in item:
                 if isinstance(key, str):
-                    validate_text(key, f"the key {name}")
-                stack.append((inner, name))
-        elif isinstance(item, (list, tuple)):
-            stack.extend((inner, f"{at}[{position}]") for position, inner in enumerate(item))
+                    validate_text(key, f"the key {member(at, key)}")
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether lists and objects nest in ``value`` more than :data:`MAX_PARAMETER_DEPTH` levels
+    (the store's bound), found without recursion (a body may nest them hundreds deep)."""
+    return any(depth >= MAX_PARAMETER_DEPTH for _, depth, item in walk(value) if isinstance(item, (list, dict)))
 
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:
     """A raw query's JSON parameters as the store takes them; one nested past
-    :data:`MAX_PARAM_DEPTH` is refused, naming it."""
+    :data:`MAX_PARAMETER_DEPTH` is refused, naming it, before :func:`_param` recurses into it."""
     for name, value in params.items():
-        if _nesting(value, MAX_PARAM_DEPTH) > MAX_PARAM_DEPTH:
+        if _too_deep(value):
             raise InvalidInputError(
-                f"params.{clipped(name, 200)}: lists and objects nest more than {MAX_PARAM_DEPTH} levels deep; "
+                f"params.{clipped(name, 200)}: lists and objects nest more than {MAX_PARAMETER_DEPTH} levels deep; "
                 "give a value of at most that depth (strings, numbers, booleans, literals, or lists of them)"
             )
     return {k: _param(v) for k, v in params.items()}
