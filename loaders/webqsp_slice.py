@@ -401,6 +401,21 @@ def format_report(report: SliceReport) -> str:
     return "\n".join(lines)
 
 
+def summary(report: SliceReport) -> dict[str, Any]:
+    """A build's counts without its paths and timings, the same wherever the same files are built
+    (``kgqa webqsp build --summary``; the docs' numbers are those of ``results/datasets/``)."""
+    return {
+        "source": report.source,
+        "strict_constraints": report.strict_constraints,
+        "questions": report.questions,
+        "kept": report.kept,
+        "shapes": {shape: report.shapes[shape]["questions"] for shape in SHAPES},
+        "dropped": {reason: report.dropped[reason] for reason in DROPS},
+        "chain_questions": report.chain_questions,
+        "kb": {key: report.kb.get(key) for key in ("triples", "relations", "entities")},
+    }
+
+
 def write_slice(
     directory: str | os.PathLike[str], records: list[dict[str, Any]], report: SliceReport, chains: list[dict[str, Any]]
 ) -> Path:

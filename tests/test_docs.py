@@ -4,6 +4,7 @@ carries dated measurements, and every ``kgqa`` command and flag says what it doe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -98,3 +99,22 @@ def test_the_support_matrix_shows_a_declared_gap(tmp_path):
     assert "| `search` | yes | yes | yes | yes |" in page
     assert "| `expand` | – | – | – | – |" in page
     assert "1. Bolt (FalkorDB): no such thing on Bolt (`test_x.py::test_a`)" in page
+
+
+def test_the_webqsp_slice_counts_are_those_of_the_build_summaries(tmp_path, monkeypatch):
+    for name in ("webqsp-fb15k237", "webqsp-fb15k237-strict"):
+        summary = json.loads((gen.DATASETS / f"{name}.json").read_text(encoding="utf-8"))
+        summary.update(kept=summary["kept"] + 1000)
+        summary["shapes"]["2-hop"] = 7
+        (tmp_path / f"{name}.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = gen.webqsp_slice_page(tmp_path)
+    assert "1,855 are kept (1,682 with `--strict-constraints`), each one or two graph edges" in page
+    assert "(561 one-hop, 7 two-hop, 294 through a CVT pair); of those left out, 688 go to `chains.jsonl`" in page
+    # a summary that differs from the committed page: `python -m docs.gen --check` names the page
+    monkeypatch.setattr(gen, "DATASETS", tmp_path)
+    assert gen.stale() == ["dataset-webqsp-fb15k237.md"]
+    assert gen.main(["--check"]) == 1
+    # the two files of another build each: refused, not rendered side by side
+    (tmp_path / "webqsp-fb15k237.json").write_text((tmp_path / "webqsp-fb15k237-strict.json").read_text())
+    with pytest.raises(ValueError, match="not one WebQSP file built without and with --strict-constraints"):
+        gen.webqsp_slice_page(tmp_path)

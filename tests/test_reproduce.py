@@ -635,6 +635,24 @@ def test_report_refuses_a_folder_without_results_files(tmp_path, capsys):
     assert not (tmp_path / "generated").exists()
 
 
+def test_report_refuses_a_folder_that_is_no_methods_and_reads_past_datasets(tmp_path, capsys):
+    results, out = _committed_results(tmp_path, lambda d: None), tmp_path / "generated"
+    (results / "datasets").mkdir()
+    (results / "datasets" / "webqsp-fb15k237.json").write_text((ROOT / "results" / "datasets" / "webqsp-fb15k237.json").read_text())
+    assert main(["report", "--results", str(results), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(render(ROOT / "results"))
+    capsys.readouterr()
+    # a method's results under a name that is no method's (a copy kept aside, a misspelt method)
+    (results / "rog-old").mkdir()
+    data = json.loads((results / "rog" / "quick.json").read_text())
+    (results / "rog-old" / "quick.json").write_text(json.dumps(dict(data, method="rog-old")))
+    for check in ([], ["--check"]):
+        assert main(["report", "--results", str(results), "--out", str(tmp_path / "again"), *check]) == 2
+        err = capsys.readouterr().err
+        assert f"{results / 'rog-old'}: not a method's folder" in err and "rename it after the method" in err and "or remove it" in err
+    assert not (tmp_path / "again").exists()
+
+
 def test_report_check_names_a_results_file_whose_recipe_changed_or_went(tmp_path, tiny, capsys):
     path = _toy(tmp_path, tiny)
     results, out = tmp_path / "results", tmp_path / "generated"

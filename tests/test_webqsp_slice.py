@@ -13,7 +13,7 @@ from engine.errors import InvalidInputError
 from engine.stores.oxigraph import OxigraphStore
 from loaders.datasets import load_dataset
 from loaders.fb15k237 import ensure_loaded, read_kb
-from loaders.webqsp_slice import build_slice, chain_records, format_report
+from loaders.webqsp_slice import DROPS, build_slice, chain_records, format_report
 from tests.conftest import STORE_KINDS
 
 TRAIN = """\
@@ -304,6 +304,33 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     err = capsys.readouterr().err
     assert f"WebQSP file {str(tmp_path / 'nothing.json')!r} does not exist" in err and "cannot tell train from test" not in err
     assert not (tmp_path / "fresh").exists()
+
+
+def test_summary_holds_the_build_counts_without_paths_or_timings(tmp_path, tiny_kb, capsys):
+    kb_dir, ontology = tiny_kb
+    webqsp = tmp_path / "WebQSP.train.json"
+    webqsp.write_text(json.dumps({"Version": "1.0", "Questions": QUESTIONS}))
+    args = ["webqsp", "build", "--webqsp", str(webqsp), "--kb", str(kb_dir), "--ontology", str(ontology),
+            "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"), "--no-progress"]
+    summary = tmp_path / "results" / "datasets" / "webqsp-fb15k237.json"
+    assert main([*args, "--summary", str(summary)]) == 0
+    assert f"the counts to {summary}" in capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert json.loads(summary.read_text()) == {
+        "source": "WebQSP.train.json", "strict_constraints": False, "questions": 15, "kept": 8,
+        "shapes": {shape: report["shapes"][shape].get("questions", 0) for shape in ("1-hop", "2-hop", "cvt")},
+        "dropped": {reason: report["dropped"].get(reason, 0) for reason in DROPS},
+        "chain_questions": 2, "kb": {"triples": KB_TRIPLES, "relations": report["kb"]["relations"],
+                                     "entities": report["kb"]["entities"]},
+    }
+    assert str(tmp_path) not in summary.read_text()
+    # a folder as --summary, or the questions file: refused before the store is made or anything written
+    for given, says in ((tmp_path / "results", "is a folder"), (webqsp, "the summary file")):
+        assert main([*args[:-5], "--store", str(tmp_path / "fresh"), "--out", str(tmp_path / "o"), "--no-progress",
+                     "--summary", str(given)]) == 2
+        assert says in capsys.readouterr().err
+    assert not (tmp_path / "fresh").exists() and not (tmp_path / "o").exists()
+    assert json.loads(webqsp.read_text())["Questions"] == QUESTIONS
 
 
 def test_a_reused_slice_store_writes_its_datasets_again_when_one_is_missing(tmp_path, tiny_kb):

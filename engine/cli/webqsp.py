@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "in $KGQA_BUILT or kgqa-data/datasets, where --dataset finds them)",
     )
     b.add_argument("--strict-constraints", action="store_true", help="drop a question that loses any constraint, instead of keeping it without")
+    b.add_argument("--summary", default=None, metavar="FILE",
+                   help="also write the build's counts, without paths or timings, to this JSON file (the docs' numbers "
+                   "are those of results/datasets/, written so)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_store_arguments(b, default=DEFAULT_KB_STORE)
     add_output_arguments(b)
@@ -69,11 +73,15 @@ def default_out(webqsp: str) -> Path:
 
 def _run_build(args: argparse.Namespace) -> None:
     from loaders.datasets import data_dir
-    from loaders.webqsp_slice import build_from_files, check_webqsp_file, format_report
+    from loaders.webqsp_slice import build_from_files, check_webqsp_file, format_report, summary
 
     check_webqsp_file(args.webqsp)  # before the store is opened (or made) and the name read
     out = Path(args.out) if args.out else default_out(args.webqsp)
-    with open_from_args(args, write=True) as store:  # it loads the KB when the store lacks it
+    if args.summary:
+        refuse_input_as_output(args.summary, [args.webqsp], what="the summary file", option="--summary")
+    # entered before the build: a --summary that is a folder is refused at once, and a failed build leaves the old file
+    summary_file = written_whole(args.summary) if args.summary else contextlib.nullcontext()
+    with summary_file as summary_path, open_from_args(args, write=True) as store:  # it loads the KB when the store lacks it
         report = build_from_files(
             args.webqsp,
             args.kb or data_dir(args.data_dir) / "fb15k237",
@@ -83,11 +91,14 @@ def _run_build(args: argparse.Namespace) -> None:
             strict_constraints=args.strict_constraints,
             progress=not args.no_progress,
         )
+        if summary_path:
+            summary_path.write_text(json.dumps(summary(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(to_json(report), indent=2, ensure_ascii=False))
     else:
         print(format_report(report))
-        print(f"\nwritten to {out}/ (questions.jsonl, chains.jsonl, report.json, report.txt)")
+        print(f"\nwritten to {out}/ (questions.jsonl, chains.jsonl, report.json, report.txt)"
+              + (f"; the counts to {args.summary}" if args.summary else ""))
 
 
 def _run_convert(args: argparse.Namespace) -> None:

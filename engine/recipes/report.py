@@ -37,19 +37,28 @@ BARS_FILE = "results-bars.md"
 #: the published numbers and targets the full recipes are held against
 BARS = Path(__file__).with_name("bars.toml")
 _BAR_KEYS = {"kind", "method", "set", "value", "metric", "convention", "source", "differs"}
+#: folders of a results directory that hold no method's results: ``datasets/``, the dataset builds'
+#: summaries (``kgqa webqsp build --summary``), whose numbers ``python -m docs.gen`` puts in the docs
+NOT_METHODS = ("datasets",)
 #: a bar metric read from the run's own summary (``evaluation.<set>.method``), not from ``kgqa eval``
 SUMMARY_PREFIX = "method."
 
 
 def read_results(results_dir: Path) -> list[dict[str, Any]]:
-    """Every ``<method>/<recipe>.json`` under ``results_dir``, methods in the registry's order."""
+    """Every ``<method>/<recipe>.json`` under ``results_dir``, methods in the registry's order; a
+    folder of JSON files that is neither a method's nor one of :data:`NOT_METHODS` is refused."""
     from engine.methods.registry import names
 
     order = {name: i for i, name in enumerate(names())}
-    paths = sorted(Path(results_dir).glob("*/*.json"))
+    paths = sorted(p for p in Path(results_dir).glob("*/*.json") if p.parent.name not in NOT_METHODS)
     if not paths:
         raise InvalidInputError(f"no results files (<method>/<recipe>.json) in {results_dir}: give --results DIR, the folder "
                                 "`kgqa reproduce` writes them in (--results), or run a recipe first")
+    unknown = sorted({p.parent for p in paths if p.parent.name not in order})
+    if unknown:
+        raise InvalidInputError(f"{', '.join(map(str, unknown))}: not a method's folder (results/<method>/, the method one "
+                                f"of {', '.join(order)}; {', '.join(f'{n}/' for n in NOT_METHODS)} holds no method's results): "
+                                "rename it after the method whose results it holds, or remove it")
     found = []
     for path in paths:
         try:
@@ -60,7 +69,7 @@ def read_results(results_dir: Path) -> list[dict[str, Any]]:
             raise InvalidInputError(f"{path} is not a results file of `kgqa reproduce` (no method, recipe, evaluation)")
         _check_results(data, path)
         found.append(data)
-    return sorted(found, key=lambda d: (order.get(d["method"], len(order)), d["method"], d["recipe"]))
+    return sorted(found, key=lambda d: (order[d["method"]], d["recipe"]))
 
 
 _NUMBER = (int, float)
@@ -426,8 +435,7 @@ def render(results_dir: Path) -> dict[str, str]:
     from engine.methods.registry import names
 
     results = read_results(results_dir)
-    methods = list(dict.fromkeys([*names(), *(r["method"] for r in results)]))
-    pages = {f"results-{m}.md": method_page(m, [r for r in results if r["method"] == m]) for m in methods}
+    pages = {f"results-{m}.md": method_page(m, [r for r in results if r["method"] == m]) for m in names()}
     pages[ALL_FILE] = all_page(results)
     pages[BARS_FILE] = bars_page(results, read_bars())
     return pages
