@@ -276,9 +276,9 @@ class StdioProcess:
         self.process.kill()  # a test that failed midway leaves no server behind
         self.process.wait(timeout=60)
 
-    def send(self, line: str) -> None:
+    def send(self, line: str | bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        self.process.stdin.write((line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")) + b"\n")
         self.process.stdin.flush()
 
     def call(self, request_id: int, name: str, arguments: dict[str, Any]) -> str:
@@ -353,6 +353,65 @@ def test_kgqa_mcp_over_stdio_answers_a_line_that_is_no_message_with_a_json_rpc_e
         assert server.answer() == {"jsonrpc": "2.0", "id": 7, "result": {
             "content": [{"type": "text", "text": '{"names": {"m.0kq01": "Blade Runner"}, "truncated": false}'}],
             "isError": False, "structuredContent": {"names": {"m.0kq01": "Blade Runner"}, "truncated": False}}}
+        server.close()
+
+
+def ping(request_id: int, size: int) -> str:
+    """A ping request padded to ``size`` bytes."""
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping", "params": {"pad": ""}})
+    return line.replace('"pad": ""', '"pad": "' + "x" * (size - len(line)) + '"')
+
+
+def list_tools(server: StdioProcess, request_id: int) -> None:
+    """The server answers a tools/list request with every tool."""
+    server.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}))
+    answer = server.answer()
+    assert answer["id"] == request_id and [t["name"] for t in answer["result"]["tools"]] == list(OPERATIONS), answer
+
+
+def test_kgqa_mcp_over_stdio_refuses_a_line_longer_than_max_body_and_reads_on_past_it(store_dir):
+    with StdioProcess(store_dir) as server:  # the default --max-body: 1 MiB
+        server.send(ping(1, 1 << 20))
+        assert server.answer() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        server.send(ping(2, (1 << 20) + 1))
+        answer = server.answer()
+        assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+        assert answer["error"]["data"].startswith("the line is longer than 1,048,576 bytes, the most this server reads "
+                                                  "(--max-body)"), answer
+        list_tools(server, 3)
+        server.close()
+    # a line many times the bound, in pieces, then lines that end within one read
+    with StdioProcess(store_dir, "--max-body", "1000") as server:
+        server.send(b"[" * 20_000_000 + b"\n" + ping(4, 1000).encode() + b"\n" + ping(5, 1001).encode())
+        answers = [server.answer() for _ in range(3)]  # the ping's answer may come after the second error
+        assert {"jsonrpc": "2.0", "id": 4, "result": {}} in answers, answers
+        errors = [answer for answer in answers if "error" in answer]
+        assert len(errors) == 2 and all("longer than 1,000 bytes" in e["error"]["data"] for e in errors), answers
+        list_tools(server, 6)
+        server.close()
+
+
+#: lines whose id is no string or integer, or that are not UTF-8, and what their error says
+REFUSED: list[tuple[bytes, int, str]] = [
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', -32600, "id must be a string or an integer, not an object"),
+    (b'{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', -32600, "id must be a string or an integer, not an array"),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, "id must be a string or an integer, not true"),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, "id must be a string or an integer, not 1.5"),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', -32600, "id must be a string or an integer, not null"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {"text": "caf\xe9"}}}',
+     -32700, "the line is not valid UTF-8 (byte 0xe9 at offset 107)"),
+]
+
+
+def test_kgqa_mcp_over_stdio_answers_an_id_that_is_no_string_or_integer_and_a_line_that_is_not_utf8(store_dir):
+    with StdioProcess(store_dir) as server:
+        for line, code, said in REFUSED:
+            server.send(line)
+            answer = server.answer()
+            assert answer["id"] is None and answer["error"]["code"] == code and said in answer["error"]["data"], (line, answer)
+        # a notification, which has no id, is still read and not answered
+        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}))
+        list_tools(server, 7)
         server.close()
 
 

@@ -14,10 +14,11 @@ DEFAULTS = ServeSettings()
 
 
 def add_listening_arguments(p: argparse.ArgumentParser, *, port: int, call: str, calls: str, busy: str,
-                            http_only: str = "", token_scope: str = "every request") -> None:
+                            http_only: str = "", token_scope: str = "every request",
+                            body: str = "the largest request body; a larger one is answered 413") -> None:
     """--host, --port, --token and the limits. ``call``/``calls`` name one unit of work ("an
-    operation", "requests"), ``busy`` what a call beyond --max-concurrency gets; ``http_only``
-    prefixes the help of flags that apply over HTTP only."""
+    operation", "requests"), ``busy`` what a call beyond --max-concurrency gets, ``body`` what
+    --max-body bounds; ``http_only`` prefixes the help of flags that apply over HTTP only."""
     p.add_argument("--host", default=LOOPBACK,
                    help=f"{http_only}the IPv4 address to listen on (default {LOOPBACK}: this machine only; 0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=port, help=f"{http_only}the port to listen on (default {port})")
@@ -28,7 +29,7 @@ def add_listening_arguments(p: argparse.ArgumentParser, *, port: int, call: str,
     p.add_argument("--max-concurrency", type=int, default=DEFAULTS.max_concurrency,
                    help=f"{calls} at work at once; one more {busy} (default {DEFAULTS.max_concurrency})")
     p.add_argument("--max-body", type=int, default=DEFAULTS.max_body, metavar="BYTES",
-                   help=f"{http_only}the largest request body; a larger one is answered 413 (default {DEFAULTS.max_body:,})")
+                   help=f"{body} (default {DEFAULTS.max_body:,})")
     p.add_argument("--timeout", type=float, default=DEFAULTS.timeout, metavar="S",
                    help=f"{call}'s deadline, which the request may lower, never lift (default {DEFAULTS.timeout:g} s)")
     p.add_argument("--max-rows", type=int, default=DEFAULTS.max_rows, metavar="N",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from engine.cli.common import add_store_arguments, open_from_args
-from engine.cli.listening import DEFAULTS, add_listening_arguments, announce, listen_address, listening_settings
+from engine.cli.listening import add_listening_arguments, announce, listen_address, listening_settings
 from engine.errors import InvalidInputError, KGQAError
 from engine.servers.base import LOOPBACK
 from engine.serve.settings import ServeSettings
@@ -22,14 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_arguments(p)
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (default: the MCP client starts this command) or http (streamable HTTP at /mcp)")
-    add_listening_arguments(p, port=PORT, call="a tool call", calls="tool calls", busy="gets a tool error", http_only="with --transport http, ")
+    add_listening_arguments(p, port=PORT, call="a tool call", calls="tool calls", busy="gets a tool error", http_only="with --transport http, ",
+                            body="the longest line over stdio and the largest request body over HTTP; a longer one is refused")
     p.set_defaults(handler=run_mcp)
 
 
 def _refuse_http_flags(args: argparse.Namespace) -> None:
     """Over stdio nothing listens: a flag of the HTTP transport given with it is a mistake, not a no-op."""
     given = [flag for flag, value, default in (("--host", args.host, LOOPBACK), ("--port", args.port, PORT),
-                                               ("--token", args.token, None), ("--max-body", args.max_body, DEFAULTS.max_body))
+                                               ("--token", args.token, None))
              if value != default]
     if given:
         raise InvalidInputError(f"{', '.join(given)} apply with --transport http only (over stdio the MCP client "

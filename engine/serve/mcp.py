@@ -10,17 +10,22 @@ error whose text names the argument at fault, so that the model can correct it.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from engine.errors import KGQAError, clipped
 from engine.serve.errors import error_body
@@ -134,7 +139,7 @@ def create_server(store: Store, settings: ServeSettings | None = None) -> Server
 
 
 class _AnsweredStdio:
-    """The SDK's stdio streams, with what its transport leaves out. A line that is not a JSON-RPC
+    """The stdio streams, with what the SDK's transport leaves out. A line that is not a JSON-RPC
     message is answered with a JSON-RPC error (the SDK drops it, and its client would wait on). At
     most ``most`` requests are held unanswered: past them no line is read until one is answered or
     cancelled (the SDK reads on, and a client that sends calls without reading their answers made
@@ -192,7 +197,9 @@ class _AnsweredStdio:
 
 
 def _unreadable(error: Exception) -> types.ErrorData:
-    """The JSON-RPC error that answers a line the SDK could not read as a message."""
+    """The JSON-RPC error that answers a line that could not be read as a message."""
+    if isinstance(error, _Refused):
+        return error.error
     problems = error.errors() if isinstance(error, ValidationError) else []
     if any(p.get("type") == "json_invalid" for p in problems):
         why = problems[0].get("ctx", {}).get("error", "a decode error")
@@ -203,13 +210,87 @@ def _unreadable(error: Exception) -> types.ErrorData:
                            data=f"the line is not a JSON-RPC 2.0 message: {detail}")
 
 
+class _Refused(Exception):
+    """A line refused before or past the SDK's validation; ``error`` answers it."""
+
+    def __init__(self, code: int, data: str) -> None:
+        super().__init__(data)
+        self.error = types.ErrorData(code=code, message="Parse error" if code == types.PARSE_ERROR else "Invalid Request",
+                                     data=data)
+
+
+#: bytes read from stdin at a time
+_CHUNK = 1 << 16
+
+
+async def _lines(stdin: io.BufferedIOBase, most: int) -> AsyncIterator[bytes | None]:
+    """The lines of ``stdin`` without their newline, read in chunks; None stands for a line longer
+    than ``most`` bytes, whose rest is read past, never held."""
+    line, skipping = bytearray(), False
+    while chunk := await anyio.to_thread.run_sync(stdin.read1, _CHUNK, abandon_on_cancel=True):
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            if not skipping:
+                line += part
+                yield bytes(line) if len(line) <= most else None
+            line.clear()
+            skipping = False
+        if not skipping:
+            line += rest
+            if len(line) > most:
+                yield None
+                line.clear()
+                skipping = True
+    if line:
+        yield bytes(line)
+
+
+#: what JSON value an id is, named in the error that refuses it
+_JSON_KINDS: dict[type, str] = {dict: "an object", list: "an array"}
+
+
+def _message(line: bytes | None, most: int) -> SessionMessage | Exception:
+    """The message on one line of stdin, validated as the SDK validates it, or what is wrong with it."""
+    if line is None:
+        return _Refused(types.INVALID_REQUEST, f"the line is longer than {most:,} bytes, the most this server reads "
+                                               "(--max-body): send one JSON-RPC message per line, within it")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return _Refused(types.PARSE_ERROR, f"the line is not valid UTF-8 (byte 0x{line[e.start]:02x} at offset "
+                                           f"{e.start:,}): send JSON text encoded in UTF-8")
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except Exception as e:  # as the SDK's transport catches it; _unreadable says what answers it
+        return e
+    # with an id the SDK does not take (an object, null, 1.5), a request validates as a notification: never answered
+    if isinstance(message, types.JSONRPCNotification) and "id" in (raw := from_json(text)):
+        kind = _JSON_KINDS.get(type(raw["id"])) or clipped(json.dumps(raw["id"]), 40)
+        return _Refused(types.INVALID_REQUEST, f"the line is not a JSON-RPC 2.0 message: id must be a string or an "
+                                               f"integer, not {kind}")
+    return SessionMessage(message)
+
+
+async def _read_stdin(stdin: io.BufferedIOBase, send: MemoryObjectSendStream[SessionMessage | Exception], most: int) -> None:
+    """Send each line of ``stdin`` as a message or what is wrong with it, until stdin ends."""
+    async with send:
+        async for line in _lines(stdin, most):
+            await send.send(_message(line, most))
+
+
 async def serve_stdio(server: Server[Any], settings: ServeSettings | None = None) -> None:
-    """Serve ``server`` on this process's stdin and stdout until the client closes them."""
+    """Serve ``server`` on this process's stdin and stdout until the client closes stdin. A line of
+    stdin is read up to ``settings.max_body`` bytes, as an HTTP body is."""
     from mcp.server.stdio import stdio_server
 
+    settings = settings or ServeSettings()
     # as many unanswered calls as the HTTP transport holds connections: every call at work, as many waiting, a few more
-    most = (settings or ServeSettings()).max_connections
-    async with stdio_server() as (read, write):
+    most = settings.max_connections
+    # the SDK's transport writes stdout (keeping stray prints off it); given an empty stdin, it reads nothing
+    async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unread, write), anyio.create_task_group() as tg:
+        await unread.aclose()
+        send, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        tg.start_soon(_read_stdin, sys.stdin.buffer, send, settings.max_body)
         answered = _AnsweredStdio(read, write, most)
         await server.run(answered, answered, server.create_initialization_options())
 
