@@ -415,6 +415,33 @@ def test_kgqa_mcp_over_stdio_answers_an_id_that_is_no_string_or_integer_and_a_li
         server.close()
 
 
+#: a process that claims its stdin as `kgqa mcp` does, and reports what fd 0 and a child it starts see
+CLAIMING = """
+import os, subprocess, sys
+from engine.serve.mcp import claimed_stdin
+with claimed_stdin() as stdin:
+    child = subprocess.run([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"], capture_output=True, text=True,
+                           timeout=30)
+    print(os.readlink("/proc/self/fd/0"), child.stdout.strip(), stdin.readline().decode().strip(), sep="|", flush=True)
+print(sys.stdin.readline().strip(), flush=True)
+"""
+
+
+def test_over_stdio_fd_0_points_at_the_null_device_so_no_child_reads_the_clients_lines():
+    claiming = subprocess.Popen([sys.executable, "-c", CLAIMING], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=child_env(), cwd=ROOT)
+    try:
+        claiming.stdin.write("first\n")
+        claiming.stdin.flush()
+        assert claiming.stdout.readline().strip() == "/dev/null|''|first"
+        claiming.stdin.write("second\n")  # fd 0 is the client's pipe again once the claim ends
+        claiming.stdin.close()
+        assert claiming.stdout.readline().strip() == "second"
+        assert claiming.wait(timeout=60) == 0
+    finally:
+        claiming.kill()
+
+
 def test_kgqa_mcp_over_stdio_reads_no_more_calls_while_its_bound_of_unanswered_ones_waits_to_be_read(store_dir):
     # --max-concurrency 1: at most 2 × 1 + 16 calls unanswered; past them stdin is not read, so a
     # client that sends without reading fills the pipe and waits, instead of the server holding every answer

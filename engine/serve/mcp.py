@@ -10,12 +10,14 @@ error whose text names the argument at fault, so that the model can correct it.
 """
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import logging
+import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -278,6 +280,30 @@ async def _read_stdin(stdin: io.BufferedIOBase, send: MemoryObjectSendStream[Ses
             await send.send(_message(line, most))
 
 
+@contextmanager
+def claimed_stdin() -> Iterator[io.BufferedIOBase]:
+    """The client's lines, read from a private copy of fd 0 while fd 0 itself points at the null
+    device, so that nothing else this process runs, nor a child it starts, reads them (the SDK's
+    reader claims fd 0 so too); fd 0 is pointed back on exit. A ``sys.stdin`` not backed by fd 0
+    (replaced in-process) is read as it is."""
+    try:
+        backed = sys.stdin.buffer.fileno() == 0
+    except (AttributeError, OSError, ValueError):
+        backed = False
+    if not backed:
+        yield sys.stdin.buffer
+        return
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        # never closed: a reader thread abandoned at shutdown may still block on it, and a closed number is reused
+        yield os.fdopen(private, "rb", closefd=False)
+    finally:
+        os.dup2(private, 0)
+
+
 async def serve_stdio(server: Server[Any], settings: ServeSettings | None = None) -> None:
     """Serve ``server`` on this process's stdin and stdout until the client closes stdin. A line of
     stdin is read up to ``settings.max_body`` bytes, as an HTTP body is."""
@@ -287,12 +313,13 @@ async def serve_stdio(server: Server[Any], settings: ServeSettings | None = None
     # as many unanswered calls as the HTTP transport holds connections: every call at work, as many waiting, a few more
     most = settings.max_connections
     # the SDK's transport writes stdout (keeping stray prints off it); given an empty stdin, it reads nothing
-    async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unread, write), anyio.create_task_group() as tg:
-        await unread.aclose()
-        send, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        tg.start_soon(_read_stdin, sys.stdin.buffer, send, settings.max_body)
-        answered = _AnsweredStdio(read, write, most)
-        await server.run(answered, answered, server.create_initialization_options())
+    with claimed_stdin() as stdin:
+        async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unread, write), anyio.create_task_group() as tg:
+            await unread.aclose()
+            send, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            tg.start_soon(_read_stdin, stdin, send, settings.max_body)
+            answered = _AnsweredStdio(read, write, most)
+            await server.run(answered, answered, server.create_initialization_options())
 
 
 def http_app(server: Server[Any], settings: ServeSettings, host: str) -> Any:
