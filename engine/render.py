@@ -59,8 +59,9 @@ def _answer(term: Term, names: Mapping[str, str | None] | None) -> str:
 
 
 def text_row(*fields: object) -> str:
-    """Fields as a tab-separated row, each escaped."""
-    return "\t".join(escaped(str(field)) for field in fields)
+    """Fields as a tab-separated row, each escaped; None (a query's unbound value, an id with
+    no name) as an empty field, never the text ``None``."""
+    return "\t".join("" if field is None else escaped(str(field)) for field in fields)
 
 
 def render_path(path: Path, names: Mapping[str, str | None] | None = None) -> str:

@@ -46,7 +46,16 @@ from engine.sexpr.tree import (
     TimeConstraint,
     to_text,
 )
-from engine.sexpr.webqsp import Step, Uncovered, read_questions, steps, topic_and_chain
+from engine.sexpr.webqsp import (
+    InvalidParse,
+    Step,
+    Uncovered,
+    check_gold,
+    check_question,
+    read_questions,
+    steps,
+    topic_and_chain,
+)
 from engine.store import Store
 from loaders.fb15k237 import FB15k237, Hop, ensure_loaded, read_kb
 
@@ -198,11 +207,19 @@ def _answers(parse: dict[str, Any], kb: FB15k237) -> tuple[list[dict[str, Any]],
     return inside, outside
 
 
+def _topic_and_chain(parse: dict[str, Any]) -> tuple[str, list[str]]:
+    """:func:`topic_and_chain` of a parse whose ``ParseId`` and gold answers the slice can read
+    as well (:func:`check_gold`); raises :class:`Uncovered`."""
+    found = topic_and_chain(parse)
+    check_gold(parse)
+    return found
+
+
 def _record(q: dict[str, Any], parse: dict[str, Any], ctx: _Context) -> dict[str, Any]:
     """The slice's record of one parse; raises :class:`Dropped`."""
     kb = ctx.kb
     try:
-        topic, chain = topic_and_chain(parse)
+        topic, chain = _topic_and_chain(parse)
     except Uncovered as e:
         raise Dropped("unconvertible parse", e.shape) from e
     if topic not in kb.entities:
@@ -318,7 +335,7 @@ def chain_records(questions: list[dict[str, Any]], kb: FB15k237, kept: set[str])
             continue
         for parse in q.get("Parses") or []:
             try:
-                topic, chain = topic_and_chain(parse)
+                topic, chain = _topic_and_chain(parse)
             except Uncovered:
                 continue
             forms = chain_forms(kb, chain)
@@ -435,6 +452,16 @@ def write_slice(
     return questions
 
 
+def check_questions(questions: list[Any]) -> None:
+    """Refuse questions of which one is not a WebQSP question the slice can read
+    (:func:`check_question`), naming it and its field."""
+    for number, question in enumerate(questions, 1):
+        try:
+            check_question(question)
+        except InvalidParse as e:
+            raise InvalidInputError(f"question #{number}: {e}; give WebQSP.train.json or WebQSP.test.json as published") from e
+
+
 def check_webqsp_file(webqsp: str | os.PathLike[str]) -> None:
     """Refuse a WebQSP path that is not a file, naming the files it should be."""
     if not Path(webqsp).is_file():
@@ -456,6 +483,7 @@ def build_from_files(
     check_webqsp_file(webqsp)
     try:  # before the KB is read and loaded: a wrong file is named at once
         questions = read_questions(webqsp)
+        check_questions(questions)
     except (ValueError, KeyError) as e:
         raise InvalidInputError(f"{str(webqsp)!r} is not WebQSP JSON (an object with 'Questions'): {e}") from e
     kb = read_kb(kb_dir, ontology)

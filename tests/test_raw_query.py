@@ -188,6 +188,20 @@ def test_kgqa_query_without_the_named_param_fails_naming_it(tmp_path, capsys):
     assert "$film not given" in err and "--param film=" in err
     code = main(["query", "query", "SELECT ?o WHERE { $film ?p ?o }", "--param", "film=m.0kq01", "--store", store, "--json"])
     assert code == 0
+    capsys.readouterr()
+    code = main(["query", "query", "SELECT ?o WHERE { $film ?p ?o }", "--param", "film=m.0kq01", "--param", "film=m.0kq02",
+                 "--store", store])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "--param film is given twice ('m.0kq01' and 'm.0kq02')" in err
+
+
+def test_kgqa_query_prints_an_unbound_value_as_an_empty_field_not_none(tmp_path, capsys):
+    store = str(tmp_path / "demo")
+    assert main(["demo", "--store", store]) == 0
+    capsys.readouterr()
+    text = 'SELECT ?x ?y WHERE { VALUES ?x { "None" "a" } OPTIONAL { ?x <http://example.org/p> ?y } }'
+    assert main(["query", "query", text, "--store", store]) == 0
+    assert capsys.readouterr().out.splitlines() == ["x\ty", "None\t", "a\t"]
 
 
 # ----------------------------------------------------------------------------- the checker alone

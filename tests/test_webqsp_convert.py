@@ -2,6 +2,7 @@
 queries every store accepts."""
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -78,6 +79,21 @@ def test_a_file_that_is_not_webqsp_json_is_named(tmp_path):
         path.write_bytes(content)
         with pytest.raises(InvalidInputError, match=f"WebQSP.train.json.*{says}"):
             read_questions(path)
+
+
+def test_a_damaged_gzip_webqsp_file_is_named_without_a_traceback(tmp_path, capsys):
+    from engine.cli.main import main
+
+    whole = gzip.compress(json.dumps({"Questions": [{"QuestionId": "Q-0", "Parses": []}] * 50}).encode())
+    corrupt = bytearray(whole)
+    corrupt[30:40] = bytes(b ^ 0xFF for b in corrupt[30:40])
+    for name, data in (("truncated", whole[: len(whole) // 2]), ("corrupt", bytes(corrupt))):
+        path = tmp_path / f"{name}.train.json.gz"
+        path.write_bytes(data)
+        assert main(["webqsp", "convert", "--webqsp", str(path), "--out", str(tmp_path / "forms.jsonl")]) == 2
+        err = capsys.readouterr().err
+        assert f"{str(path)!r} is not a WebQSP JSON file" in err and "Traceback" not in err
+    assert not (tmp_path / "forms.jsonl").exists()
 
 
 GOOD_PARSE = {"ParseId": "Q-ok.P0", "TopicEntityMid": "m.01", "InferentialChain": ["a.b"], "Constraints": [], "Time": None,

@@ -333,6 +333,36 @@ def test_summary_holds_the_build_counts_without_paths_or_timings(tmp_path, tiny_
     assert json.loads(webqsp.read_text())["Questions"] == QUESTIONS
 
 
+def test_a_question_or_gold_answer_of_the_wrong_shape_is_named_not_a_traceback(tmp_path, tiny_kb, capsys):
+    """A question that is no WebQSP question stops the build naming it, before any store is
+    made; a parse whose ParseId or gold answers cannot be read drops out as an invalid parse."""
+    kb_dir, ontology = tiny_kb
+    webqsp = tmp_path / "WebQSP.train.json"
+    common = ["--webqsp", str(webqsp), "--kb", str(kb_dir), "--ontology", str(ontology), "--no-progress"]
+    first = QUESTIONS[0]
+    for questions, says in (([first, 5], "question #2: question: expected an object, got 5"),
+                            ([{k: v for k, v in first.items() if k != "RawQuestion"}], "RawQuestion: expected a string, but it is missing"),
+                            ([dict(first, QuestionId=None)], "QuestionId: expected a string, got None"),
+                            ([dict(first, Parses="abc")], "Parses: expected a list of parses, got 'abc'")):
+        webqsp.write_text(json.dumps({"Questions": questions}))
+        assert main(["webqsp", "build", *common, "--store", str(tmp_path / "fresh"), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+        assert not (tmp_path / "fresh").exists() and not (tmp_path / "o").exists()
+    gold = first["Parses"][0]
+    bad_gold = [dict(gold, Answers="m.0dir1"), dict(gold, Answers=["m.0dir1"]), dict(gold, Answers=[entity(5)]),
+                dict(gold, Answers=[dict(entity("m.0dir1"), EntityName=7)]), dict(gold, ParseId=None)]
+    questions = [dict(first, QuestionId=f"bad-{i}", Parses=[p]) for i, p in enumerate(bad_gold)] + [first]
+    questions.append(question(16, "who produced the lost film?", dict(QUESTIONS[-1]["Parses"][1], Answers=3)))
+    webqsp.write_text(json.dumps({"Questions": questions}))
+    assert main(["webqsp", "build", *common, "--store", str(tmp_path / "store"), "--out", str(tmp_path / "o"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["kept"], report["dropped"], report["chain_questions"]) == (1, {"unconvertible parse": 6}, 0)
+    assert report["drop_details"]["unconvertible parse"] == {
+        "invalid Answers": 2, "invalid Answers[]": 1, "invalid Answers[].AnswerArgument": 1,
+        "invalid Answers[].EntityName": 1, "invalid ParseId": 1}
+
+
 def test_a_reused_slice_store_writes_its_datasets_again_when_one_is_missing(tmp_path, tiny_kb):
     from engine.recipes.recipe import StoreSource
     from engine.recipes.stores import built_files, ensure_store

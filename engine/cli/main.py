@@ -230,6 +230,8 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
         key, sep, value = item.partition("=")
         if not sep:
             raise KGQAError(f"--param {item!r}: write NAME=VALUE")
+        if key in params:
+            raise KGQAError(f"--param {key} is given twice ({params[key]!r} and {value!r}): give each parameter once")
         params[key] = value
     return store.query(args.text, params, allow_service=args.allow_service, limit=args.limit, **timeout)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,6 +183,32 @@ def _parse_id(parse: dict[str, Any]) -> str:
     return parse["ParseId"]
 
 
+def check_question(question: object) -> None:
+    """Raise :class:`InvalidParse` naming the first field of a WebQSP question that the slice
+    over FB15k-237 reads and cannot: ``QuestionId`` and ``RawQuestion`` strings, ``Parses`` a list."""
+    if not isinstance(question, dict):
+        raise InvalidParse("question", f"expected an object, got {_shown(question)}")
+    for key in ("QuestionId", "RawQuestion"):
+        if not isinstance(question.get(key), str):
+            raise InvalidParse(key, f"expected a string, {_got(question, key)}")
+    _list(question.get("Parses") or [], "Parses", "parses")
+
+
+def check_gold(parse: dict[str, Any]) -> None:
+    """Raise :class:`InvalidParse` naming the first field of a parse's ``ParseId`` and gold
+    ``Answers`` that the slice cannot read: each answer an object with a string
+    ``AnswerArgument`` and a string or no ``EntityName``."""
+    _parse_id(parse)
+    for i, answer in enumerate(_list(parse.get("Answers") or [], "Answers", "answer objects")):
+        where = f"Answers[{i}]"
+        if not isinstance(answer, dict):
+            raise InvalidParse(where, f"expected an object, got {_shown(answer)}")
+        if not isinstance(answer.get("AnswerArgument"), str):
+            raise InvalidParse(f"{where}.AnswerArgument", f"expected a string, {_got(answer, 'AnswerArgument')}")
+        if not isinstance(answer.get("EntityName") or "", str):
+            raise InvalidParse(f"{where}.EntityName", f"expected a string, {_got(answer, 'EntityName')}")
+
+
 def _shown(value: object) -> str:
     return clipped(repr(value), 100)
 
@@ -334,7 +361,7 @@ def read_questions(path: str | Path) -> list[dict[str, Any]]:
     try:
         with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
             data = parse_json(f.read())
-    except (ValueError, OSError) as e:  # malformed JSON, not UTF-8 text, not gzip
+    except (ValueError, OSError, EOFError, zlib.error) as e:  # malformed JSON, not UTF-8 text, not gzip, damaged gzip
         raise InvalidInputError(f"{str(path)!r} is not a WebQSP JSON file ({e}): give WebQSP.train.json(.gz) or WebQSP.test.json(.gz)") from e
     if not isinstance(data, dict) or not isinstance(data.get("Questions"), list):
         raise InvalidInputError(f"{str(path)!r} is not a WebQSP file: expected an object with a 'Questions' list")
