@@ -3,28 +3,34 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from engine.errors import InvalidInputError, KGQAWarning
 
+#: the folder :func:`folder_saved_whole` saves a folder's files in before they replace its own
+STAGING_DIR = ".saving"
+
 
 def refuse_input_as_output(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]], *,
                            what: str, option: str) -> None:
-    """Refuse an ``output`` that is one of ``inputs`` (under any name: a link, ``..``), or a
-    folder that holds one: writing it would destroy the input. ``what`` names the output in the
-    message ("the rejects file"), ``option`` is where to give another (``--out``)."""
+    """Refuse an ``output`` that is one of ``inputs`` (under any name: a link, ``..``), a folder
+    that holds one, or a path inside an input folder (there or not yet): writing it would
+    destroy or change the input. ``what`` names the output in the message ("the rejects file"),
+    ``option`` is where to give another (``--out``)."""
     out = Path(output)
-    if not out.exists():
-        return
     for given in inputs:
         path = Path(given)
         if not path.exists():
             continue
-        if os.path.samefile(out, path):
+        if out.exists() and os.path.samefile(out, path):
             raise InvalidInputError(f"{what} {str(out)!r} is the input {str(path)!r}: writing there would destroy "
                                     f"the input; give {option} another path")
+        if path.is_dir() and out.resolve().is_relative_to(path.resolve()):
+            raise InvalidInputError(f"{what} {str(out)!r} is inside the input folder {str(path)!r}: writing there "
+                                    f"would change the input; give {option} a path outside it")
         if out.is_dir() and path.resolve().is_relative_to(out.resolve()):
             raise InvalidInputError(f"{what} {str(out)!r} holds the input {str(path)!r}: writing there would destroy "
                                     f"the input; give {option} a folder of its own")
@@ -54,3 +60,33 @@ def written_whole(path: str | os.PathLike[str], *, keep_partial: bool = False) -
             with contextlib.suppress(OSError):
                 partial.unlink()
         raise
+
+
+@contextlib.contextmanager
+def folder_saved_whole(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """A folder to save the files of ``folder`` in: ``folder/.saving``, emptied first. When the
+    block ends, each file saved there replaces the one of its name in ``folder`` and the staging
+    folder is removed; when the block fails, the staging folder is removed and ``folder`` is left
+    as it was. A save stopped while its files replace the folder's own leaves the staging folder,
+    which says so (:func:`save_stopped`) until the next save clears it."""
+    target = Path(folder)
+    staging = target / STAGING_DIR
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for file in sorted(p for p in staging.rglob("*") if p.is_file()):
+        destination = target / file.relative_to(staging)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, destination)
+    shutil.rmtree(staging)
+
+
+def save_stopped(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds the staging folder of a :func:`folder_saved_whole` that did not
+    finish (its files may be half old, half new), or is one."""
+    path = Path(folder)
+    return path.name == STAGING_DIR or (path / STAGING_DIR).is_dir()

@@ -219,6 +219,30 @@ def test_trained_scorer_round_trip(tmp_path, bi):
     assert top([0.1, 0.5, 0.5, 0.2], 2) == [1, 2]
 
 
+@pytest.mark.model
+def test_a_scorer_trained_again_and_stopped_while_saving_is_no_scorer(tmp_path, bi, monkeypatch):
+    from transformers import PreTrainedModel
+
+    examples = [Example("who directed [M]", "Relation: directed_by", 1.0), Example("who directed [M]", "Relation: has_genre", 0.0)] * 4
+    train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4)
+    real_save = PreTrainedModel.save_pretrained
+
+    def weights_cut_short(self, folder, *args, **kwargs):
+        real_save(self, folder, *args, **kwargs)
+        weights = Path(folder) / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])  # stopped while writing the weights
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4, seed=1)
+    monkeypatch.undo()
+    with pytest.raises(KGQAError, match="holds no trained ARG scorer .*train one with kgqa arg train-ranker"):
+        Scorer(bi, tmp_path / "scorer")
+    train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4, seed=1)
+    assert Scorer(bi, tmp_path / "scorer").trained
+
+
 def test_sexpr_command(tmp_path, capsys):
     from engine.stores.oxigraph import OxigraphStore
 

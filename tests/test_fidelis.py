@@ -186,6 +186,8 @@ def test_an_index_folder_that_would_overwrite_the_store_or_a_users_files_is_refu
         for given in (folder, folder.parent):  # the store's folder, or one holding it
             with pytest.raises(InvalidInputError, match="give --index"):
                 index_dir(store, str(given))
+        with pytest.raises(InvalidInputError, match="is inside the input folder .*give --index a path outside it"):
+            index_dir(store, str(folder / "sub" / "index"))
         assert index_dir(store) == folder.with_name("store.fidelis-index")
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -385,13 +385,14 @@ def test_an_out_that_is_an_input_of_the_command_or_a_folder_is_refused_before_an
     kept = {path: path.read_bytes() for path in (qa, qtype)}
     for command in ("run", "export-training"):
         for out, says in [(qa, "is the input"), (qtype, "is the input"), (tmp_path / "store", "is the input"),
+                          (tmp_path / "store" / "sub" / "out.jsonl", "is inside the input folder"),
                           (tmp_path, "holds the input"), (folder, "is a folder: give the path of a file")]:
             code = main(["rog", command, "--dataset", str(qa), "--split", "all", "--store", store, "--model", model,
                          "--out", str(out), "--no-progress"])
             err = capsys.readouterr().err
             assert code == 2 and says in err and repr(str(out)) in err, err
     assert {path: path.read_bytes() for path in kept} == kept
-    assert not list(tmp_path.rglob("*.part")) and not any(folder.iterdir())
+    assert not list(tmp_path.rglob("*.part")) and not any(folder.iterdir()) and not (tmp_path / "store" / "sub").exists()
 
 
 def test_a_failed_command_line_run_leaves_an_existing_output_file_as_it_was(tmp_path, capsys):

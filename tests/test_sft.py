@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import torch
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError, KGQAWarning, ParseError
+from engine.graph import Triple
 from engine.models import run_folder
 from engine.models.loading import load_lm
 from engine.models.transformers_lm import DEFAULT_LM, TransformersLM
@@ -31,6 +33,7 @@ from engine.models.sft import (
     train,
     write_samples,
 )
+from engine.stores.oxigraph import OxigraphStore
 from tests.cli_process import child_env
 from tests.tiny_lm import make_tiny_lm
 
@@ -343,13 +346,18 @@ def test_lm_train_refuses_an_out_it_would_destroy_before_training(tiny, tmp_path
     mine.mkdir()
     (mine / "config.json").write_text("{}")  # a model of the user's that fine-tuning did not write
     kept = {path: path.read_bytes() for path in (data, base / "model.safetensors", mine / "config.json")}
+    store = tmp_path / "store"
+    with OxigraphStore(str(store)) as made:
+        made.add_triples([Triple("a", "r", "b")])
     for out, says in [(data, "is the input"), (base, "is the input"), (tmp_path, "holds the input"),
+                      (base / "sub" / "out", "is inside the input folder"), (store / "sub" / "out", "is inside the store folder"),
                       (mine, "holds files that no fine-tuning wrote")]:
         code = main(["lm", "train", "--data", str(data), "--model", str(base), "--out", str(out), "--device", "cpu",
                      "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and says in err and repr(str(out)) in err and "--out" in err
         assert "epoch 1" not in err  # refused before any training
+    assert not (base / "sub").exists() and not (store / "sub").exists()
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(InvalidInputError, match="is a file: give --out a new folder"):
         train(MEMORISE, tiny, tmp_path / "notes.txt", FAST, progress=False)
@@ -421,8 +429,58 @@ def test_a_run_stopped_while_saving_its_model_is_named_unfinished_until_resumed(
     with pytest.raises(KeyboardInterrupt):
         train(MEMORISE, tiny, out, config, progress=False)
     monkeypatch.setattr(sft, "save_model", real_save)
-    with pytest.raises(InvalidInputError, match=re.escape(f"is a fine-tuning run that has not finished (a checkpoint and no "
-                                                          f"sft-summary.json): finish it with `kgqa lm train … --resume {out}`")):
+    with pytest.raises(InvalidInputError, match=re.escape(f"is a fine-tuning run that has not finished (stopped in training, "
+                                                          f"or while it saved its model): finish it with `kgqa lm train … --resume {out}`")):
         load_lm(str(out), "cpu")
     train(MEMORISE, None, out, config, resume=out, progress=False)
+    assert load_lm(str(out), "cpu").generate(MEMORISE[0].prompt, max_new_tokens=2).text is not None
+
+
+def test_a_finished_run_trained_again_and_stopped_while_saving_is_refused_until_resumed(tiny, tmp_path: Path, monkeypatch):
+    from transformers import PreTrainedModel
+
+    import engine.models.sft as sft
+
+    config = SftConfig(epochs=1, lr=5e-3, batch_size=2, device="cpu")
+    out = tmp_path / "model"
+    train(MEMORISE, tiny, out, config, progress=False)
+    sft.remove_checkpoints(out)  # as a finished recipe stage leaves its folder
+    finished = (out / "model.safetensors").read_bytes()
+    real_save = PreTrainedModel.save_pretrained
+
+    def weights_cut_short(self, folder, *args, **kwargs):
+        real_save(self, folder, *args, **kwargs)
+        weights = Path(folder) / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])  # stopped while writing the weights
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        train(MEMORISE, tiny, out, dataclasses.replace(config, lr=1e-2), progress=False)
+    monkeypatch.undo()
+    assert (out / "model.safetensors").read_bytes() == finished and not (out / ".saving").exists()
+    with pytest.raises(InvalidInputError, match=re.escape(f"has not finished (stopped in training, or while it saved its model): "
+                                                          f"finish it with `kgqa lm train … --resume {out}`")):
+        load_lm(str(out), "cpu")
+
+    # stopped while the saved files replaced the folder's own: the staging folder left says so
+    real_replace, moved = os.replace, []
+
+    def stopped_after_one_file(source, destination):
+        if moved:
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+        moved.append(destination)
+
+    monkeypatch.setattr(os, "replace", stopped_after_one_file)
+    with pytest.raises(KeyboardInterrupt):
+        train(MEMORISE, tiny, out, dataclasses.replace(config, lr=1e-2), progress=False)
+    monkeypatch.undo()
+    assert (out / ".saving").is_dir()
+    for given, resume in [(out, out), (out / ".saving", out)]:
+        with pytest.raises(InvalidInputError, match=re.escape(f"has not finished (stopped in training, or while it saved its model): "
+                                                              f"finish it with `kgqa lm train … --resume {resume}`")):
+            load_lm(str(given), "cpu")
+    train(MEMORISE, tiny, out, dataclasses.replace(config, lr=1e-2), resume=out, progress=False)
+    assert not (out / ".saving").exists() and (out / "sft-summary.json").is_file()
     assert load_lm(str(out), "cpu").generate(MEMORISE[0].prompt, max_new_tokens=2).text is not None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.outputs import save_stopped
+
 #: written last, after the model: its presence says the run finished
 SUMMARY_FILE = "sft-summary.json"
 CHECKPOINT_DIR = "checkpoint"
@@ -28,7 +30,9 @@ def find_checkpoint(out_dir: str | Path) -> Path | None:
 
 def unfinished(out_dir: str | Path) -> bool:
     """Whether ``out_dir`` is a run that has not finished: a checkpoint and no summary (a run
-    stopped in training, or while it saved the model)."""
+    stopped in training, or while it saved the model), or the model's save stopped part way
+    (its staging folder left, :func:`engine.outputs.save_stopped`)."""
     out = Path(out_dir)
     current, _, old = checkpoint_dirs(out)
-    return not (out / SUMMARY_FILE).is_file() and any((c / "state.json").is_file() for c in (current, old))
+    return save_stopped(out) or (
+        not (out / SUMMARY_FILE).is_file() and any((c / "state.json").is_file() for c in (current, old)))

@@ -43,7 +43,8 @@ from engine.models.device import bf16_or_warn, pick_device
 from engine.models.run_folder import SUMMARY_FILE, checkpoint_dirs, find_checkpoint
 from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
-from engine.outputs import refuse_input_as_output
+from engine.outputs import folder_saved_whole, refuse_input_as_output, written_whole
+from engine.stores.oxigraph import store_holding
 
 IGNORE = -100  # the label cross-entropy skips
 CHECKPOINT_SECONDS = 600.0  # training time between checkpoints inside an epoch
@@ -505,21 +506,28 @@ def train(
 
     if best_state is not None:
         lm.model.load_state_dict({k: v.to(device) for k, v in best_state.items()}, strict=False)
+    (out / SUMMARY_FILE).unlink(missing_ok=True)  # an earlier run's: it no longer says the folder's model is whole
     save_model(lm, out, base)
     spent = cpu_spent()
     summary.seconds, summary.cpu_seconds = round(time.perf_counter() - started, 1), None if spent is None else round(spent, 1)
-    (out / SUMMARY_FILE).write_text(json.dumps(asdict(summary), indent=2))
+    with written_whole(out / SUMMARY_FILE) as partial:
+        partial.write_text(json.dumps(asdict(summary), indent=2))
     return summary
 
 
 def check_out_dir(out: Path, base: str | None) -> None:
     """Refuse, before any training, an ``out`` the trained model cannot go to without destroying
-    something: a file, the base model's folder (or one holding it), or a folder holding anything
-    but an earlier fine-tuning's output (a model of the user's, a store, a home folder)."""
+    something: a file, the base model's folder (a folder inside it, or one holding it), a folder
+    inside a store's, or a folder holding anything but an earlier fine-tuning's output (a model
+    of the user's, a store, a home folder)."""
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"the model directory {str(out)!r} is a file: give --out a new folder")
     if base is not None and Path(base).exists():
         refuse_input_as_output(out, [base], what="the model directory", option="--out")
+    store = store_holding(out)
+    if store is not None:
+        raise InvalidInputError(f"the model directory {str(out)!r} is inside the store folder {store!r}: saving there "
+                                "would mix the model into the store's files; give --out a folder outside it")
     if out.is_dir() and any(out.iterdir()) and not (
         (out / SUMMARY_FILE).is_file() or find_checkpoint(out) is not None or any(p.exists() for p in checkpoint_dirs(out))
     ):
@@ -557,9 +565,15 @@ def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: d
 def save_model(lm: Any, out_dir: str | Path, base: str | None = None) -> None:
     """The model (LoRA merged into its weights) and tokenizer, as ``load_lm(out_dir)`` reads them;
     a LoRA run also keeps its unmerged adapter in ``out_dir/adapter``, a ``--model`` of its own
-    (:mod:`engine.models.adapters`; ``base``: the base model's ``--model`` name)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    (:mod:`engine.models.adapters`; ``base``: the base model's ``--model`` name). Saved whole
+    (:func:`engine.outputs.folder_saved_whole`): a save stopped part way leaves the files that
+    were there, or a folder :func:`load_lm` refuses as unfinished."""
+    with folder_saved_whole(out_dir) as staging:
+        _save_model_files(lm, staging, base)
+
+
+def _save_model_files(lm: Any, out: Path, base: str | None) -> None:
+    """What :func:`save_model` saves, into ``out``."""
     model = lm.model
     if hasattr(model, "merge_and_unload"):  # a peft model
         # the adapter alone too (a few MB): what can ship and load onto the base model, named by

@@ -31,8 +31,9 @@ from engine.models.lm import (
     per_prompt_stops,
 )
 from engine.models.sources import model_source
-from engine.models.run_folder import SUMMARY_FILE, unfinished
+from engine.models.run_folder import unfinished
 from engine.models.templates import TEMPLATES, check_template, saved_template
+from engine.outputs import STAGING_DIR
 
 #: the offline default's name (:func:`engine.models.loading.local_source` finds its file)
 DEFAULT_LM = "SmolLM2-135M-Instruct"
@@ -77,9 +78,10 @@ class TransformersLM(LanguageModel):
         check_dtype(dtype)
         found = model_source(name_or_path, "language model", LM_SOURCES)  # before torch loads: a bad name fails at once
         if unfinished(found.path):  # its model files may be missing, or half written
+            run = Path(name_or_path).parent if Path(found.path).name == STAGING_DIR else name_or_path
             raise InvalidInputError(
-                f"language model {name_or_path!r} is a fine-tuning run that has not finished (a checkpoint and no "
-                f"{SUMMARY_FILE}): finish it with `kgqa lm train … --resume {name_or_path}`, or name a finished model"
+                f"language model {name_or_path!r} is a fine-tuning run that has not finished (stopped in training, or "
+                f"while it saved its model): finish it with `kgqa lm train … --resume {run}`, or name a finished model"
             )
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

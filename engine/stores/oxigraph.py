@@ -5,6 +5,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pyoxigraph as ox
@@ -26,11 +27,22 @@ def is_oxigraph_store(path: str) -> bool:
     """Whether ``path`` holds an Oxigraph (RocksDB) database: its ``CURRENT`` file and a
     ``MANIFEST-*`` file, which every RocksDB database has (a folder of one's own may well hold
     a file named CURRENT)."""
+    if not os.path.isfile(os.path.join(path, "CURRENT")):  # before listing: a big folder is listed only when it may be one
+        return False
     try:
         names = os.listdir(path)
     except OSError:
         return False
-    return os.path.isfile(os.path.join(path, "CURRENT")) and any(name.startswith("MANIFEST-") for name in names)
+    return any(name.startswith("MANIFEST-") for name in names)
+
+
+def store_holding(path: str | os.PathLike[str]) -> str | None:
+    """The Oxigraph store folder that ``path`` (there or not yet) lies inside, if any."""
+    resolved = os.path.realpath(path)
+    for folder in Path(resolved).parents:
+        if is_oxigraph_store(str(folder)):
+            return str(folder)
+    return None
 
 
 def damaged_store_error(path: str, said: str) -> StoreUnavailableError:

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.errors import KGQAError
 from engine.models.device import pick_device
+from engine.outputs import folder_saved_whole, written_whole
 
 SCORER_FILE = "arg-scorer.json"
 
@@ -155,9 +156,11 @@ def train_scorer(
             optimiser.step()
             loss_value = float(loss.detach())
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    (out / SCORER_FILE).unlink(missing_ok=True)  # written last: until then the folder is no scorer
+    with folder_saved_whole(out) as staging:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
     report = TrainReport(len(order), sum(e.label > 0.5 for e in order), epochs, round(loss_value, 4), round(time.perf_counter() - started, 1), str(out))
-    (out / SCORER_FILE).write_text(json.dumps({"base": source, **report.__dict__}, indent=2))
+    with written_whole(out / SCORER_FILE) as partial:
+        partial.write_text(json.dumps({"base": source, **report.__dict__}, indent=2))
     return report
