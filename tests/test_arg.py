@@ -21,6 +21,7 @@ from engine.reference import ReferenceStore
 from engine.results import to_json
 from engine.sexpr import parse
 from engine.sexpr.tree import to_text
+from tests.tiny_lm import stop_while_saving_weights
 
 MOVIES = [
     ("The Prowler", "directed_by", "Joseph Losey"),
@@ -221,19 +222,9 @@ def test_trained_scorer_round_trip(tmp_path, bi):
 
 @pytest.mark.model
 def test_a_scorer_trained_again_and_stopped_while_saving_is_no_scorer(tmp_path, bi, monkeypatch):
-    from transformers import PreTrainedModel
-
     examples = [Example("who directed [M]", "Relation: directed_by", 1.0), Example("who directed [M]", "Relation: has_genre", 0.0)] * 4
     train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4)
-    real_save = PreTrainedModel.save_pretrained
-
-    def weights_cut_short(self, folder, *args, **kwargs):
-        real_save(self, folder, *args, **kwargs)
-        weights = Path(folder) / "model.safetensors"
-        weights.write_bytes(weights.read_bytes()[:100])  # stopped while writing the weights
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
+    stop_while_saving_weights(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4, seed=1)
     monkeypatch.undo()

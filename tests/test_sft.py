@@ -35,7 +35,7 @@ from engine.models.sft import (
 )
 from engine.stores.oxigraph import OxigraphStore
 from tests.cli_process import child_env
-from tests.tiny_lm import make_tiny_lm
+from tests.tiny_lm import make_tiny_lm, stop_while_saving_weights
 
 #: four prompts a two-layer model can learn by heart
 MEMORISE = [Sample("q: red", "apple"), Sample("q: blue", "sky"), Sample("q: green", "grass!"), Sample("q: gold", "sun")]
@@ -437,8 +437,6 @@ def test_a_run_stopped_while_saving_its_model_is_named_unfinished_until_resumed(
 
 
 def test_a_finished_run_trained_again_and_stopped_while_saving_is_refused_until_resumed(tiny, tmp_path: Path, monkeypatch):
-    from transformers import PreTrainedModel
-
     import engine.models.sft as sft
 
     config = SftConfig(epochs=1, lr=5e-3, batch_size=2, device="cpu")
@@ -446,15 +444,7 @@ def test_a_finished_run_trained_again_and_stopped_while_saving_is_refused_until_
     train(MEMORISE, tiny, out, config, progress=False)
     sft.remove_checkpoints(out)  # as a finished recipe stage leaves its folder
     finished = (out / "model.safetensors").read_bytes()
-    real_save = PreTrainedModel.save_pretrained
-
-    def weights_cut_short(self, folder, *args, **kwargs):
-        real_save(self, folder, *args, **kwargs)
-        weights = Path(folder) / "model.safetensors"
-        weights.write_bytes(weights.read_bytes()[:100])  # stopped while writing the weights
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
+    stop_while_saving_weights(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train(MEMORISE, tiny, out, dataclasses.replace(config, lr=1e-2), progress=False)
     monkeypatch.undo()

@@ -24,3 +24,20 @@ def make_tiny_lm(path: Path) -> str:
     LlamaForCausalLM(config).save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
     return str(path)
+
+
+def stop_while_saving_weights(monkeypatch) -> None:
+    """Make every model's ``save_pretrained`` stop as a process stopped while it wrote the
+    weights would: ``model.safetensors`` cut short, then ``KeyboardInterrupt``
+    (``monkeypatch.undo()`` lets saves finish again)."""
+    from transformers import PreTrainedModel
+
+    real_save = PreTrainedModel.save_pretrained
+
+    def weights_cut_short(self, folder, *args, **kwargs):
+        real_save(self, folder, *args, **kwargs)
+        weights = Path(folder) / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
