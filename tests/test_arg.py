@@ -21,7 +21,7 @@ from engine.reference import ReferenceStore
 from engine.results import to_json
 from engine.sexpr import parse
 from engine.sexpr.tree import to_text
-from tests.tiny_lm import stop_while_saving_weights
+from tests.tiny_lm import stop_after_one_file_replaced, stop_while_saving_weights
 
 MOVIES = [
     ("The Prowler", "directed_by", "Joseph Losey"),
@@ -220,18 +220,60 @@ def test_trained_scorer_round_trip(tmp_path, bi):
     assert top([0.1, 0.5, 0.5, 0.2], 2) == [1, 2]
 
 
+def _folder_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.model
-def test_a_scorer_trained_again_and_stopped_while_saving_is_no_scorer(tmp_path, bi, monkeypatch):
+def test_a_scorer_trained_again_and_stopped_while_saving_keeps_the_earlier_one_or_is_no_scorer(tmp_path, bi, monkeypatch):
     examples = [Example("who directed [M]", "Relation: directed_by", 1.0), Example("who directed [M]", "Relation: has_genre", 0.0)] * 4
-    train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4)
+    out = tmp_path / "scorer"
+    train_scorer(examples, out, epochs=1, batch_size=4)
+    earlier = _folder_files(out)
+    # stopped while the new scorer is saved aside: the earlier one is as it was, and loads
     stop_while_saving_weights(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4, seed=1)
+        train_scorer(examples, out, epochs=1, batch_size=4, seed=1)
+    monkeypatch.undo()
+    assert _folder_files(out) == earlier and Scorer(bi, out).trained
+    # stopped while its files replace the earlier one's: half old, half new, so no scorer
+    stop_after_one_file_replaced(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(examples, out, epochs=1, batch_size=4, seed=1)
     monkeypatch.undo()
     with pytest.raises(KGQAError, match="holds no trained ARG scorer .*train one with kgqa arg train-ranker"):
-        Scorer(bi, tmp_path / "scorer")
-    train_scorer(examples, tmp_path / "scorer", epochs=1, batch_size=4, seed=1)
-    assert Scorer(bi, tmp_path / "scorer").trained
+        Scorer(bi, out)
+    train_scorer(examples, out, epochs=1, batch_size=4, seed=1)  # the next save clears what the stopped one left
+    assert Scorer(bi, out).trained and not (out / ".saving").exists()
+
+
+def test_train_ranker_refuses_an_out_it_would_destroy_before_reading_the_store(tmp_path, capsys):
+    from engine.stores.oxigraph import OxigraphStore
+
+    store = tmp_path / "store"
+    with OxigraphStore(str(store)) as opened:
+        opened.add_triples(TRIPLES)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    base = tmp_path / "base"
+    base.mkdir()
+    (tmp_path / "file").write_text("x")
+    questions = tmp_path / "q.jsonl"  # never read: every --out below is refused first
+    for out, says in ((mine, "holds files that no ranker training wrote"), (store / "scorer", "is inside the store folder"),
+                      (store, "holds files that no ranker training wrote"), (tmp_path / "file", "is a file"),
+                      (base / "scorer", "is inside the input folder")):
+        assert main(["arg", "train-ranker", "--dataset", str(questions), "--store", str(store), "--out", str(out),
+                     "--base", str(base)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and str(out) in err, err
+    assert (mine / "notes.txt").read_text() == "mine" and not (store / "scorer").exists() and not (base / "scorer").exists()
+    with pytest.raises(InvalidInputError, match="epochs 0: give a whole number of at least 1"):
+        train_scorer([Example("q", "Relation: r", 1.0)], tmp_path / "new", epochs=0)
+    with pytest.raises(SystemExit):
+        main(["arg", "train-ranker", "--dataset", str(questions), "--store", str(store), "--out", str(tmp_path / "new"),
+              "--epochs", "0"])
+    assert not (tmp_path / "new").exists()
 
 
 def test_sexpr_command(tmp_path, capsys):

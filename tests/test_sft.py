@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from engine.models.sft import (
 )
 from engine.stores.oxigraph import OxigraphStore
 from tests.cli_process import child_env
-from tests.tiny_lm import make_tiny_lm, stop_while_saving_weights
+from tests.tiny_lm import make_tiny_lm, stop_after_one_file_replaced, stop_while_saving_weights
 
 #: four prompts a two-layer model can learn by heart
 MEMORISE = [Sample("q: red", "apple"), Sample("q: blue", "sky"), Sample("q: green", "grass!"), Sample("q: gold", "sun")]
@@ -454,15 +453,7 @@ def test_a_finished_run_trained_again_and_stopped_while_saving_is_refused_until_
         load_lm(str(out), "cpu")
 
     # stopped while the saved files replaced the folder's own: the staging folder left says so
-    real_replace, moved = os.replace, []
-
-    def stopped_after_one_file(source, destination):
-        if moved:
-            raise KeyboardInterrupt
-        real_replace(source, destination)
-        moved.append(destination)
-
-    monkeypatch.setattr(os, "replace", stopped_after_one_file)
+    stop_after_one_file_replaced(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train(MEMORISE, tiny, out, dataclasses.replace(config, lr=1e-2), progress=False)
     monkeypatch.undo()

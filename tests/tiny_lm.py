@@ -41,3 +41,19 @@ def stop_while_saving_weights(monkeypatch) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", weights_cut_short)
+
+
+def stop_after_one_file_replaced(monkeypatch) -> None:
+    """Make ``os.replace`` stop (``KeyboardInterrupt``) once it has moved one file, as a process
+    stopped while a saved model's files replace a folder's own would."""
+    import os
+
+    real_replace, moved = os.replace, []
+
+    def stopped_after_one_file(source, destination):
+        if moved:
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+        moved.append(destination)
+
+    monkeypatch.setattr(os, "replace", stopped_after_one_file)

@@ -15,6 +15,7 @@ from engine.cli.common import (
     add_question_arguments,
     add_store_arguments,
     config_from_args,
+    count,
     emit,
     open_from_args,
     parse_anchors,
@@ -48,7 +49,7 @@ def add_commands(arg: argparse._SubParsersAction) -> None:
     p = arg.add_parser("train-ranker", help="train the stage-2 cross-encoder from a dataset's gold paths")
     _dataset_arguments(p, "train")
     p.add_argument("--out", required=True, help="directory to save the scorer to")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the training pairs (default 1)")
+    p.add_argument("--epochs", type=count, default=1, help="passes over the training pairs (default 1)")
     p.add_argument("--base", default=None, help="transformer to start from (default: the offline all-MiniLM-L6-v2)")
     add_store_arguments(p)
     add_output_arguments(p)
@@ -134,8 +135,9 @@ def render_retrieval(result: Any, costs: dict[str, Any]) -> str:
 
 def _train(args: argparse.Namespace) -> None:
     from engine.methods.arg.datasets import gold_path, training_examples
-    from engine.methods.arg.ranker import train_scorer
+    from engine.methods.arg.ranker import check_scorer_folder, train_scorer
 
+    check_scorer_folder(args.out, args.base)  # before the training pairs are gathered from the store
     with open_from_args(args) as store:
         items = [(q, gold_path(q)) for q in run_questions(args)]
         examples = training_examples(store, items, seed=args.seed)

@@ -43,8 +43,7 @@ from engine.models.device import bf16_or_warn, pick_device
 from engine.models.run_folder import SUMMARY_FILE, checkpoint_dirs, find_checkpoint
 from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
-from engine.outputs import folder_saved_whole, refuse_input_as_output, written_whole
-from engine.stores.oxigraph import store_holding
+from engine.outputs import check_model_folder, folder_saved_whole, written_whole
 
 IGNORE = -100  # the label cross-entropy skips
 CHECKPOINT_SECONDS = 600.0  # training time between checkpoints inside an epoch
@@ -517,22 +516,10 @@ def train(
 
 def check_out_dir(out: Path, base: str | None) -> None:
     """Refuse, before any training, an ``out`` the trained model cannot go to without destroying
-    something: a file, the base model's folder (a folder inside it, or one holding it), a folder
-    inside a store's, or a folder holding anything but an earlier fine-tuning's output (a model
-    of the user's, a store, a home folder)."""
-    if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"the model directory {str(out)!r} is a file: give --out a new folder")
-    if base is not None and Path(base).exists():
-        refuse_input_as_output(out, [base], what="the model directory", option="--out")
-    store = store_holding(out)
-    if store is not None:
-        raise InvalidInputError(f"the model directory {str(out)!r} is inside the store folder {store!r}: saving there "
-                                "would mix the model into the store's files; give --out a folder outside it")
-    if out.is_dir() and any(out.iterdir()) and not (
-        (out / SUMMARY_FILE).is_file() or find_checkpoint(out) is not None or any(p.exists() for p in checkpoint_dirs(out))
-    ):
-        raise InvalidInputError(f"the model directory {str(out)!r} holds files that no fine-tuning wrote: saving there would "
-                                "overwrite them; give --out a new or empty folder")
+    something (:func:`engine.outputs.check_model_folder`): one holding anything but an earlier
+    fine-tuning's output, a checkpoint or a summary, is refused."""
+    check_model_folder(out, base, run="fine-tuning", ours=lambda folder: (folder / SUMMARY_FILE).is_file()
+                       or find_checkpoint(folder) is not None or any(p.exists() for p in checkpoint_dirs(folder)))
 
 
 def _save_checkpoint(out: Path, lm: Any, optimiser: Any, scheduler: Any, best: dict | None, state: dict) -> None:

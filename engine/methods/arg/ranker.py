@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import KGQAError
+from engine.errors import InvalidInputError, KGQAError
 from engine.models.device import pick_device
-from engine.outputs import folder_saved_whole, written_whole
+from engine.models.encoders import default_encoder_path
+from engine.outputs import check_model_folder, folder_saved_whole, save_stopped, written_whole
 
 SCORER_FILE = "arg-scorer.json"
 
@@ -113,6 +114,14 @@ class TrainReport:
     path: str
 
 
+def check_scorer_folder(out_dir: str | Path, base: str | None = None) -> None:
+    """Refuse, before any training, an ``out_dir`` the scorer cannot be saved to without
+    destroying something (:func:`engine.outputs.check_model_folder`): one holding anything but
+    an earlier scorer is refused."""
+    check_model_folder(out_dir, base or default_encoder_path(), run="ranker training",
+                       ours=lambda folder: (folder / SCORER_FILE).is_file() or save_stopped(folder))
+
+
 def train_scorer(
     examples: Sequence[Example],
     out_dir: str | Path,
@@ -127,10 +136,14 @@ def train_scorer(
     ``examples`` with binary cross-entropy, and save it to ``out_dir``."""
     import torch
 
-    from engine.models.encoders import default_encoder_path, load_sequence_classifier
+    from engine.models.encoders import load_sequence_classifier
 
     if not examples:
         raise KGQAError("no training examples: the dataset gave no gold paths")
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"{name} {value!r}: give a whole number of at least 1")
+    check_scorer_folder(out_dir, base)
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = pick_device(device)
@@ -156,10 +169,11 @@ def train_scorer(
             optimiser.step()
             loss_value = float(loss.detach())
     out = Path(out_dir)
-    (out / SCORER_FILE).unlink(missing_ok=True)  # written last: until then the folder is no scorer
     with folder_saved_whole(out) as staging:
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
+        # saved: an earlier scorer's files are replaced next, and the folder is no scorer until its file is written again
+        (out / SCORER_FILE).unlink(missing_ok=True)
     report = TrainReport(len(order), sum(e.label > 0.5 for e in order), epochs, round(loss_value, 4), round(time.perf_counter() - started, 1), str(out))
     with written_whole(out / SCORER_FILE) as partial:
         partial.write_text(json.dumps({"base": source, **report.__dict__}, indent=2))
