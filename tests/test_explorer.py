@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
+from engine.graph import NAME_RELATION, Literal, Triple
 from engine.graph import Path as GraphPath
 from engine.methods import registry
 from engine.methods.spec import Method, MethodSpec, Models, Prediction, option
 from engine.render import render_path, term_text
 from engine.serve import trace_graph
 from engine.serve.client import ServeClient
-from engine.serve.explorer import MAX_RECORD_ITEMS
+from engine.serve.explorer import MAX_RECORD_ITEMS, PAGE_HEADERS
 from engine.serve.settings import ServeSettings
 from engine.servers.base import free_port
 from engine.store import SCHEMA_RELATIONS, Store
@@ -257,8 +258,9 @@ def test_the_explorer_endpoints_list_questions_and_draw_an_answer(oxigraph, walk
 
 
 def test_a_record_with_lists_past_the_bound_is_refused_and_one_at_it_is_drawn(oxigraph):
-    """A record's lists are bounded (the graph's work grows with them); one at the bound, with
-    answers, predictions and topics that name no node of the graph, is drawn."""
+    """A record's lists are bounded (the graph's work grows with them), and its ids and answers
+    are lists; one at the bound, with answers, predictions and topics that name no node of the
+    graph, is drawn."""
     most = MAX_RECORD_ITEMS
     with served(oxigraph, ServeSettings(timeout=30)) as client:
         for record, field in [
@@ -270,6 +272,12 @@ def test_a_record_with_lists_past_the_bound_is_refused_and_one_at_it_is_drawn(ox
         ]:
             got, answer = client.request("POST", "/v1/explorer/graph", {"method": "rog", "record": record})
             assert got == 400 and f"{field}: {most + 1:,} items" in answer["detail"], (field, answer)
+        # a text where a list belongs is refused, not drawn letter by letter
+        for record, says in [({"topic": "m.0kq01"}, "record.topic: a str; send a list"),
+                             ({"prediction": "Alien", "trace": {"paths": ["a → r → b"]}}, "record.prediction: a str"),
+                             ({"answer_ids": {"m.0kq02": 1}}, "record.answer_ids: a dict")]:
+            got, answer = client.request("POST", "/v1/explorer/graph", {"method": "rog", "record": record})
+            assert got == 400 and says in answer["detail"], (record, answer)
         record = {"answers": [f"a{i:07d}" for i in range(most)], "prediction": [f"p{i:07d} is it" for i in range(most)],
                   "answer_ids": [f"m.a{i}" for i in range(most)], "topic": [f"m.t{i}" for i in range(most)],
                   "trace": {"paths": [f"t{i:07d} → r → p{i:07d}" for i in range(most)]}}
@@ -286,22 +294,30 @@ def test_a_record_with_lists_past_the_bound_is_refused_and_one_at_it_is_drawn(ox
 def test_the_page_is_open_and_its_endpoints_take_the_token(oxigraph):
     with served(oxigraph, ServeSettings(token="s3cret")) as client:
         anonymous = ServeClient(client.url)
-        page = _get(client.url + "/explorer")
+        page, headers = _get(client.url + "/explorer")
         assert page.startswith("<!doctype html>") and "/explorer/static/vendor/cytoscape.min.js" in page
         assert "https://" not in page  # nothing from elsewhere: the page runs on this server alone
-        script = _get(client.url + "/explorer/static/vendor/cytoscape.min.js")
+        # no script but the server's own files runs, and no other site frames the page
+        policy = headers["Content-Security-Policy"]
+        assert "script-src 'self';" in policy and "'unsafe-inline'" not in policy and "frame-ancestors 'none'" in policy
+        assert (headers["X-Content-Type-Options"], headers["X-Frame-Options"]) == ("nosniff", "DENY")
+        # the page's files (the page among them) come with the same headers
+        assert _get(client.url + "/explorer/static/explorer.html")[1]["Content-Security-Policy"] == policy
+        script, headers = _get(client.url + "/explorer/static/vendor/cytoscape.min.js")
         assert "cytoscape" in script[:2000] and len(script) > 100_000
+        assert {k: headers[k] for k in PAGE_HEADERS} == PAGE_HEADERS
         assert anonymous.request("GET", "/v1/explorer/sources")[0] == 401
         assert anonymous.request("POST", "/v1/explorer/graph", {"method": "rog", "record": {}})[0] == 401
         assert client.get("/v1/explorer/sources") == {"sources": client.get("/v1/explorer/sources")["sources"]}
         anonymous.close()
 
 
-def _get(url: str) -> str:
+def _get(url: str) -> tuple[str, Any]:
+    """The text at ``url`` and the headers it came with."""
     from urllib.request import urlopen
 
     with urlopen(url, timeout=30) as response:
-        return response.read().decode()
+        return response.read().decode(), response.headers
 
 
 @pytest.mark.shared_data
@@ -335,6 +351,10 @@ def browser() -> Iterator[Any]:
         opened = webdriver.Chrome(options=options, service=Service(driver))
     except WebDriverException as e:
         missing(f"chromium does not start: {e.msg}")
+    # every page keeps what its content security policy refused (:func:`_answer_on_page` checks it is nothing)
+    opened.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "window.__refused = []; document.addEventListener('securitypolicyviolation',"
+        " (e) => window.__refused.push(`${e.violatedDirective} ${e.blockedURI} ${e.sample}`));")})
     yield opened
     opened.quit()
 
@@ -378,6 +398,7 @@ def _answer_on_page(browser: Any, url: str, method: str, config: str, timeout: f
     )
     drawn["times"] = browser.find_element(By.ID, "times").text
     drawn["predicted"] = browser.find_element(By.ID, "predicted").text
+    assert browser.execute_script("return window.__refused") == []  # the page works within its own policy
     return drawn
 
 
@@ -405,6 +426,42 @@ def test_the_page_answers_a_picked_and_a_typed_question_and_draws_the_reasoning(
         assert roles["Alien"] == ["topic"] and roles["Science Fiction"] == ["answer"] and roles["Horror"] == ["answer"]
         assert not _drawn_edges(drawn, "gold") and "(not given)" in _wait(
             browser, lambda b: b.find_element("id", "gold-answers").text, 5)
+
+
+#: names, a value and a question that run script wherever a page takes them as HTML (each sets
+#: window.__pwned), or break out of an attribute, a textarea or the text's direction
+HOSTILE_NAMES = {"m.h1": '<img src=x onerror="window.__pwned=1">',
+                 "m.h2": "<script>window.__pwned=2</script>\"'><svg onload=window.__pwned=3>"}
+HOSTILE_VALUE = "</textarea><iframe src=javascript:top.__pwned=4></iframe>"
+HOSTILE_QUESTION = {"id": "\"'><img src=x onerror=window.__pwned=5>",
+                    "question": "who directed </textarea><img src=x onerror=window.__pwned=6> \u202eti",
+                    "answer": ["javascript:window.__pwned=7"], "q_entity": ["m.h1"], "a_entity": ["m.h2"]}
+
+
+def test_the_page_shows_hostile_names_and_questions_as_text_and_runs_none_of_them(walker, tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    from engine.stores.oxigraph import OxigraphStore
+
+    questions = tmp_path / "hostile.jsonl"
+    questions.write_text(json.dumps(HOSTILE_QUESTION) + "\n", encoding="utf-8")
+    triples = [Triple(i, NAME_RELATION, Literal(name)) for i, name in HOSTILE_NAMES.items()]
+    triples += [Triple("m.h1", "film.film.directed_by", "m.h2"), Triple("m.h1", "film.film.tagline", Literal(HOSTILE_VALUE))]
+    with OxigraphStore(None) as store, served(store, ServeSettings(questions=str(questions))) as client:
+        store.add_triples(triples)
+        drawn = _answer_on_page(browser, client.url, "walker", "{}", 60, question=0)
+        assert browser.execute_script("return window.__pwned") is None
+        assert browser.execute_script("return document.querySelectorAll('img, iframe, svg, object, embed').length") == 0
+        assert browser.execute_script("return document.scripts.length") == 2  # cytoscape and the page's own
+        listed = browser.find_element(By.CSS_SELECTOR, "#questions li")
+        assert listed.get_property("textContent") == HOSTILE_QUESTION["question"]
+        assert listed.get_attribute("title") == f"{HOSTILE_QUESTION['id']}: {HOSTILE_QUESTION['answer'][0]}"
+        assert browser.find_element(By.ID, "question").get_property("value") == HOSTILE_QUESTION["question"]
+        assert drawn["predicted"] == HOSTILE_NAMES["m.h2"]
+        assert browser.find_element(By.ID, "gold-answers").get_property("textContent") == HOSTILE_QUESTION["answer"][0]
+        roles = _roles(drawn)
+        assert roles[HOSTILE_NAMES["m.h1"]] == ["topic"] and roles[HOSTILE_NAMES["m.h2"]] == ["answer", "gold"]
+        assert HOSTILE_VALUE in roles
 
 
 @pytest.mark.model

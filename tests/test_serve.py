@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import re
 import signal
@@ -290,6 +291,22 @@ def test_bodies_past_the_limit_get_413_whether_declared_or_streamed(oxigraph):
         assert response.status == 413 and b"at most 1,000" in response.read()
         connection.close()
         assert client.op("names", ids=["m.0kq02"])["names"] == {"m.0kq02": "Alien"}
+
+
+def test_a_request_that_fails_is_logged_with_its_paths_control_characters_escaped(oxigraph, caplog):
+    """A client's control characters in a path (a terminal escape, a bidi override) reach the
+    error log escaped: they drive no terminal and hide nothing."""
+    app = create_app(oxigraph)
+
+    @app.get("/fails/{anything}")
+    async def fails(anything: str) -> None:
+        raise RuntimeError("a bug")
+
+    with caplog.at_level(logging.ERROR, "kgqa.serve"), Background(app) as server, ServeClient(server.url) as client:
+        assert client.request("GET", "/fails/%0D%0Aforged%1B%5B31m%E2%80%AE")[0] == 500
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "kgqa.serve"]
+    assert logged.startswith("GET '/fails/") and "forged\\x1b[31m\\u202e' failed" in logged
+    assert not any(c in logged for c in "\r\n\x1b\u202e"), logged
 
 
 def test_cors_is_off_unless_origins_are_named(oxigraph):

@@ -86,7 +86,8 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
 
 
 async def _bug(request: Request, error: Exception) -> JSONResponse:
-    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    # the path as a literal: a client's control characters (a terminal escape) are shown escaped
+    log.error("%s %r failed", request.method, request.url.path, exc_info=error)
     return _error_response(error)
 
 

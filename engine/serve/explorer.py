@@ -13,7 +13,9 @@ the file its operator gave. The page needs no network but this server.
 """
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from fastapi import APIRouter, FastAPI, Query
 from fastapi.params import Depends
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import InvalidInputError
@@ -40,6 +43,22 @@ MAX_NAMED = 2000
 GOLD_WALK_LIMIT = 200
 #: the most items of any list in a record drawn (answers, prediction, topic, a trace's paths, …)
 MAX_RECORD_ITEMS = 1000
+#: the record's fields that list ids or names
+RECORD_LISTS = ("topic", "answers", "answer_ids", "prediction", "prediction_ids")
+#: the one rule cytoscape adds to the page as a <style> element (the page's policy allows it by its hash)
+CYTOSCAPE_RULE = ".__________cytoscape_container { position: relative; }"
+#: the page runs only this server's own files (a name in the store that the page ever showed as HTML
+#: would not run): no inline script or style but cytoscape's rule, no framing, no sniffing
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        f"style-src 'self' 'sha256-{base64.b64encode(hashlib.sha256(CYTOSCAPE_RULE.encode()).digest()).decode()}'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 class GraphRequest(BaseModel):
@@ -101,8 +120,12 @@ def list_questions(settings: ServeSettings, source: str, search: str, offset: in
 
 
 def check_record(record: dict[str, Any]) -> None:
-    """Refuse a record with a list of more than :data:`MAX_RECORD_ITEMS` items anywhere in it,
-    naming the field: the graph's work grows with them, and no method's record holds so many."""
+    """Refuse a record whose ids or answers are not lists (a text would be drawn letter by
+    letter), or with a list of more than :data:`MAX_RECORD_ITEMS` items anywhere in it, naming
+    the field: the graph's work grows with them, and no method's record holds so many."""
+    for key in RECORD_LISTS:
+        if record.get(key) is not None and not isinstance(record[key], list):
+            raise InvalidInputError(f"record.{key}: a {type(record[key]).__name__}; send a list, as /v1/answer writes it")
     for where, _, value in walk(record, "record"):
         if isinstance(value, list) and len(value) > MAX_RECORD_ITEMS:
             raise InvalidInputError(
@@ -177,7 +200,16 @@ def mount_explorer(app: FastAPI, store: Store, settings: ServeSettings, workers:
 
     @app.get("/explorer", include_in_schema=False)
     async def explorer_page() -> FileResponse:
-        return FileResponse(page, media_type="text/html")
+        return FileResponse(page, media_type="text/html", headers=PAGE_HEADERS)
 
-    app.mount("/explorer/static", StaticFiles(directory=STATIC), name="explorer-static")
+    app.mount("/explorer/static", _PageFiles(directory=STATIC), name="explorer-static")
+
+
+class _PageFiles(StaticFiles):
+    """The page's files, with its headers (the page itself is one of them)."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
