@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -112,3 +113,56 @@ def check_model_folder(out: str | os.PathLike[str], base: str | os.PathLike[str]
     if folder.is_dir() and any(folder.iterdir()) and not ours(folder):
         raise InvalidInputError(f"the model directory {str(folder)!r} holds files that no {run} wrote: saving there would "
                                 "overwrite them; give --out a new or empty folder")
+
+
+@contextlib.contextmanager
+def folder_written_whole(path: str | os.PathLike[str], *, keep: Callable[[str], bool]) -> Iterator[Path]:
+    """A new folder to write the folder ``path`` through, beside it (so that renaming it is
+    atomic), which replaces ``path`` when the block ends and is removed when the block fails:
+    a failed command leaves the earlier folder as it was. The entries of the earlier folder
+    whose names ``keep`` accepts are moved into the new one once it is in place."""
+    target = Path(os.path.realpath(path))  # a link to a folder keeps pointing at it
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = _new_sibling(target, "part")
+    try:
+        yield work
+        if target.is_dir():
+            shutil.copymode(target, work)
+            aside = _swap(target, work)
+        else:
+            os.rename(work, target)
+            return
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for name in sorted(os.listdir(aside)):
+        if keep(name):
+            os.rename(aside / name, target / name)  # a failure here leaves the rest in ``aside``, named in the error
+    shutil.rmtree(aside)
+
+
+def _new_sibling(target: Path, tag: str) -> Path:
+    """A new empty folder beside ``target``, hidden, named after it and unique."""
+    while True:
+        folder = target.with_name(f".{target.name}.{tag}-{secrets.token_hex(4)}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _swap(target: Path, new: Path) -> Path:
+    """Put the folder ``new`` at ``target``; the earlier ``target`` is moved aside (returned)."""
+    aside = _new_sibling(target, "old")
+    try:
+        os.rename(target, aside)  # onto the empty folder ``aside``: POSIX replaces it
+    except BaseException:
+        aside.rmdir()
+        raise
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    return aside

@@ -110,7 +110,7 @@ from engine.results import (
 )
 from engine.sexpr.parser import MAX_DEPTH, parse
 from engine.sexpr.tree import Count, Top, depth, entities, to_text
-from engine.timeouts import Budget
+from engine.timeouts import Budget, run_with_timeout
 from engine.walk import breadth_first
 
 if TYPE_CHECKING:
@@ -398,12 +398,13 @@ class Store(ABC):
     def stats(self) -> StoreStats:
         """Triples, entities and triples per relation."""
 
-    def relation_names(self) -> list[str]:
+    def relation_names(self, *, timeout: float | None = None) -> list[str]:
         """The relations the stored edges carry, sorted: the keys of :meth:`stats`'s
         ``relations``, found without counting entities or edges where the store can list them
         more cheaply. What the methods take as their relation vocabulary: on a Freebase-sized
-        endpoint :meth:`stats` counts every entity of the graph."""
-        return sorted(self.stats().relations)
+        endpoint :meth:`stats` counts every entity of the graph. ``timeout`` (seconds; None:
+        none) bounds the look-up as it does an operation."""
+        return run_with_timeout(lambda: sorted(self.stats().relations), validate_timeout(timeout), self.uri)
 
     # ------------------------------------------------------------------ operations
     def relations(

@@ -83,6 +83,21 @@ def missing_relations(
     return []
 
 
+def unknown_relations(store: Store, relations: Sequence[str], *, deadline: float | None = None) -> list[str]:
+    """A line for each of ``relations`` that no stored edge carries, with the nearest ones that do."""
+    wanted = list(dict.fromkeys(relations))
+    if not wanted:
+        return []
+    held = store.relation_names(timeout=_left(deadline))
+    known = set(held)
+    lines = []
+    for relation in wanted:
+        if relation not in known:
+            near = difflib.get_close_matches(relation, held, n=SHOWN, cutoff=0.5)
+            lines.append(f"no edge in the store has the relation {relation!r}" + (f"; nearest: {', '.join(near)}" if near else ""))
+    return lines
+
+
 def nearest_entities(
     store: Store, text: str, *, deadline: float | None = None, searched: dict[str, dict[str, str]] | None = None
 ) -> list[str]:

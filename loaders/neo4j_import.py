@@ -34,7 +34,7 @@ from cypher.schema import NEO4J_SCHEMA, canonical_triple
 from cypher.terms import literal_key
 from engine import limits
 from engine.errors import InvalidInputError, clipped
-from engine.outputs import refuse_input_as_output
+from engine.outputs import folder_written_whole, refuse_input_as_output
 from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 from loaders.formats import detect_format, get_format
@@ -152,24 +152,34 @@ def export_neo4j_import(
     triples: Iterable[Triple], directory: str | Path, database: str = "neo4j", *, progress: bool = False
 ) -> Neo4jImport:
     """Write ``triples`` as neo4j-admin import files into ``directory`` (created if needed;
-    files of an earlier export there are overwritten) and return the command lines to run.
-    A directory that holds anything else than an earlier export is refused
-    (:func:`check_import_directory`).
+    an earlier export there is replaced) and return the command lines to run. A directory that
+    holds anything else than an earlier export is refused (:func:`check_import_directory`).
 
     Duplicate triples are written once. Every triple is validated first (ids, relation,
-    literal), so a bad one stops the export before the importer sees it.
+    literal), so a bad one stops the export before the importer sees it. The files are written
+    into a new folder beside ``directory`` that replaces it once they are all there: an export
+    that fails leaves an earlier one as it was (:func:`engine.outputs.folder_written_whole`).
     """
-    started = time.monotonic()
     check_database_name(database)
     out = Path(directory)
     check_import_directory(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob(RELATION_FILES):
-        old.unlink()
+    with folder_written_whole(out, keep=_not_exported) as work:
+        return _write_export(triples, work, out, database, progress)
+
+
+def _not_exported(name: str) -> bool:
+    """Whether a file of this name in an import directory is none an export writes."""
+    return name not in (*EXPORT_FILES, REJECTS_FILE) and not fnmatch.fnmatchcase(name, RELATION_FILES)
+
+
+def _write_export(triples: Iterable[Triple], work: Path, out: Path, database: str, progress: bool) -> Neo4jImport:
+    """Write the files of an export into the empty folder ``work``; the plan names them in
+    ``out``, where ``work`` is to be moved."""
+    started = time.monotonic()
     names: dict[str, Literal | None] = {}
     literals: dict[str, Literal] = {}
     seen: set[Triple] = set()
-    edges = _EdgeFiles(out)
+    edges = _EdgeFiles(work)
     report = Neo4jImport(str(out), [], [], "", [], [])
     for raw in tqdm(triples, desc="export", unit=" triples", disable=not progress):
         t = canonical_triple(raw)
@@ -187,20 +197,18 @@ def export_neo4j_import(
         else:
             names.setdefault(t.object, None)
             edges.add(t.relation, False, t.subject, t.object)
-    report.relationship_files = edges.close()
+    report.relationship_files = [str(out / Path(p).name) for p in edges.close()]
 
-    node_file, literal_file = out / NODE_FILE, out / LITERAL_FILE
-    with node_file.open("w", encoding="utf-8") as f:
+    with (work / NODE_FILE).open("w", encoding="utf-8") as f:
         f.write(_csv_line(NODE_HEADER))
         f.writelines(_csv_line((i, None if n is None else n.value, "Entity")) for i, n in names.items())
-    with literal_file.open("w", encoding="utf-8") as f:
+    with (work / LITERAL_FILE).open("w", encoding="utf-8") as f:
         f.write(_csv_line(LITERAL_HEADER))
         f.writelines(_csv_line((k, lit.value, lit.datatype, lit.lang, "Literal")) for k, lit in literals.items())
-    schema_file = out / SCHEMA_FILE
-    schema_file.write_text("".join(statement + ";\n" for statement in NEO4J_SCHEMA), encoding="utf-8")
+    (work / SCHEMA_FILE).write_text("".join(statement + ";\n" for statement in NEO4J_SCHEMA), encoding="utf-8")
 
-    report.node_files = [str(node_file), str(literal_file)]
-    report.schema_file = str(schema_file)
+    report.node_files = [str(out / NODE_FILE), str(out / LITERAL_FILE)]
+    report.schema_file = str(out / SCHEMA_FILE)
     report.command = ["neo4j-admin", "database", "import", "full"]
     report.command += [f"--nodes={f}" for f in report.node_files]
     report.command += [f"--relationships={f}" for f in report.relationship_files]
@@ -208,7 +216,7 @@ def export_neo4j_import(
         report.command.append("--multiline-fields=true")
         report.notes.append("some literals span lines: --multiline-fields=true makes the import slower")
     report.command.append(database)
-    report.schema_command = ["cypher-shell", "-d", database, "-f", str(schema_file)]
+    report.schema_command = ["cypher-shell", "-d", database, "-f", report.schema_file]
     report.entities, report.literals, report.triples = len(names), len(literals), len(seen)
     report.seconds = time.monotonic() - started
     return report
@@ -225,7 +233,7 @@ def check_import_directory(out: Path, inputs: Iterable[Path] = ()) -> None:
     if not out.is_dir():
         return
     names = sorted(os.listdir(out))
-    exported = [n for n in names if n in (*EXPORT_FILES, REJECTS_FILE) or fnmatch.fnmatchcase(n, RELATION_FILES)]
+    exported = [n for n in names if not _not_exported(n)]
     foreign = [n for n in exported if not _written_by_export(out / n)]
     if foreign:
         raise InvalidInputError(
@@ -276,7 +284,8 @@ def export_files(
     ``kgqa load`` writes them, to :data:`REJECTS_FILE` in ``directory`` (``rejects_file``;
     written only when there are rejects, and an earlier export's removed). As in ``kgqa load``,
     a file whose first lines are more than ``max_reject_share`` rejected is in another format than
-    the one it is read as: the export stops, and the files it wrote are removed (the rejects stay).
+    the one it is read as: the export stops. An export that stops leaves ``directory`` as it was
+    and its rejects beside it, in ``<directory>.rejects.tsv`` (:func:`failed_rejects_path`).
     """
     files = check_paths(paths)
     check_reject_share(max_reject_share)
@@ -288,8 +297,13 @@ def export_files(
     verify_inputs(files, progress)
     out = Path(directory)
     check_import_directory(out, files)
-    (out / REJECTS_FILE).unlink(missing_ok=True)
-    rejects = RejectsFile(out / REJECTS_FILE, always=False)
+    beside = failed_rejects_path(out)
+    refuse_input_as_output(beside, files, what="the rejects file", option="--out")
+    if beside.is_file() and not is_rejects_file(beside):
+        raise InvalidInputError(f"{str(beside)!r} is not the rejects file of an export that stopped: an export into "
+                                f"{str(out)!r} would write its rejects there; move that file, or give --out another folder")
+    beside.unlink(missing_ok=True)
+    rejects = RejectsFile(beside, always=False)
     check = limits.term_check(limits.NEO4J)
     rejected = 0
 
@@ -309,13 +323,20 @@ def export_files(
                     judge.judge(seen)
             judge.finish(seen)
 
-    try:
-        plan = export_neo4j_import(triples(), out, database, progress=progress)
-    except InvalidInputError:
-        for written in (*out.glob(RELATION_FILES), *(out / name for name in EXPORT_FILES)):
-            written.unlink(missing_ok=True)  # a part of an export must not be imported as a whole one
-        raise
-    finally:
-        rejects.close()
-    plan.rejected, plan.rejects_file = rejected, rejects.written
+    with folder_written_whole(out, keep=_not_exported) as work:
+        try:
+            plan = _write_export(triples(), work, out, database, progress)
+        finally:
+            rejects.close()
+        if rejects.written:
+            os.replace(beside, work / REJECTS_FILE)
+            plan.rejects_file = str(out / REJECTS_FILE)
+    plan.rejected = rejected
     return plan
+
+
+def failed_rejects_path(directory: Path) -> Path:
+    """Where an export into ``directory`` writes its rejects until it is complete, and where
+    they stay when it stops: beside the folder, never in it (an earlier export is left whole)."""
+    folder = Path(os.path.realpath(directory))  # on the file system of the folder that replaces it
+    return folder.with_name(folder.name + ".rejects.tsv")

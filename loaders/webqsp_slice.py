@@ -31,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, clipped
 from engine.results import to_json
 from engine.sexpr.tree import (
     And,
@@ -454,12 +454,20 @@ def write_slice(
 
 def check_questions(questions: list[Any]) -> None:
     """Refuse questions of which one is not a WebQSP question the slice can read
-    (:func:`check_question`), naming it and its field."""
+    (:func:`check_question`), naming it and its field, or has the ``QuestionId`` of an earlier
+    one (the question file built from them could not be loaded), naming both."""
+    numbers: dict[str, int] = {}
     for number, question in enumerate(questions, 1):
         try:
             check_question(question)
         except InvalidParse as e:
             raise InvalidInputError(f"question #{number}: {e}; give WebQSP.train.json or WebQSP.test.json as published") from e
+        first = numbers.setdefault(question["QuestionId"], number)
+        if first != number:
+            raise InvalidInputError(
+                f"question #{number}: QuestionId {clipped(repr(question['QuestionId']), 100)} is that of question #{first} "
+                "too; give each question its own id, or WebQSP.train.json or WebQSP.test.json as published"
+            )
 
 
 def check_webqsp_file(webqsp: str | os.PathLike[str]) -> None:
@@ -481,11 +489,8 @@ def build_from_files(
     """Read a WebQSP JSON file and an FB15k-237 directory, load the KB into ``store`` when it
     is empty, build the slice and write it to ``out`` (:func:`write_slice`)."""
     check_webqsp_file(webqsp)
-    try:  # before the KB is read and loaded: a wrong file is named at once
-        questions = read_questions(webqsp)
-        check_questions(questions)
-    except (ValueError, KeyError) as e:
-        raise InvalidInputError(f"{str(webqsp)!r} is not WebQSP JSON (an object with 'Questions'): {e}") from e
+    questions = read_questions(webqsp)  # before the KB is read and loaded: a wrong file is named at once
+    check_questions(questions)
     kb = read_kb(kb_dir, ontology)
     loaded = ensure_loaded(store, kb_dir, kb, progress=progress)
     records, report = build_slice(

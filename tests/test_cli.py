@@ -396,15 +396,45 @@ def test_neo4j_import_writes_the_import_files_and_lists_every_reject(tmp_path, c
     kb.write_text("A|r|B\n", encoding="utf-8")
     code, printed, _ = run(capsys, "neo4j-import", str(kb), "--out", str(out), "--no-progress", "--json")
     assert code == 0 and json.loads(printed)["rejected"] == 0 and not (out / "rejects.tsv").exists()
-    # a file in another format than it is read as stops the export, as it stops `kgqa load`, and no
-    # part of an export is left to import (the earlier export's files go too: they were to be replaced)
+    # a file in another format than it is read as stops the export, as it stops `kgqa load`: the
+    # earlier export stays whole, and the rejects are beside it
+    earlier = sorted(p.name for p in out.iterdir())
     kb.write_text("A\tr\tB\nB\ts\tC\n", encoding="utf-8")
     code, _, err = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress")
     assert code == 2 and "2 of its first 2 lines were rejected as metaqa" in err and "--format tsv" in err
-    assert "Nothing of this file was exported" in err and sorted(p.name for p in out.iterdir()) == ["rejects.tsv"]
+    beside = tmp_path / "import.rejects.tsv"
+    assert "Nothing of this file was exported" in err and f"its rejects are in {beside}" in err
+    assert sorted(p.name for p in out.iterdir()) == earlier and len(beside.read_text().splitlines()) == 2
     code, printed, _ = run(capsys, "neo4j-import", str(kb), "--format", "metaqa", "--out", str(out), "--no-progress",
                            "--max-reject-share", "1", "--json")
     assert code == 0 and json.loads(printed)["rejected"] == 2
+    assert len((out / "rejects.tsv").read_text().splitlines()) == 2 and not beside.exists()
+
+
+def test_neo4j_import_that_stops_part_way_leaves_the_earlier_export_whole(tmp_path, capsys):
+    good = tmp_path / "good.tsv"
+    good.write_text("A\tr\tB\nB\ts\tC\n", encoding="utf-8")
+    out = tmp_path / "import"
+    assert run(capsys, "neo4j-import", str(good), "--format", "tsv", "--out", str(out), "--no-progress")[0] == 0
+    (out / "notes.txt").write_text("mine\n")
+    earlier = {p.name: p.read_bytes() for p in out.iterdir()}
+    # the first file's triples are written before the second is found to be in another format
+    more = tmp_path / "more.tsv"
+    more.write_text("D\tr\tE\nF\ts\tG\nH\tt\tI\n", encoding="utf-8")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("no tabs here\nnor here\n", encoding="utf-8")
+    code, _, err = run(capsys, "neo4j-import", str(more), str(bad), "--format", "tsv", "--out", str(out), "--no-progress")
+    assert code == 2 and f"{bad}: 2 of its first 2 lines were rejected as tsv" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv", "good.tsv", "import", "import.rejects.tsv", "more.tsv"]
+    # an export that completes replaces the earlier one, and keeps the files of one's own
+    code, printed, _ = run(capsys, "neo4j-import", str(more), "--format", "tsv", "--out", str(out), "--no-progress", "--json")
+    assert code == 0 and json.loads(printed)["triples"] == 3
+    with open(out / "nodes.csv", newline="", encoding="utf-8") as f:
+        assert sorted(row[0] for row in list(csv.reader(f))[1:]) == ["D", "E", "F", "G", "H", "I"]
+    assert sorted(p.name for p in out.glob("rel-*.csv")) == ["rel-0001-r.csv", "rel-0002-s.csv", "rel-0003-t.csv"]
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv", "good.tsv", "import", "more.tsv"]
 
 
 def test_sexpr_prints_a_table(demo_store, capsys):
@@ -414,6 +444,25 @@ def test_sexpr_prints_a_table(demo_store, capsys):
     assert code == 0 and out.strip() == "count\t2"
     code, out, _ = run(capsys, "sexpr", "(JOIN (R film.film.initial_release_date) m.0kq01)", "--store", demo_store)
     assert code == 0 and "ExecuteResult" not in out and out.count("\t") == 1
+
+
+def test_sexpr_says_why_its_answer_is_empty(demo_store, capsys):
+    """A misspelled relation or an id the store lacks is noted on stderr with the nearest ones,
+    in text and --json output alike, instead of a bare (nothing) or a count of 0."""
+    code, out, err = run(capsys, "sexpr", "(JOIN (R film.film.directd_by) m.0kq01)", "--store", demo_store)
+    assert code == 0 and out.strip() == "(nothing)"
+    assert err.splitlines() == [
+        "kgqa: note: no edge in the store has the relation 'film.film.directd_by'; nearest: film.film.directed_by, "
+        "film.film.genre, film.film.starring"
+    ]
+    code, out, err = run(capsys, "sexpr", "(JOIN (R film.film.directed_by) m.0kq0x)", "--store", demo_store, "--json",
+                         "--timeout", "30")
+    assert code == 0 and json.loads(out) == {"answers": [], "count": None}
+    assert err.splitlines() == ["kgqa: note: 'm.0kq0x' is not in the store; nearest: m.0kq90, m.0kq92, m.0kq91"]
+    code, out, err = run(capsys, "sexpr", "(COUNT (JOIN film.film.directd_by m.0kq10))", "--store", demo_store)
+    assert code == 0 and out.strip() == "count\t0" and "'film.film.directd_by'; nearest: film.film.directed_by" in err
+    code, out, err = run(capsys, "sexpr", "(JOIN (R film.film.directed_by) m.0kq01)", "--store", demo_store)
+    assert code == 0 and out.splitlines() == ["m.0kq10\tRidley Scott"] and err == ""  # an answer: nothing to explain
 
 
 def test_text_output_escapes_control_characters_in_what_the_store_holds(tmp_path, capsys):

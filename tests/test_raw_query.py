@@ -193,6 +193,10 @@ def test_kgqa_query_without_the_named_param_fails_naming_it(tmp_path, capsys):
                  "--store", store])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and "--param film is given twice ('m.0kq01' and 'm.0kq02')" in err
+    for item in ("=m.0kq01", "film"):
+        code = main(["query", "query", "SELECT ?o WHERE { $film ?p ?o }", "--param", item, "--store", store])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and f"--param {item!r}: write NAME=VALUE, with a name" in err
 
 
 def test_kgqa_query_prints_an_unbound_value_as_an_empty_field_not_none(tmp_path, capsys):

@@ -11,7 +11,14 @@ from engine.cli.main import _why_empty, main
 from engine.errors import QueryTimeoutError
 from engine.graph import NAME_RELATION, Literal, Triple
 from engine.results import ExpandResult
-from engine.suggest import NOTED_IDS, missing_id_notes, missing_ids, missing_relations, nearest_entities
+from engine.suggest import (
+    NOTED_IDS,
+    missing_id_notes,
+    missing_ids,
+    missing_relations,
+    nearest_entities,
+    unknown_relations,
+)
 
 GRAPH = [
     Triple("Joel Zwick", "directed_by_reverse", "My Big Fat Greek Wedding"),
@@ -93,6 +100,31 @@ def test_past_the_deadline_the_ids_are_named_without_the_nearest(store):
     args = argparse.Namespace(operation="expand", ids=["Joel Zwik"], relations=None, direction="both", timeout=5.0)
     assert _why_empty(s, args, ExpandResult([]), past) == [
         "looking up why the answer is empty ran past --timeout 5; these notes may be incomplete"
+    ]
+
+
+def test_relations_no_edge_carries_are_named_with_the_nearest(store):
+    assert unknown_relations(store, ["directed_by", "in_language"]) == []
+    assert unknown_relations(store, ["directd_by", "directd_by", "film.film.directed_by"]) == [
+        "no edge in the store has the relation 'directd_by'; nearest: directed_by, directed_by_reverse, film.film.directed_by"
+    ]
+    with pytest.raises(QueryTimeoutError):
+        unknown_relations(store, ["directd_by"], deadline=time.monotonic() - 1)
+
+
+def test_past_the_deadline_sexpr_notes_say_they_may_be_incomplete(store):
+    from engine.cli.sexpr import _why_empty as why_sexpr_is_empty
+    from engine.results import ExecuteResult
+    from engine.sexpr import parse
+
+    args = argparse.Namespace(timeout=5.0)
+    tree = parse("(JOIN (R directd_by) [Joel Zwik])")
+    assert why_sexpr_is_empty(store, args, tree, ExecuteResult([]), time.monotonic() - 1) == [
+        "looking up why the answer is empty ran past --timeout 5; these notes may be incomplete"
+    ]
+    assert why_sexpr_is_empty(store, args, tree, ExecuteResult([]), None) == [
+        "'Joel Zwik' is not in the store; nearest: Joel Zwick, Joel Oliansky",
+        "no edge in the store has the relation 'directd_by'; nearest: directed_by, directed_by_reverse, film.film.directed_by",
     ]
 
 

@@ -299,7 +299,8 @@ def test_command_builds_the_named_dataset(tmp_path, tiny_kb, monkeypatch, capsys
     fresh = ["--kb", str(kb_dir), "--ontology", str(ontology), "--store", str(tmp_path / "fresh"), "--no-progress"]
     (tmp_path / "WebQSP.train.json").write_bytes(b"\xff\xfe")
     assert main(["webqsp", "build", "--webqsp", str(tmp_path / "WebQSP.train.json"), *fresh]) == 2
-    assert "is not WebQSP JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count(str(tmp_path / "WebQSP.train.json")) == 1 and "is not a WebQSP JSON file (" in err
     assert main(["webqsp", "build", "--webqsp", str(tmp_path / "nothing.json"), *fresh]) == 2
     err = capsys.readouterr().err
     assert f"WebQSP file {str(tmp_path / 'nothing.json')!r} does not exist" in err and "cannot tell train from test" not in err
@@ -343,7 +344,8 @@ def test_a_question_or_gold_answer_of_the_wrong_shape_is_named_not_a_traceback(t
     for questions, says in (([first, 5], "question #2: question: expected an object, got 5"),
                             ([{k: v for k, v in first.items() if k != "RawQuestion"}], "RawQuestion: expected a string, but it is missing"),
                             ([dict(first, QuestionId=None)], "QuestionId: expected a string, got None"),
-                            ([dict(first, Parses="abc")], "Parses: expected a list of parses, got 'abc'")):
+                            ([dict(first, Parses="abc")], "Parses: expected a list of parses, got 'abc'"),
+                            ([first, QUESTIONS[1], first], f"question #3: QuestionId {first['QuestionId']!r} is that of question #1 too")):
         webqsp.write_text(json.dumps({"Questions": questions}))
         assert main(["webqsp", "build", *common, "--store", str(tmp_path / "fresh"), "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+import time
 from typing import Any
 
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import InvalidInputError, KGQAError, QueryTimeoutError
 from engine.graph import FREEBASE_NS
 from engine.identifiers import MAX_SEED
 from engine.open import open_store
@@ -206,6 +208,26 @@ def emit(args: argparse.Namespace, result: Any, names: dict | None = None) -> No
         print(json.dumps(to_json(result), ensure_ascii=False, indent=2))
     else:
         print(render(result, names))
+
+
+def notes_deadline(args: argparse.Namespace) -> float | None:
+    """When the notes on an empty answer must be looked up by (a :func:`time.monotonic`
+    instant): ``--timeout`` seconds from now, as the call begins; None without one."""
+    timeout = getattr(args, "timeout", None)
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def notes_cut_short(args: argparse.Namespace, error: QueryTimeoutError) -> str:
+    """The note that ends notes whose look-ups ran out of time."""
+    timeout = getattr(args, "timeout", None)
+    why = f"ran past --timeout {timeout:g}" if timeout is not None else f"timed out ({error})"
+    return f"looking up why the answer is empty {why}; these notes may be incomplete"
+
+
+def print_notes(notes: list[str]) -> None:
+    """Notes on stderr, so that stdout holds the answer alone (text or --json)."""
+    for note in notes:
+        print(f"kgqa: note: {note}", file=sys.stderr)
 
 
 def emit_explained(args: argparse.Namespace, calls: list[tuple[Op, Compiled]]) -> None:

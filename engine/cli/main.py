@@ -6,7 +6,6 @@ import importlib
 import json
 import os
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -18,8 +17,11 @@ from engine.cli.common import (
     emit,
     emit_explained,
     hops,
+    notes_cut_short,
+    notes_deadline,
     open_from_args,
     parse_anchors,
+    print_notes,
     reject_share,
 )
 from engine.errors import KGQAError, KGQAWarning, QueryTimeoutError
@@ -150,12 +152,10 @@ def _run_operation(args: argparse.Namespace) -> None:
                 _call_operation(store, args)
             emit_explained(args, calls)
         else:
-            timeout = getattr(args, "timeout", None)
-            deadline = None if timeout is None else time.monotonic() + timeout
+            deadline = notes_deadline(args)
             result = _call_operation(store, args)
             emit(args, result)
-            for note in _why_empty(store, args, result, deadline):
-                print(f"kgqa: note: {note}", file=sys.stderr)
+            print_notes(_why_empty(store, args, result, deadline))
 
 
 def _why_empty(store: Any, args: argparse.Namespace, result: Any, deadline: float | None = None) -> list[str]:
@@ -168,7 +168,6 @@ def _why_empty(store: Any, args: argparse.Namespace, result: Any, deadline: floa
     name = args.operation
     if name == "query":
         return []
-    timeout = getattr(args, "timeout", None)
     notes: list[str] = []
     try:
         if name in ("names", "types"):
@@ -195,8 +194,7 @@ def _why_empty(store: Any, args: argparse.Namespace, result: Any, deadline: floa
             for relation in args.relations or []:
                 notes += missing_relations(store, present, [relation], direction, deadline=deadline)
     except QueryTimeoutError as e:
-        why = f"ran past --timeout {timeout:g}" if timeout is not None else f"timed out ({e})"
-        notes.append(f"looking up why the answer is empty {why}; these notes may be incomplete")
+        notes.append(notes_cut_short(args, e))
     return notes
 
 
@@ -228,8 +226,8 @@ def _call_operation(store: Any, args: argparse.Namespace) -> Any:
     params: dict[str, Any] = {}
     for item in args.param:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise KGQAError(f"--param {item!r}: write NAME=VALUE")
+        if not sep or not key:
+            raise KGQAError(f"--param {item!r}: write NAME=VALUE, with a name")
         if key in params:
             raise KGQAError(f"--param {key} is given twice ({params[key]!r} and {value!r}): give each parameter once")
         params[key] = value

@@ -73,7 +73,7 @@ from engine.errors import (
     StoreUnavailableError,
 )
 from engine.graph import NAME_RELATION, Edge, Literal, Path, Term, Triple, build_each
-from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds
+from engine.identifiers import RELATION_PATTERN, positive_int, positive_seconds, validate_timeout
 from engine.limits import TermCheck, term_check
 from engine.uris import redacted, split_uri
 from engine.ops import (
@@ -94,7 +94,7 @@ from engine.results import (
 from engine.sexpr.tree import Count
 from engine.store import Store
 from engine.stores import bolt_quickack
-from engine.timeouts import Abandoned, abandoned, run_with_timeout
+from engine.timeouts import Abandoned, Budget, abandoned, run_with_timeout
 
 DEFAULT_BOLT_PORT = 7687
 BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
@@ -425,16 +425,19 @@ class BoltStore(Store):
         entities = self._call(CountEntities())[0]
         return StoreStats(self.count_triples(), entities, self._relation_counts())
 
-    def relation_names(self) -> list[str]:
-        return list(self._relation_counts())
+    def relation_names(self, *, timeout: float | None = None) -> list[str]:
+        return list(self._relation_counts(validate_timeout(timeout)))
 
-    def _relation_counts(self) -> dict[str, int]:
+    def _relation_counts(self, timeout: float | None = None) -> dict[str, int]:
         """Edges per relation type that is a valid relation name and has edges (a database
-        lists a type whose edges were all deleted), sorted by relation."""
-        types = sorted(t for t in self._call(RelationTypes()) if RELATION_PATTERN.fullmatch(t))
+        lists a type whose edges were all deleted), sorted by relation; the look-ups share
+        ``timeout`` (seconds; None: none)."""
+        budget = Budget(timeout, "relation_names")
+        types = sorted(t for t in self._call(RelationTypes(timeout=budget.left())) if RELATION_PATTERN.fullmatch(t))
         counts: dict[str, int] = {}
         for start in range(0, len(types), _COUNT_BRANCHES):
-            for relation, count in self._call(RelationCounts(tuple(types[start:start + _COUNT_BRANCHES]))):
+            part = RelationCounts(tuple(types[start:start + _COUNT_BRANCHES]), timeout=budget.left())
+            for relation, count in self._call(part):
                 if count:
                     counts[relation] = count
         return counts

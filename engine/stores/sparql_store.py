@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import pyoxigraph as ox
 
 from engine.graph import Edge, Literal, Path, Term, Triple, build_each
+from engine.identifiers import validate_timeout
 from engine.limits import TermCheck, TermLimits, term_check
 from engine.ops import (
     Compiled,
@@ -184,8 +185,8 @@ class SparqlStore(Store):
         entities = self._call(CountEntities())[0]
         return StoreStats(sum(relations.values()), entities, dict(sorted(relations.items())))
 
-    def relation_names(self) -> list[str]:
-        return sorted(set(self._call(RelationTypes())))
+    def relation_names(self, *, timeout: float | None = None) -> list[str]:
+        return sorted(set(self._call(RelationTypes(timeout=validate_timeout(timeout)))))
 
     # ------------------------------------------------------------------ operations
     def _run(self, op: Op, compiled: Compiled | None) -> list:
