@@ -116,7 +116,7 @@ def check_model_folder(out: str | os.PathLike[str], base: str | os.PathLike[str]
 
 
 @contextlib.contextmanager
-def folder_written_whole(path: str | os.PathLike[str], *, keep: Callable[[str], bool]) -> Iterator[Path]:
+def folder_replaced_whole(path: str | os.PathLike[str], *, keep: Callable[[str], bool]) -> Iterator[Path]:
     """A new folder to write the folder ``path`` through, beside it (so that renaming it is
     atomic), which replaces ``path`` when the block ends and is removed when the block fails:
     a failed command leaves the earlier folder as it was. The entries of the earlier folder

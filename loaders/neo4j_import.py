@@ -34,7 +34,7 @@ from cypher.schema import NEO4J_SCHEMA, canonical_triple
 from cypher.terms import literal_key
 from engine import limits
 from engine.errors import InvalidInputError, clipped
-from engine.outputs import folder_written_whole, refuse_input_as_output
+from engine.outputs import folder_replaced_whole, refuse_input_as_output
 from engine.graph import FREEBASE_NS, NAME_RELATION, Literal, Triple
 from engine.store import pick_name
 from loaders.formats import detect_format, get_format
@@ -158,12 +158,12 @@ def export_neo4j_import(
     Duplicate triples are written once. Every triple is validated first (ids, relation,
     literal), so a bad one stops the export before the importer sees it. The files are written
     into a new folder beside ``directory`` that replaces it once they are all there: an export
-    that fails leaves an earlier one as it was (:func:`engine.outputs.folder_written_whole`).
+    that fails leaves an earlier one as it was (:func:`engine.outputs.folder_replaced_whole`).
     """
     check_database_name(database)
     out = Path(directory)
     check_import_directory(out)
-    with folder_written_whole(out, keep=_not_exported) as work:
+    with folder_replaced_whole(out, keep=_not_exported) as work:
         return _write_export(triples, work, out, database, progress)
 
 
@@ -323,7 +323,7 @@ def export_files(
                     judge.judge(seen)
             judge.finish(seen)
 
-    with folder_written_whole(out, keep=_not_exported) as work:
+    with folder_replaced_whole(out, keep=_not_exported) as work:
         try:
             plan = _write_export(triples(), work, out, database, progress)
         finally:
