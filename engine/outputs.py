@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from engine.errors import InvalidInputError, KGQAWarning
-from engine.stores.oxigraph import store_holding
 
 #: the folder :func:`folder_saved_whole` saves a folder's files in before they replace its own
 STAGING_DIR = ".saving"
@@ -92,27 +91,6 @@ def save_stopped(folder: str | os.PathLike[str]) -> bool:
     finish (its files may be half old, half new), or is one."""
     path = Path(folder)
     return path.name == STAGING_DIR or (path / STAGING_DIR).is_dir()
-
-
-def check_model_folder(out: str | os.PathLike[str], base: str | os.PathLike[str] | None, *, ours: Callable[[Path], bool],
-                       run: str) -> None:
-    """Refuse, before any training, a ``--out`` a trained model cannot be saved to without
-    destroying something: a file, the base model's folder (a folder inside it, or one holding
-    it), a folder inside a store's, or a folder holding anything but an earlier output of ``run``
-    ("fine-tuning"; ``ours(folder)`` says whether the folder is one): a model of the user's, a
-    store, a home folder."""
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise InvalidInputError(f"the model directory {str(folder)!r} is a file: give --out a new folder")
-    if base is not None and Path(base).exists():
-        refuse_input_as_output(folder, [base], what="the model directory", option="--out")
-    store = store_holding(folder)
-    if store is not None:
-        raise InvalidInputError(f"the model directory {str(folder)!r} is inside the store folder {store!r}: saving there "
-                                "would mix the model into the store's files; give --out a folder outside it")
-    if folder.is_dir() and any(folder.iterdir()) and not ours(folder):
-        raise InvalidInputError(f"the model directory {str(folder)!r} holds files that no {run} wrote: saving there would "
-                                "overwrite them; give --out a new or empty folder")
 
 
 @contextlib.contextmanager

@@ -40,10 +40,10 @@ from engine.cpu_time import cpu_seconds
 from engine.errors import InvalidInputError, ParseError
 from engine.jsonl import json_lines
 from engine.models.device import bf16_or_warn, pick_device
-from engine.models.run_folder import SUMMARY_FILE, checkpoint_dirs, find_checkpoint
+from engine.models.run_folder import SUMMARY_FILE, check_model_folder, checkpoint_dirs, find_checkpoint
 from engine.models.templates import TEMPLATE_FILE, check_template
 from engine.models.transformers_lm import DEFAULT_LM
-from engine.outputs import check_model_folder, folder_saved_whole, written_whole
+from engine.outputs import folder_saved_whole, written_whole
 
 IGNORE = -100  # the label cross-entropy skips
 CHECKPOINT_SECONDS = 600.0  # training time between checkpoints inside an epoch
@@ -516,8 +516,8 @@ def train(
 
 def check_out_dir(out: Path, base: str | None) -> None:
     """Refuse, before any training, an ``out`` the trained model cannot go to without destroying
-    something (:func:`engine.outputs.check_model_folder`): one holding anything but an earlier
-    fine-tuning's output, a checkpoint or a summary, is refused."""
+    something (:func:`engine.models.run_folder.check_model_folder`): one holding anything but
+    an earlier fine-tuning's output, a checkpoint or a summary, is refused."""
     check_model_folder(out, base, run="fine-tuning", ours=lambda folder: (folder / SUMMARY_FILE).is_file()
                        or find_checkpoint(folder) is not None or any(p.exists() for p in checkpoint_dirs(folder)))
 

@@ -20,7 +20,8 @@ from typing import Any
 from engine.errors import InvalidInputError, KGQAError
 from engine.models.device import pick_device
 from engine.models.encoders import default_encoder_path
-from engine.outputs import check_model_folder, folder_saved_whole, save_stopped, written_whole
+from engine.models.run_folder import check_model_folder
+from engine.outputs import folder_saved_whole, save_stopped, written_whole
 
 SCORER_FILE = "arg-scorer.json"
 
@@ -116,8 +117,8 @@ class TrainReport:
 
 def check_scorer_folder(out_dir: str | Path, base: str | None = None) -> None:
     """Refuse, before any training, an ``out_dir`` the scorer cannot be saved to without
-    destroying something (:func:`engine.outputs.check_model_folder`): one holding anything but
-    an earlier scorer is refused."""
+    destroying something (:func:`engine.models.run_folder.check_model_folder`): one holding
+    anything but an earlier scorer is refused."""
     check_model_folder(out_dir, base or default_encoder_path(), run="ranker training",
                        ours=lambda folder: (folder / SCORER_FILE).is_file() or save_stopped(folder))
 
