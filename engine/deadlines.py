@@ -40,6 +40,13 @@ def until(at: float | None) -> Iterator[None]:
         _deadline.reset(token)
 
 
+def remaining() -> float | None:
+    """Seconds left before this context's deadline (0 once it has passed); None without one.
+    For a single call that waits (a request to a model server), so that the wait ends there."""
+    at = _deadline.get()
+    return None if at is None else max(at - time.monotonic(), 0.0)
+
+
 def check() -> None:
     """Raise :class:`DeadlineExceededError` if this context's deadline has passed."""
     at = _deadline.get()

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
 import pytest
 
-from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError
+from engine import deadlines
+from engine.errors import DeadlineExceededError, InvalidInputError, KGQAError, UnsupportedOperationError
 from engine.models import greedy
 from engine.models.loading import load_lm, local_source
 from engine.models.openai_lm import OpenAIChatLM
@@ -450,7 +453,8 @@ def test_the_model_is_given_its_cache_by_the_name_its_transformers_takes(tiny, t
 
 
 class _Canned(JsonHandler):
-    """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set."""
+    """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set;
+    never answers model ``stall`` (until the server's ``release`` is set)."""
 
     def do_POST(self) -> None:  # noqa: N802 — http.server's naming
         body = self.read_json()
@@ -462,6 +466,9 @@ class _Canned(JsonHandler):
             return
         if body["model"] == "bad":
             self.send_json(400, {"error": "unknown model"})
+            return
+        if body["model"] == "stall":
+            server.release.wait(60)  # type: ignore[attr-defined]
             return
         if body["model"] in _NOT_JSON:  # a proxy's page, or JSON nested deeper than a parser follows
             data = _NOT_JSON[body["model"]]
@@ -482,8 +489,9 @@ class _Canned(JsonHandler):
 
 @pytest.fixture
 def chat_server() -> Iterator[ThreadingHTTPServer]:
-    with serving(_Canned, requests=[], fail_first=0) as server:
+    with serving(_Canned, requests=[], fail_first=0, release=threading.Event()) as server:
         yield server
+        server.release.set()
 
 
 def _client(server: ThreadingHTTPServer, model: str = "m", **options) -> OpenAIChatLM:
@@ -520,6 +528,15 @@ def test_chat_gives_up_with_a_clear_error(chat_server):
     for model, says in (("page", "Expecting value"), ("deep", "JSON nested too deep")):
         with pytest.raises(KGQAError, match=rf"/v1/chat/completions answered with a body that is not JSON \({says}"):
             _client(chat_server, model).generate("q")
+
+
+def test_a_server_that_never_answers_stops_at_the_deadline(chat_server):
+    # each request would wait 5 s and be tried 3 times; the deadline comes first, in the
+    # threads of a batch's concurrent requests too
+    lm = _client(chat_server, "stall", retries=3)
+    for ask in (lambda: lm.generate("q"), lambda: lm.generate_batch(["q1", "q2"])):
+        with pytest.raises(DeadlineExceededError), deadlines.until(time.monotonic() + 0.3):
+            ask()
 
 
 def test_chat_beam_search_returns_distinct_samples_best_first(chat_server):

@@ -21,6 +21,7 @@ are requested concurrently, so a server that batches requests (vLLM) decodes the
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import urllib.error
@@ -30,12 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
     wait_exponential,
 )
 
+from engine import deadlines
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError, clipped
 from engine.jsonl import parse_json
 from engine.models.lm import (
@@ -144,12 +147,13 @@ class OpenAIChatLM(LanguageModel):
 
     # -- HTTP
     def _post_once(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        deadlines.check()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self._timeout()) as response:
                 payload = response.read()
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace")[:500]
@@ -163,10 +167,22 @@ class OpenAIChatLM(LanguageModel):
         except ValueError as e:  # not UTF-8, not JSON, or nested too deep
             raise KGQAError(f"{url} answered with a body that is not JSON ({e}): {clipped(repr(payload), 300)}") from e
 
+    def _timeout(self) -> float:
+        """Seconds one request may wait for the server: ``timeout``, cut to the time left
+        before the context's deadline (:mod:`engine.deadlines`)."""
+        left = deadlines.remaining()
+        return self.timeout if left is None else min(self.timeout, left)
+
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        backoff = wait_exponential(multiplier=self.retry_wait, max=30)
+
+        def wait(state: RetryCallState) -> float:  # not past the deadline: the next attempt stops there
+            left = deadlines.remaining()
+            return backoff(state) if left is None else min(backoff(state), left)
+
         retrying = Retrying(
             stop=stop_after_attempt(self.retries),
-            wait=wait_exponential(multiplier=self.retry_wait, max=30),
+            wait=wait,
             retry=retry_if_exception_type(_Transient),
             reraise=True,
         )
@@ -178,11 +194,13 @@ class OpenAIChatLM(LanguageModel):
         return reply
 
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """``fn`` over ``items`` in order, ``concurrency`` requests at a time."""
+        """``fn`` over ``items`` in order, ``concurrency`` requests at a time, each in a copy of
+        the caller's context (its deadline)."""
         if len(items) <= 1 or self.concurrency <= 1:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(min(self.concurrency, len(items))) as pool:
-            return list(pool.map(fn, items))
+            futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
+            return [f.result() for f in futures]
 
     # -- generation
     def _prompt(self, prompt: str) -> str:
