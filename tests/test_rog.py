@@ -74,6 +74,8 @@ def test_plan_format_and_parsing():
     assert format_plan(["a.b", "c"]) == "<PATH>a.b<SEP>c</PATH>"
     assert parse_plan("noise <PATH> a.b <SEP>c</PATH> <PATH>d</PATH>") == ["a.b", "c"]
     assert parse_plan("<PATH>a<SEP>") is None and parse_plan("<PATH></PATH>") is None
+    # a reply of a million openings that never closes one is read in one pass, the first opening kept
+    assert parse_plan("<PATH>" * 1_000_000) is None and parse_plan("<PATH>" * 1_000_000 + "a</PATH>") == ["<PATH>" * 999_999 + "a"]
 
 
 def test_answer_parsing():

@@ -35,7 +35,6 @@ Busch Stadium
 Explanation:
 The path 1946 World Series → sports.sports_team.championships → St. Louis Cardinals tells that the St. Louis Cardinals won the 1946 World Series, and St. Louis Cardinals → sports.sports_team.arena_stadium → Busch Stadium gives their home stadium. Roger Dean Stadium is a training ground, not the home stadium."""
 
-_PLAN = re.compile(re.escape(PATH_OPEN) + r"(.*?)" + re.escape(PATH_CLOSE), re.DOTALL)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
@@ -64,11 +63,14 @@ def format_plan(relations: Sequence[str]) -> str:
 
 
 def parse_plan(text: str) -> list[str] | None:
-    """The relations of the first ``<PATH>…</PATH>`` in a generation, or None when there is none."""
-    found = _PLAN.search(text)
-    if found is None:
+    """The relations of the first ``<PATH>…</PATH>`` in a generation, or None when there is none.
+    Found by two scans, not a lazy regex, which would scan to the end from every ``<PATH>`` of
+    a reply that never closes one."""
+    start = text.find(PATH_OPEN)
+    end = text.find(PATH_CLOSE, start + len(PATH_OPEN)) if start >= 0 else -1
+    if end < 0:
         return None
-    relations = [r.strip() for r in found.group(1).split(PATH_SEP)]
+    relations = [r.strip() for r in text[start + len(PATH_OPEN):end].split(PATH_SEP)]
     return [r for r in relations if r] or None
 
 
