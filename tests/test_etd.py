@@ -12,7 +12,7 @@ import torch
 
 from engine.cli.main import main
 from engine.errors import InvalidInputError
-from engine.methods.etd.determination import answer_settled, parse_choice
+from engine.methods.etd.determination import _labelled, _opening, answer_settled, parse_choice
 from engine.methods.etd.evidence import Fact, backtrack, facts
 from engine.methods.etd.exploration import KEY_STRIDE, Explorer, RelationVocab
 from engine.methods.etd.layers import EtDLayer, LayerOutput, top_k_per_head
@@ -365,6 +365,23 @@ def test_prompt_renders_the_papers_example_exactly():
 def test_parse_choice(output, index, answer):
     choice = parse_choice(output, ["1989", "1998", "1976"])
     assert (choice.index, choice.answer) == (index, answer)
+
+
+def test_a_reply_of_many_lines_is_read_as_line_by_line_without_reading_it_once_per_line():
+    options = ["1989", "1998", "1976"]
+    chatter = "hmm\n" * 500_000
+    assert parse_choice(chatter + "The answer is B.\nA. 1989", options).index == 1
+    assert parse_choice(chatter, options).answer == "hmm"
+    # the first lines that give a label decide, as reading line by line finds them
+    fragments = ["hmm", "A. 1989", "the answer is", "C", "(B) 1998", "answer: B", "1976", "B. ", "Z. no", ""]
+    rng = random.Random(0)
+    for _ in range(500):
+        output = "\n".join(rng.choice(fragments) for _ in range(rng.randint(1, 6)))
+        lines = output.strip().splitlines()
+        by_line = next((found for end in range(1, len(lines) + 1)
+                        if (found := _labelled("\n".join(lines[:end]), options, output)) is not None), None)
+        if by_line is not None and _opening(output.strip(), options, output) is None:
+            assert parse_choice(output, options) == by_line, output
 
 
 @pytest.mark.parametrize("output, settles", [

@@ -8,6 +8,7 @@ knowledge).
 """
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,19 @@ def _labelled(text: str, options: Sequence[str], output: str) -> Determination |
     return None
 
 
+def _first_labelled_lines(lines: Sequence[str], options: Sequence[str], output: str) -> Determination | None:
+    """:func:`_labelled` of the fewest first ``lines`` that give a label; None if all of them
+    give none. Once some first lines give a label, more lines still do, so the fewest are found
+    by bisection: a reply of many lines is read a few times, not once per line."""
+
+    def of(end: int) -> Determination | None:
+        return _labelled("\n".join(lines[:end]), options, output)
+
+    ends = range(1, len(lines) + 1)
+    first = bisect.bisect_left(ends, True, key=lambda end: of(end) is not None)
+    return of(ends[first]) if first < len(ends) else None
+
+
 def parse_choice(output: str, options: Sequence[str]) -> Determination:
     """The answer the output states first: the label it opens with (``B. 1998``, the format the
     prompt asks for: "the label and content of the answer"); else its lines up to the first one
@@ -74,10 +88,9 @@ def parse_choice(output: str, options: Sequence[str]) -> Determination:
     if found is not None:
         return found
     lines = text.splitlines()
-    for end in range(1, len(lines) + 1):
-        found = _labelled("\n".join(lines[:end]), options, output)
-        if found is not None:
-            return found
+    found = _first_labelled_lines(lines, options, output)
+    if found is not None:
+        return found
     lowered = output.lower()
     named = [i for i, option in enumerate(options) if option and option.lower() in lowered]
     if named:
