@@ -389,6 +389,9 @@ def test_reply_parsers():
     assert not parse_plan(deep, "What is X?").parsed and not plan_settled(deep)
     assert parse_indices("[3, 1, 3, 99, 2]", 5, 2) == [2, 0]
     assert parse_indices("no numbers", 5, 2) == []
+    # a number of thousands of digits is out of range, not an error; leading zeros are read
+    huge = "9" * 5_000
+    assert parse_indices(f"[{huge}, 2, {'0' * 5_000}3]", 5, 2) == [1, 2] and not indices_settled(f"[{huge}", 5, 1)
     assert (parse_yes("Yes, it can."), parse_yes("no"), parse_yes("maybe")) == (True, False, None)
     assert parse_answers("Answer: Robert Zemeckis, Penny Marshall.\nRobert Zemeckis") == ["Robert Zemeckis", "Penny Marshall"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.methods.fidelis.prompts import PLACEHOLDER
@@ -112,13 +113,23 @@ def parse_plan(reply: str, question: str) -> Plan:
     return Plan(keywords=[question], steps=[], statement=question, parsed=False, raw=reply)
 
 
+def _candidates_named(reply: str, n_candidates: int) -> Iterator[tuple[int, re.Match[str]]]:
+    """Each number of ``reply`` that is a 1-based index of a candidate, as a 0-based position,
+    with its match. A number with more digits than any index is out of range without being
+    read: Python refuses to read one of thousands of digits."""
+    longest = len(str(n_candidates))
+    for match in _INT.finditer(reply):
+        digits = match.group().lstrip("0")
+        if len(digits) <= longest and 0 < int(digits or "0") <= n_candidates:
+            yield int(digits) - 1, match
+
+
 def parse_indices(reply: str, n_candidates: int, k: int) -> list[int]:
     """F.4's answer: the first ``k`` distinct 1-based indices in range, as 0-based positions
     (numbers out of range are dropped)."""
     chosen: list[int] = []
-    for match in _INT.finditer(reply):
-        i = int(match.group()) - 1
-        if 0 <= i < n_candidates and i not in chosen:
+    for i, _ in _candidates_named(reply, n_candidates):
+        if i not in chosen:
             chosen.append(i)
             if len(chosen) == k:
                 break
@@ -166,12 +177,10 @@ def indices_settled(reply: str, n_candidates: int, k: int) -> bool:
     if wanted <= 0:
         return True
     chosen: set[int] = set()
-    for match in _INT.finditer(reply):
-        i = int(match.group()) - 1
-        if 0 <= i < n_candidates:
-            chosen.add(i)
-            if len(chosen) == wanted:
-                return match.end() < len(reply)
+    for i, match in _candidates_named(reply, n_candidates):
+        chosen.add(i)
+        if len(chosen) == wanted:
+            return match.end() < len(reply)
     return False
 
 
