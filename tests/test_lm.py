@@ -433,7 +433,12 @@ def test_a_local_model_counts_the_tokens_it_reads_and_writes_batched_as_one_by_o
 
 
 # ----------------------------------------------------------------------------- chat endpoint
-_NOT_JSON = {"page": b"<html>Bad gateway</html>", "deep": b"[" * 100_000 + b"]" * 100_000}
+_RAW_BODIES = {
+    "page": b"<html>Bad gateway</html>",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    # a JSON escape of half a surrogate pair
+    "surrogate": b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris \\ud800"}}]}',
+}
 
 
 def test_the_model_is_given_its_cache_by_the_name_its_transformers_takes(tiny, tmp_path, recwarn):
@@ -470,8 +475,8 @@ class _Canned(JsonHandler):
         if body["model"] == "stall":
             server.release.wait(60)  # type: ignore[attr-defined]
             return
-        if body["model"] in _NOT_JSON:  # a proxy's page, or JSON nested deeper than a parser follows
-            data = _NOT_JSON[body["model"]]
+        if body["model"] in _RAW_BODIES:  # a proxy's page, JSON nested deeper than a parser follows, ...
+            data = _RAW_BODIES[body["model"]]
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -525,6 +530,9 @@ def test_chat_gives_up_with_a_clear_error(chat_server):
     with pytest.raises(KGQAError, match="HTTP 400"):
         _client(chat_server, "bad").generate("q")
     assert len(chat_server.requests) == 1  # a client error is not retried
+    with pytest.raises(KGQAError, match=r"returned the text 'Paris \\ud800': it is not valid Unicode") as raised:
+        _client(chat_server, "surrogate").generate("q")
+    assert not isinstance(raised.value, InvalidInputError)  # the server's fault, not the question's
     for model, says in (("page", "Expecting value"), ("deep", "JSON nested too deep")):
         with pytest.raises(KGQAError, match=rf"/v1/chat/completions answered with a body that is not JSON \({says}"):
             _client(chat_server, model).generate("q")

@@ -40,6 +40,7 @@ from tenacity import (
 
 from engine import deadlines
 from engine.errors import InvalidInputError, KGQAError, UnsupportedOperationError, clipped
+from engine.identifiers import validate_text
 from engine.jsonl import parse_json
 from engine.models.lm import (
     AllowedTokens,
@@ -229,6 +230,11 @@ class OpenAIChatLM(LanguageModel):
             raise KGQAError(f"{self.url} returned an unexpected reply: {str(reply)[:300]}") from e
         if not out:
             raise KGQAError(f"{self.url} returned no choices: {str(reply)[:300]}")
+        for generation in out:  # a JSON \ud800 escape reads as a lone surrogate, which no output file takes
+            try:
+                validate_text(generation.text, f"{self.url} returned the text")
+            except InvalidInputError as e:
+                raise KGQAError(str(e)) from None
         return out
 
     def _generation(self, choice: dict[str, Any], logprobs: bool) -> Generation:
