@@ -84,12 +84,18 @@ def _argument_name(action: argparse.Action) -> str:
     return str(action.metavar or action.dest)
 
 
+def _argument_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """An argument's help as ``--help`` prints it: ``%(default)s`` and the like filled in, ``%%`` a ``%``."""
+    return parser._get_formatter()._expand_help(action) if action.help else ""
+
+
 def cli_page() -> str:
     lines = [HEADER.format(source="engine/cli and benchmarks/cli.py")]
     for path, help_text, parser in walk(command_tree()):
         lines.append(f"{'#' * min(len(path), 4)} `{' '.join(path)}`\n")
         lines.append(f"{help_text or ''}\n")
-        rows = [f"| `{_cell(_argument_name(a))}` | {_cell(a.help or '')} |" for a in arguments(parser) if a.help != argparse.SUPPRESS]
+        rows = [f"| `{_cell(_argument_name(a))}` | {_cell(_argument_help(parser, a))} |"
+                for a in arguments(parser) if a.help != argparse.SUPPRESS]
         if rows:
             lines += ["| argument | what it does |", "|---|---|", *rows, ""]
     return "\n".join(lines)

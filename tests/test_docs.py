@@ -80,6 +80,12 @@ def test_every_command_and_flag_has_help():
     assert undocumented == []
 
 
+def test_the_command_line_page_shows_each_help_as_help_prints_it():
+    """``%%`` in a help text is one ``%`` on the page, as ``kgqa eval --help`` prints it."""
+    page = gen.cli_page()
+    assert "%%" not in page and "bootstrap resamples for the 95% intervals" in page
+
+
 def test_the_support_matrix_shows_a_declared_gap(tmp_path):
     (tmp_path / "test_x.py").write_text(textwrap.dedent('''
         import pytest

@@ -230,6 +230,9 @@ def test_kgqa_mcp_over_stdio_refuses_the_flags_of_the_http_transport(store_dir):
     result = run_kgqa("mcp", "--store", str(store_dir), "--port", "9999", "--token", "s3cret", timeout=60)
     assert result.returncode == 2
     assert "--port, --token apply with --transport http only" in result.stderr and "Traceback" not in result.stderr
+    alone = run_kgqa("mcp", "--store", str(store_dir), "--port", "9999", timeout=60)
+    assert alone.returncode == 2 and "--port applies with --transport http only" in alone.stderr
+    assert alone.stderr.rstrip().endswith("or leave it out")
 
 
 def test_kgqa_mcp_over_http_serves_on_loopback(store_dir):

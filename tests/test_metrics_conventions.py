@@ -9,7 +9,7 @@ import pytest
 from engine.cli.main import main
 from engine.errors import InvalidInputError
 from engine.methods.metrics import evaluate_rog, rog_lines, rog_question
-from engine.methods.scoring import METRICS, Report, format_scores, score
+from engine.methods.scoring import METRICS, TABLE_METRICS, Report, format_scores, score
 from engine.methods.scoring.conventions import gnn_rag_hit1, rog_hit, tog_em, tog_response, webqsp_f1
 
 
@@ -186,6 +186,19 @@ def test_a_set_without_gold_answers_has_no_values():
     g = report.sets["all"].overall
     assert (g.questions, g.no_gold) == (0, 1) and all(e.value is None and e.low is None for e in g.metrics.values())
     assert "set all: 0 questions (1 without gold answers, not scored)" in format_scores(report)
+
+
+def test_the_text_report_names_each_question_type_whole():
+    """MetaQA's 3-hop question types differ only past their 23rd character."""
+    types = ["movie_to_director_to_movie_to_language", "movie_to_director_to_movie_to_writer"]
+    report = score([{"answers": ["apple"], "prediction": ["apple"], "qtype": q} for q in types], bootstrap=10)
+    lines = format_scores(report).splitlines()
+    for qtype in types:
+        (row,) = [line for line in lines if line.split()[:1] == [qtype]]
+        assert row.split()[1:] == ["1"] + ["1.000"] * len(TABLE_METRICS)
+    header = next(line for line in lines if line.startswith("group"))
+    under = lines[lines.index(next(line for line in lines if line.startswith("all"))) + 1]
+    assert len(under) == len(header)  # the intervals stay under their values
 
 
 # ----------------------------------------------------------------------------- bootstrap intervals

@@ -125,7 +125,7 @@ def add_question_arguments(p: argparse.ArgumentParser, split: str, sample: int |
 
 
 DATASET_HELP = (
-    "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA or ../shared/data), or a question file: "
+    "metaqa-1hop|2hop|3hop, pathquestion-2h|3h (from $KGQA_DATA, else shared/data beside the checkout), or a question file: "
     "RoG .jsonl/.parquet, PathQuestion PQ-*.txt and PQL-*.txt, MetaQA qa_*.txt"
 )
 

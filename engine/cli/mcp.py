@@ -33,9 +33,10 @@ def _refuse_http_flags(args: argparse.Namespace) -> None:
                                                ("--token", args.token, None))
              if value != default]
     if given:
-        raise InvalidInputError(f"{', '.join(given)} apply with --transport http only (over stdio the MCP client "
+        verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise InvalidInputError(f"{', '.join(given)} {verb} with --transport http only (over stdio the MCP client "
                                 "starts this command and talks to it through its stdin and stdout): add --transport http "
-                                "or leave them out")
+                                f"or leave {them} out")
 
 
 def run_mcp(args: argparse.Namespace) -> None:

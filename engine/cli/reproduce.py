@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, with bf16; else cpu)")
     p.add_argument("--workdir", default="kgqa-data", help="stores, samples, models and predictions (default kgqa-data)")
     p.add_argument("--results", default="results", help="where results/<method>/<recipe>.json goes (default results)")
-    p.add_argument("--data-dir", default=None, help="the datasets directory (default: $KGQA_DATA or ../shared/data)")
+    p.add_argument("--data-dir", default=None, help="the datasets directory (default: $KGQA_DATA, else shared/data beside the checkout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_output_arguments(p)
     p.set_defaults(handler=_reproduce)

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--webqsp", required=True, help="WebQSP.train.json or WebQSP.test.json (.gz allowed)")
     b.add_argument("--kb", default=None, help="FB15k-237 directory: train/valid/test.txt(.gz) and entity2text (default: fb15k237 in the data directory)")
     b.add_argument("--ontology", default=None, help="GrailQA ontology folder with reverse_properties (default: freebase-ontology in the data directory)")
-    b.add_argument("--data-dir", default=None, help="data directory (default: $KGQA_DATA or ../shared/data)")
+    b.add_argument("--data-dir", default=None, help="data directory (default: $KGQA_DATA, else shared/data beside the checkout)")
     b.add_argument(
         "--out", default=None,
         help="output directory (default: webqsp-fb15k237 or webqsp-fb15k237-test, after the WebQSP file's name, "

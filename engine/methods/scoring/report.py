@@ -252,12 +252,14 @@ def format_scores(report: Report, metrics: Sequence[str] = TABLE_METRICS) -> str
             lines.append("")
         lines.append(f"set {name}: {s.overall.questions} questions"
                      + (f" ({s.overall.no_gold} without gold answers, not scored)" if s.overall.no_gold else ""))
-        lines.append(f"{'group':<24}{'n':>6}" + "".join(f"{LABELS[m]:>{w}}" for m, w in zip(metrics, widths))
-                     + (f"{'interval':>13}" if inline else ""))
         groups = [("all", s.overall), *((f"{h}-hop", g) for h, g in s.hops.items()), *s.qtype.items()]
+        # whole question types: MetaQA's 3-hop ones differ only past their 23rd character
+        label_width = max(24, *(len(label) + 1 for label, _ in groups))
+        lines.append(f"{'group':<{label_width}}{'n':>6}" + "".join(f"{LABELS[m]:>{w}}" for m, w in zip(metrics, widths))
+                     + (f"{'interval':>13}" if inline else ""))
         for label, g in groups:
-            lines.append(f"{label[:23]:<24}{g.questions:>6}" + "".join(f"{value(g.metrics[m]):>{w}}" for m, w in zip(metrics, widths))
+            lines.append(f"{label:<{label_width}}{g.questions:>6}" + "".join(f"{value(g.metrics[m]):>{w}}" for m, w in zip(metrics, widths))
                          + (f"{interval(g.metrics[metrics[0]]):>13}" if inline else ""))
             if intervals and not inline and g.questions:
-                lines.append(" " * 30 + "".join(f"{interval(g.metrics[m]):>{w}}" for m, w in zip(metrics, widths)))
+                lines.append(" " * (label_width + 6) + "".join(f"{interval(g.metrics[m]):>{w}}" for m, w in zip(metrics, widths)))
     return "\n".join(lines)
