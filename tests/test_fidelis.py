@@ -8,6 +8,7 @@ import json
 import math
 import random
 import re
+import threading
 from pathlib import Path as FilePath
 
 import numpy as np
@@ -21,6 +22,7 @@ from engine.errors import InvalidInputError
 from engine.methods.fidelis import prompts
 from engine.methods.fidelis.index import EmbeddingIndex, StaleIndexError, index_dir
 from engine.methods.fidelis.parsing import (
+    _json_objects,
     indices_settled,
     parse_answers,
     parse_indices,
@@ -394,6 +396,41 @@ def test_reply_parsers():
     assert parse_indices(f"[{huge}, 2, {'0' * 5_000}3]", 5, 2) == [1, 2] and not indices_settled(f"[{huge}", 5, 1)
     assert (parse_yes("Yes, it can."), parse_yes("no"), parse_yes("maybe")) == (True, False, None)
     assert parse_answers("Answer: Robert Zemeckis, Penny Marshall.\nRobert Zemeckis") == ["Robert Zemeckis", "Penny Marshall"]
+
+
+def _objects_decoded_at_every_brace(text: str) -> list[dict]:
+    """Every JSON object that starts at a ``{`` of ``text``, each decoded on its own."""
+    found = []
+    for match in re.finditer(r"\{", text):
+        try:
+            value = json.JSONDecoder().raw_decode(text, match.start())[0]
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(['{', '}', '"k"', '"keywords"', ': ', ":", ",", "[", "]", '"', '\\', " ", "1", "x", "null",
+                                 '"a{"', "{}"]), max_size=24))
+def test_the_plan_parser_finds_the_objects_decoding_at_every_brace_finds(parts):
+    text = "".join(parts)
+    assert list(_json_objects(text)) == _objects_decoded_at_every_brace(text)
+
+
+def test_a_plan_reply_nested_without_end_is_read_about_once():
+    """A reply of ``{"k":`` over and over: each ``{`` read on its own followed the nesting to
+    the end (tens of seconds for a megabyte); the plan parser reads each object once."""
+    hostile = '{"k":' * 240_000
+    plans: list = []
+    reading = threading.Thread(target=lambda: plans.append(parse_plan(hostile, "q?")), daemon=True)
+    reading.start()
+    reading.join(20)
+    assert not reading.is_alive(), "the plan parser went over the reply once per {"
+    assert not plans[0].parsed
+    # an object deeper than Python's parser follows is not JSON, from its first { or any nested in it
+    assert parse_plan('x {"a": ' + '{"k":' * 1_000 + "1" + "}" * 1_001 + ' {"keywords": ["y"]}', "q?").keywords == ["y"]
 
 
 @settings(max_examples=300, deadline=None)

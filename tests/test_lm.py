@@ -459,7 +459,8 @@ def test_the_model_is_given_its_cache_by_the_name_its_transformers_takes(tiny, t
 
 class _Canned(JsonHandler):
     """Answers /v1/chat/completions; fails with 503 first when the server's ``fail_first`` is set;
-    never answers model ``stall`` (until the server's ``release`` is set)."""
+    never answers model ``stall`` and trickles the body of model ``trickle`` (until the server's
+    ``release`` is set)."""
 
     def do_POST(self) -> None:  # noqa: N802 — http.server's naming
         body = self.read_json()
@@ -474,6 +475,14 @@ class _Canned(JsonHandler):
             return
         if body["model"] == "stall":
             server.release.wait(60)  # type: ignore[attr-defined]
+            return
+        if body["model"] == "trickle":  # headers at once, then a byte of the body every 0.2 s
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not server.release.wait(0.2):  # type: ignore[attr-defined]
+                self.wfile.write(b" ")
+                self.wfile.flush()
             return
         if body["model"] in _RAW_BODIES:  # a proxy's page, JSON nested deeper than a parser follows, ...
             data = _RAW_BODIES[body["model"]]
@@ -545,6 +554,26 @@ def test_a_server_that_never_answers_stops_at_the_deadline(chat_server):
     for ask in (lambda: lm.generate("q"), lambda: lm.generate_batch(["q1", "q2"])):
         with pytest.raises(DeadlineExceededError), deadlines.until(time.monotonic() + 0.3):
             ask()
+
+
+def test_a_server_that_trickles_its_reply_stops_at_the_deadline(chat_server):
+    # each read of the body comes back within 0.2 s, so the socket's timeout never trips; the
+    # whole body would take hours
+    lm = _client(chat_server, "trickle", retries=3)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            with deadlines.until(time.monotonic() + 2):
+                lm.generate("q")
+        except BaseException as e:  # noqa: BLE001 — the test looks at what it was
+            raised.append(e)
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(60)
+    assert not asking.is_alive(), "the request outlasted its deadline"
+    assert len(raised) == 1 and isinstance(raised[0], DeadlineExceededError)
 
 
 def test_chat_beam_search_returns_distinct_samples_best_first(chat_server):

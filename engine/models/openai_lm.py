@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -103,6 +104,22 @@ def _usage(reply: Any) -> tuple[int | None, int | None]:
     return (read if isinstance(read, int) else None), (written if isinstance(written, int) else None)
 
 
+#: bytes asked for per read of a reply's body
+_READ_CHUNK = 1 << 16
+
+
+def _read_by(response: Any, end: float) -> bytes:
+    """The body of ``response``, read a chunk at a time until ``end`` (a :func:`time.monotonic`
+    instant), then a :class:`TimeoutError`: urlopen's timeout bounds each read of the socket, so
+    a server that sends a byte a second would otherwise hold the request for as long as it likes."""
+    chunks = []
+    while chunk := response.read1(_READ_CHUNK):
+        chunks.append(chunk)
+        if time.monotonic() > end:
+            raise TimeoutError("the reply's body was still coming in when the request's time ran out")
+    return b"".join(chunks)
+
+
 class _Transient(Exception):
     """A failure worth another try: timeouts, refused connections, 429 and 5xx answers."""
 
@@ -153,9 +170,10 @@ class OpenAIChatLM(LanguageModel):
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+        timeout = self._timeout()
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout()) as response:
-                payload = response.read()
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                payload = _read_by(response, time.monotonic() + timeout)
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace")[:500]
             if e.code in _TRANSIENT_STATUS:

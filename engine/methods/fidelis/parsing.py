@@ -7,9 +7,12 @@ question itself as keywords and statement; the fallback is reported, never hidde
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.scanner
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.methods.fidelis.prompts import PLACEHOLDER
 
@@ -45,18 +48,49 @@ class Plan:
         return statement.replace(PLACEHOLDER, answer).strip().rstrip(".")
 
 
-def _value_at(text: str, start: int) -> object:
+# a model's reply may nest without end, or hold a number of more digits than Python reads
+# (a ValueError, as json's own errors are)
+_NOT_JSON = (ValueError, RecursionError)
+
+
+class _ObjectsOnce(json.JSONDecoder):
+    """A decoder that reads each JSON object of one text once: what an object starting at a
+    position came to (its value and end, or its error) is kept, so a later decode that starts
+    at, or comes to, that ``{`` takes it as it is. Starting at every ``{`` of a reply nested
+    many levels deep (``{"k": {"k": …``) then reads the reply about once, not once per ``{``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._objects: dict[int, tuple[Any, int] | Exception] = {}
+        self.parse_object = self._object
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+    def _object(self, s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
+        start = s_and_end[1]
+        if start not in self._objects:
+            try:
+                self._objects[start] = json.decoder.JSONObject(s_and_end, *args)
+            except _NOT_JSON as e:
+                self._objects[start] = e
+        found = self._objects[start]
+        if isinstance(found, Exception):
+            raise found.with_traceback(None)  # not a traceback that grows with every raise
+        return found
+
+
+def _value_at(text: str, start: int, decoder: json.JSONDecoder) -> object:
     """The JSON value that starts at ``start`` of ``text``; None where none does."""
     try:
-        return json.JSONDecoder().raw_decode(text, start)[0]
-    except (json.JSONDecodeError, RecursionError):  # a model's reply may nest without end
+        return decoder.raw_decode(text, start)[0]
+    except _NOT_JSON:
         return None
 
 
-def _json_objects(text: str):
+def _json_objects(text: str) -> Iterator[dict]:
     """Every JSON object that starts at a ``{`` of ``text``, in order."""
+    decoder = _ObjectsOnce()
     for match in re.finditer(r"\{", text):
-        value = _value_at(text, match.start())
+        value = _value_at(text, match.start(), decoder)
         if isinstance(value, dict):
             yield value
 
@@ -165,7 +199,7 @@ def plan_settled(reply: str) -> bool:
     start = reply.find("{")
     if start < 0:
         return False
-    value = _value_at(reply, start)
+    value = _value_at(reply, start, _ObjectsOnce())
     return isinstance(value, dict) and _plan_of(value, "", reply) is not None
 
 
