@@ -449,7 +449,8 @@ def test_evaluate_scores_em_and_f1_with_demos_apart_from_the_tests(bi):
         ("t:1", True, "(JOIN (R directed_by) [The Prowler])"), ("t:2", False, "(JOIN (R has_genre) [M])"),
     ]
     assert records[0]["prediction"] == ["Joseph Losey"] and records[1]["arg"]["generated"] == [] and records[1]["arg"]["sexpr"] is None
-    assert records[1]["prediction"] == []
+    assert records[1]["prediction"] == [] and records[1]["warning"] == "the generator's reply '(JOIN (R' parses to no S-expression"
+    assert "warning" not in records[0]
     assert [r["arg"]["gold_form_f1"] for r in records] == [1.0, 1.0]
     assert (report["questions"], report["f1"], report["hits1"], report["by_hops"]) == (2, 0.5, 0.5, {"1": 0.5})
     assert report["arg"] == {"em": 0.5, "parsed": 0.5, "answered": 0.5, "gold_form_f1": 1.0, "demos": 2}
@@ -597,6 +598,19 @@ def test_export_training_writes_the_generators_samples(tmp_path, capsys, bi):
         expected = generator_samples(store, [(q, gold_form(store, q)) for q in questions], bi, Scorer(bi), k=5)
     assert [(r["id"], r["prompt"], r["target"]) for r in rows] == [(q.id, s.prompt, s.target) for q, s in zip(questions, expected)]
     assert {r["target"] for r in rows} == {"(JOIN (R directed_by) [The Prowler])", "(JOIN directed_by [Joseph Losey])"}
+
+
+def test_an_empty_answer_says_why():
+    from engine.methods.arg.pipeline import ArgAnswer, why_empty
+
+    def said(outputs: list[str], generated: list[str], sexpr: str | None = None, timed_out: int = 0) -> str:
+        return why_empty(ArgAnswer("q", [], generated, [None] * len(generated), sexpr, timed_out=timed_out, outputs=outputs))
+
+    assert said(["", " \n"], []) == "the generator's reply is empty"
+    assert said(["", "I cannot"], []) == "the generator's reply 'I cannot' parses to no S-expression"
+    assert said(["(JOIN r [x])"], ["(JOIN r [x])"], timed_out=1) == (
+        "none of the generated S-expressions (JOIN r [x]) runs on the store (1 stopped at the timeout)")
+    assert said(["(JOIN r [x])"], ["(JOIN r [x])"], "(JOIN r [x])") == "the S-expression (JOIN r [x]) answers nothing"
 
 
 @pytest.mark.model

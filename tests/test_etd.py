@@ -518,15 +518,16 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert main(["etd", "run", *common, *checkpoint, "--split", "test", "--split-seed", "1", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "run with --split-seed 0" in capsys.readouterr().err
 
-    class SecondChoice:  # a language model that always picks option B
-        def __init__(self) -> None:
+    class SecondChoice:  # a language model that always picks option B (or replies ``reply``)
+        def __init__(self, reply: str = "The correct answer is B.") -> None:
             self.prompts: list[str] = []
             self.stops: list = []
+            self.reply = reply
 
         def generate_batch(self, prompts: list[str], *, max_new_tokens: int = 256, stop=None) -> list[Generation]:
             self.prompts.extend(prompts)
             self.stops.extend(stop)
-            return [Generation("The correct answer is B.")] * len(prompts)
+            return [Generation(self.reply)] * len(prompts)
 
     model, _ = load_checkpoint(tmp_path / "ckpt" / "best.pt")
     questions = read_metaqa_questions(qa)[:5]
@@ -543,6 +544,12 @@ def test_training_learns_a_toy_graph_and_predict_writes_jsonl(tmp_path, capsys):
     assert all(r["etd"]["label"] == "B" and r["prediction_ids"] == [r["etd"]["candidates"][1]["id"]] for r in records)
     # each prompt decodes until a whole line gives its label
     assert len(lm.stops) == 5 and lm.stops[0]("The correct answer is B.\nBecause") and not lm.stops[0]("The correct answer is B.")
+    # a reply that names no option and gives no answer leaves the prediction empty, and the record says why
+    with open_store(store) as opened:
+        run_method(EtdMethod(opened, models, EtdConfig(), model, models.meter.lm(SecondChoice(" \n"))), questions[:2],
+                   tmp_path / "silent.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "silent.jsonl").read_text().splitlines()]
+    assert [(r["prediction"], r["warning"]) for r in records] == [([], "the language model's reply is empty")] * 2
 
 
 @pytest.mark.model

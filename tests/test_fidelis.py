@@ -368,6 +368,29 @@ def test_paths_mode_answers_with_path_ends_and_unusable_replies_fall_back(make_s
     assert outcome.answers == outcome.answer_ids
 
 
+def test_an_empty_answer_says_why(make_store, movie_index):
+    from engine.methods.run import run_method
+
+    class SilentAnswer(ScriptedLM):
+        """Searches as ScriptedLM does, and answers with ``answer``."""
+
+        def __init__(self, answer: str) -> None:
+            super().__init__()
+            self.answer = answer
+
+        def generate(self, prompt: str, **_) -> Generation:
+            return Generation(self.answer) if prompt.startswith(prompts.ANSWER_SYSTEM) else super().generate(prompt)
+
+    store = make_store("oxigraph", MOVIE_TRIPLES)
+    records: list[dict] = []
+    for answer in (" \n ", ", ;"):
+        method = FidelisMethod(store, Models(), FidelisConfig(width=2, depth=2), SilentAnswer(answer), movie_index)
+        run_method(method, [QUESTION], progress=False, on_record=records.append)
+    assert [r["prediction"] for r in records] == [[], []] and all(r["fidelis"]["paths"] for r in records)
+    assert [r["warning"] for r in records] == ["the answering model's reply is empty",
+                                               "the answering model's reply ', ;' names no answer"]
+
+
 def test_search_config_refuses_bad_settings():
     with pytest.raises(InvalidInputError, match="verifier"):
         SearchConfig(verifier="magic")

@@ -672,6 +672,32 @@ def test_ldr_method_runs_on_the_protocol(tmp_path, make_store):
     assert [(o["prediction"], o["ldr"]) for o in one_by_one] == [(r["prediction"], r["ldr"]) for r in records]
 
 
+class SilentChatLM(ChatLikeLM):
+    """A chat endpoint whose every reply is ``reply``."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__({})
+        self.reply = reply
+
+    def generate(self, prompt, **kw) -> Generation:
+        return Generation(self.reply)
+
+
+def test_an_empty_answer_says_why_in_its_record(make_store):
+    store = make_store("oxigraph", [Triple(*t) for t in MOVIES])
+    records: list[dict] = []
+    for reply in ("", "   ", "I would rather not say"):  # each names no option: the search stops at once
+        method = LdrMethod(store, Models(), LdrConfig(), OptionScorer(SilentChatLM(reply)))
+        run_method(method, MOVIE_QUESTIONS[:1], progress=False, on_record=records.append)
+    assert [r["prediction"] for r in records] == [[], [], []]
+    assert {r["warning"] for r in records} == {
+        "the search added no relation to the start entity Titanic (a model reply that names no option chooses to stop): "
+        "nothing to answer from"}
+    no_topic = Question("n", "who directed it", [], [], [])
+    (skipped,) = LdrMethod(store, Models(), LdrConfig(), OptionScorer(SilentChatLM(""))).answer([no_topic])
+    assert skipped.warning == "no topic entity to start from"
+
+
 def _hashed_choice(prompt: str, options: Sequence[str]) -> Choice:
     """A deterministic chooser that looks arbitrary: the same (prompt, options) always gets the
     same choice, whichever batch asks."""

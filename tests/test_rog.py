@@ -561,3 +561,48 @@ def test_rog_samples_are_what_the_model_sees_and_train_with_lm_train(tmp_path, t
     assert load_lm(str(out), "cpu").generate("x", max_new_tokens=2).text is not None
     assert main([*args[:2], "--tasks", "planning", *args[2:]]) == 0
     assert json.loads(capsys.readouterr().out)["examples"] == 2
+
+
+# ----------------------------------------------------------------------------- an answer left empty says why
+class RepliesLM(LanguageModel):
+    """Plans ``plan`` and reasons ``reasoning``, whatever it is asked (no tokenizer: a server's)."""
+
+    name = "replies"
+
+    def __init__(self, plan: str, reasoning: str) -> None:
+        self.plan, self.reasoning = plan, reasoning
+
+    def generate(self, prompt, **kw) -> Generation:
+        return Generation(self.reasoning)
+
+    def beam_search(self, prompt, **kw) -> list[Generation]:
+        return [Generation(self.plan)]
+
+    def encode(self, text: str) -> list[int]:
+        from engine.errors import UnsupportedOperationError
+
+        raise UnsupportedOperationError("no tokenizer")
+
+
+def test_an_empty_answer_says_why_in_its_record(make_store):
+    from engine.methods.rog.pipeline import RogConfig, RogMethod
+    from engine.methods.run import run_method
+    from engine.methods.spec import Models
+
+    store = make_store("oxigraph", TRIPLES)
+    question = Question("1", "who directed [Titanic]", [], ["Titanic"], [])
+    llm = {"k": 1, "plan_mode": "free", "answer_mode": "llm"}
+    records: list[dict] = []
+    for reasoning in ("", " \n\t", "[]"):
+        method = RogMethod(store, Models(), RogConfig(**llm), RepliesLM("<PATH>directed_by</PATH>", reasoning))
+        run_method(method, [question], progress=False, on_record=records.append)
+    assert [r["prediction"] for r in records] == [[], [], []] and all(r["rog"]["paths"] for r in records)
+    assert [r["warning"] for r in records] == ["the reasoning model's reply is empty"] * 2 + [
+        "the reasoning model's reply '[]' names no answer"]
+    paths = {"k": 1, "plan_mode": "free", "answer_mode": "paths"}
+    for plan, says in (("I do not know", "no plan of the planning model names a relation path"),
+                       ("<PATH>no_such_relation</PATH>", "no plan grounds in the store from the topic entities")):
+        predicted = RogMethod(store, Models(), RogConfig(**paths), RepliesLM(plan, "")).answer([question])[0]
+        assert predicted.answers == [] and predicted.warning.startswith(says)
+    answered = RogMethod(store, Models(), RogConfig(**llm), RepliesLM("<PATH>directed_by</PATH>", "James Cameron")).answer([question])
+    assert answered[0].answers == ["James Cameron"] and answered[0].warning is None

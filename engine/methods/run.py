@@ -19,7 +19,9 @@ and tokens evenly. Before a batch is answered its
 topic entities are looked up in the store (one ``names`` call, neither timed nor counted): a
 question with a topic entity the store does not hold gets ``missing_topics`` and a ``warning``
 in its record, and the summary counts such questions (a method finds nothing from an entity
-that is not there, so its prediction is likely empty).
+that is not there, so its prediction is likely empty). A method that leaves a prediction empty
+says why in the record's ``warning`` too (:attr:`Prediction.warning`: a model's reply that
+names no answer, a search that found nothing).
 """
 from __future__ import annotations
 
@@ -99,12 +101,13 @@ def _record(
     }
     if tokens is not None:
         record["tokens"] = tokens
+    warnings = [p.warning] if p.warning else []
     if missing:
         record["missing_topics"] = missing
-        record["warning"] = (
-            f"topic entit{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} not in the store: "
-            "is the store this dataset's graph?"
-        )
+        warnings.insert(0, f"topic entit{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} not in the store: "
+                           "is the store this dataset's graph?")
+    if warnings:
+        record["warning"] = "; ".join(warnings)
     if p.trace is not None:
         record[method.name] = to_json(p.trace)
     return record

@@ -41,12 +41,22 @@ if TYPE_CHECKING:
 @dataclass
 class Prediction:
     """One question's answer: names (or literal values) best first, their ids where the
-    method knows them, and the method's trace of how it got there: a dataclass of the method's
-    own, which the record holds under the method's name (:func:`engine.results.to_json`)."""
+    method knows them, the method's trace of how it got there: a dataclass of the method's
+    own, which the record holds under the method's name (:func:`engine.results.to_json`), and
+    where the answer is empty, the ``warning`` that says why (the record's ``warning``)."""
 
     answers: list[str]
     answer_ids: list[str] | None = None
     trace: Any = None
+    warning: str | None = None
+
+
+def empty_reply(model: str, reply: str | None, gives: str) -> str:
+    """A :attr:`Prediction.warning` for an answer left empty by ``model``'s ``reply``: that it is
+    empty, or the reply (clipped) and what it ``gives``."""
+    if reply is None or not reply.strip():
+        return f"{model}'s reply is empty"
+    return f"{model}'s reply {clipped(repr(reply), 200)} {gives}"
 
 
 def option(default: Any, help: str, *, flag: str | None = None, short: str | None = None,

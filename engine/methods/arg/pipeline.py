@@ -22,7 +22,7 @@ from engine.methods.arg.order import edge_distinct_first
 from engine.methods.arg.prompts import Demo, build_prompt
 from engine.methods.arg.ranker import BiEncoder, Scorer
 from engine.methods.arg.retrieval import K, retrieve_batch
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import InvalidInputError, KGQAError, clipped
 from engine.graph import Literal, Term, term_key
 from engine.methods.lockstep import NamesOf, ask, serve
 from engine.methods.meter import Meter
@@ -30,7 +30,7 @@ from engine.methods.metrics import normalize, score_question
 from engine.models.lm import LanguageModel
 from engine.models.sft import Sample
 from engine.methods.run import topic_last
-from engine.methods.spec import Method, Models, Prediction, check_options, option
+from engine.methods.spec import Method, Models, Prediction, check_options, empty_reply, option
 from engine.sexpr import parse
 from engine.store import Store
 from loaders.questions import Question
@@ -100,6 +100,17 @@ def _vote(out: ArgAnswer, runs: Sequence[Any]) -> None:
         best = max(votes, key=lambda key: (votes[key], -first[key]))
         out.sexpr = runs[first[best]].sexpr
         out.answers, out.count = sorted(best[0], key=term_key), best[1]
+
+
+def why_empty(got: ArgAnswer) -> str:
+    """Why ARG's answer is empty: no reply of the generator parsed to an S-expression, none of
+    the forms ran after alignment, or the voted form answers nothing."""
+    if not got.generated:
+        return empty_reply("the generator", next((o for o in got.outputs if o.strip()), None), "parses to no S-expression")
+    if got.sexpr is None:
+        stopped = f" ({got.timed_out} stopped at the timeout)" if got.timed_out else ""
+        return f"none of the generated S-expressions {clipped(', '.join(got.generated), 300)} runs on the store{stopped}"
+    return f"the S-expression {clipped(got.sexpr, 300)} answers nothing"
 
 
 def exact_match(predicted: str | None, gold: str) -> bool:
@@ -222,7 +233,8 @@ class ArgMethod(Method):
         texts = [a.value if isinstance(a, Literal) else (names.get(a) or a) for a in got.answers]
         trace = ArgTrace(got.demos, got.references, got.outputs, got.generated, got.executed, got.sexpr, got.count,
                          got.timed_out, **self._gold(q, got.sexpr))
-        return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], trace)
+        return Prediction(texts, [a.value if isinstance(a, Literal) else a for a in got.answers], trace,
+                          None if texts else why_empty(got))
 
     def _gold(self, q: Question, sexpr: str | None) -> dict[str, Any]:
         """The gold form, EM against it and the F1 of its own answers (on the unmetered store:

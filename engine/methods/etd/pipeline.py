@@ -18,7 +18,7 @@ from engine.graph import Literal
 from engine.methods.metrics import aggregate, score_question
 from engine.models.lm import LanguageModel
 from engine.methods.etd.config import EtdConfig
-from engine.methods.spec import Method, Models, Prediction
+from engine.methods.spec import Method, Models, Prediction, empty_reply
 from engine.errors import InvalidInputError
 from engine.store import Store
 from loaders.questions import Question
@@ -116,7 +116,10 @@ class EtdMethod(Method):
         if chosen is not None:
             return Prediction([options[chosen].text], [str(terms[cands[chosen][1]])], trace)
         # the LLM named an answer that is none of the options: its text, no id
-        return Prediction([answer_text] if answer_text else [], [], trace)
+        if answer_text:
+            return Prediction([answer_text], [], trace)
+        why = "the GNN found no candidate" if choice is None else empty_reply("the language model", choice.output, "names no option")
+        return Prediction([], [], trace, why)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Hits@1 of the GNN's top candidate alone, the device and the peak memory."""

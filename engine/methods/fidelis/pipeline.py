@@ -11,7 +11,7 @@ from engine.methods.fidelis.search import Outcome, SearchConfig, Searcher, Searc
 from engine.methods.metrics import coverage_ratio, validity_ratio
 from engine.models.lm import LanguageModel
 from engine.methods.fidelis.config import FidelisConfig
-from engine.methods.spec import Method, Models, Prediction
+from engine.methods.spec import Method, Models, Prediction, empty_reply
 from engine.store import Store
 from loaders.questions import Question, gold_relation_path
 
@@ -121,10 +121,18 @@ class FidelisMethod(Method):
             coverage=None if gold is None else Coverage(gold, coverage_ratio(retrieved, [gold]), coverage_ratio(kept, [gold])),
             embedding_seconds=round(embedding_seconds, 5),
         )
-        return Prediction(o.answers, o.answer_ids, trace)
+        return Prediction(o.answers, o.answer_ids, trace, None if o.answers else why_empty(o))
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize(records, self.config, dict(self.searcher.truncated))
+
+
+def why_empty(o: Outcome) -> str:
+    """Why FiDeLiS's answer is empty: its search kept no reasoning path, or the answering
+    model's reply named no answer."""
+    if not any(s.reasoning_paths for s in o.searches):
+        return "the search found no reasoning path from the topic entities"
+    return empty_reply("the answering model", o.output, "names no answer")
 
 
 def search_config(config: FidelisConfig) -> SearchConfig:

@@ -218,6 +218,16 @@ def evaluation(q: Question, r: Reasoning) -> dict[str, Any]:
     return out
 
 
+def why_empty(r: Reasoning, scoring: str | None) -> str:
+    """Why LDR's answer is empty: the search added nothing to the start entity (with a
+    generated choice, a reply that names no option stops it), or the answer node's members
+    were all pruned."""
+    if r.answer_node is None:
+        stop = " (a model reply that names no option chooses to stop)" if scoring == "choice" else ""
+        return f"the search added no relation to the start entity {r.graph.nodes[0].name}{stop}: nothing to answer from"
+    return "every member of the answer node was pruned by the constraints"
+
+
 class LdrMethod(Method):
     """LDR on the method-run protocol: one store and one scoring model. The questions of a
     batch (``batch_size``) are reasoned in lock step (:mod:`engine.methods.lockstep`): each round's
@@ -236,7 +246,7 @@ class LdrMethod(Method):
 
     def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:
-            return Prediction([], [], Skipped("no topic entity to start from"))
+            return Prediction([], [], Skipped("no topic entity to start from"), "no topic entity to start from")
         r = yield from reasoning(q, self.config)
         ids = [a for a in r.answers if not isinstance(a, Literal)]
         names = (yield NamesOf(tuple(dict.fromkeys(ids)))) if ids else {}
@@ -258,7 +268,8 @@ class LdrMethod(Method):
             scoring=getattr(self.choose, "mode", None),
             **evaluation(q, r),
         )
-        return Prediction([str(a) for a in shown], [term_text(a) for a in r.answers], trace)
+        warning = None if shown else why_empty(r, getattr(self.choose, "mode", None))
+        return Prediction([str(a) for a in shown], [term_text(a) for a in r.answers], trace, warning)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return summarize_ldr(records)

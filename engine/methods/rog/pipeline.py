@@ -18,7 +18,7 @@ from engine.methods.rog.planning import (
     relation_vocabulary,
 )
 from engine.methods.rog.reasoning import REASONING_MODES, reason
-from engine.methods.spec import Method, Models, Prediction, check_options, option
+from engine.methods.spec import Method, Models, Prediction, check_options, empty_reply, option
 from engine.store import Store
 from loaders.questions import Question
 
@@ -147,11 +147,21 @@ class RogMethod(Method):
             ],
             rendered, grounding.truncated, path_ends, output,
         )
-        return Prediction(list(prediction), trace=trace)
+        return Prediction(list(prediction), trace=trace, warning=None if prediction else why_empty(plans, output))
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Plan validity (parsed; relations exist; the plan grounds) and the mean number of paths."""
         return summarize_plans([r["rog"] for r in records], self.config)
+
+
+def why_empty(plans: Sequence[Plan], output: str | None) -> str:
+    """Why RoG's answer is empty: the reasoning model's reply (``output``) named none, or
+    answering with the path ends, no plan named a relation path, or none grounded."""
+    if output is not None:
+        return empty_reply("the reasoning model", output, "names no answer")
+    if not any(p.relations for p in plans):
+        return "no plan of the planning model names a relation path (<PATH>…</PATH>)"
+    return "no plan grounds in the store from the topic entities"
 
 
 def build(config: RogConfig, store: Store, models: Models) -> RogMethod:
