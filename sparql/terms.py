@@ -22,6 +22,9 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b
 _NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
 # ASCII characters that characters outside ASCII lower to (str.lower): İ → i̇, K (Kelvin) → k
 _LOWERED_FROM_OTHERS = frozenset("ik")
+#: the characters of a search text an id pattern matches: each takes up to 27 characters of
+#: pattern, and Virtuoso's regular expressions fail to compile past about 20,000
+_PATTERN_CHARS = 256
 _IRIS_KEPT = 200_000
 
 
@@ -97,10 +100,11 @@ class Terms:
         or itself; a character outside ASCII by any run of encoded bytes or non-ASCII
         characters, since its case forms have other bytes and other lengths; so are ``i`` and
         ``k``, the only ASCII characters that others lower to (U+0130 lowers to ``i`` and
-        U+0307, the Kelvin sign to ``k``)."""
+        U+0307, the Kelvin sign to ``k``). Only the needle's first :data:`_PATTERN_CHARS`
+        characters are matched: the ids found are a superset the store filters anyway."""
         any_run = "(%[0-9a-f][0-9a-f]|[^!-~])+"
         pieces = []
-        for char in needle:
+        for char in needle[:_PATTERN_CHARS]:
             if not char.isascii():
                 pieces.append(any_run)
                 continue

@@ -1,6 +1,8 @@
 """Hostile input against every store: rejected, or matched literally, and the store unchanged."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from engine.errors import (
@@ -9,6 +11,11 @@ from engine.errors import (
     ReadOnlyViolationError,
 )
 from engine.graph import NAME_RELATION, Literal, Triple
+from engine.identifiers import RELATION_PATTERN, validate_id
+from engine.reference import ReferenceStore
+from engine.sexpr import SExprSyntaxError
+from engine.sexpr.tree import Count, Entity, Join, Relation, Reverse, to_text
+from engine.store import Store
 
 HOSTILE_IDS = [
     "x' OR '1'='1",
@@ -205,3 +212,84 @@ def test_query_parameters_bind_hostile_values_literally(hostile_store):
         text = "MATCH (n:Entity {id: $node})-[r]->(o) RETURN o.id AS o"
     result = hostile_store.query(text, {"node": node})
     assert result.rows == [["target1"]]
+
+
+#: what a language model may reply where a relation, an id, a search text or an S-expression
+#: goes: quotes of every kind, the characters that close a term or a query, both languages'
+#: keywords and comments, text no store can take, and text longer than any name
+MODEL_TEXT = [
+    "'", '"', "`", "\u2019", "'''", '"""', "}", ">", "]", "\\]", "\n", "\\", "\\'", "``DROP``",
+    "$x", "?o", "#", "%", "' OR 1=1 //", '" OR "1"="1', "<http://x> . ?s ?p ?o", ") RETURN n //",
+    '"}}; DROP', "m.1) (JOIN r m.2", "[m.1]", "r`]->(x) DETACH DELETE x //", "r> } ; DROP ALL",
+    "DROP", "DELETE", "MATCH", "RETURN", "SELECT", "WHERE", "DETACH", "CREATE", "OPTIONAL",
+    "DROP ALL", "DELETE WHERE { ?s ?p ?o }", "MATCH (n) DETACH DELETE n", "CALL db.labels()",
+    "a\x00b", "\ud800", "(\"é') " * 60, "'\"}`$x ) " * 1250,
+]
+#: a call of an operation with the model's text where the methods pass it: a relation, an id,
+#: a search text, or a relation, an id or a literal inside an S-expression
+ModelCall = Callable[[Store, str], object]
+MODEL_TEXT_CALLS: dict[str, ModelCall] = {
+    "follow_paths relation": lambda s, text: s.follow_paths(["m.1"], [text], direction="both"),
+    "follow_paths second relation": lambda s, text: s.follow_paths(["m.1"], ["r", text], direction="both"),
+    "two_hop_relations relation": lambda s, text: s.two_hop_relations(["m.1"], text),
+    "expand relation": lambda s, text: s.expand(["m.1"], [text]),
+    "follow_paths id": lambda s, text: s.follow_paths([text, "m.1"], ["r"], direction="both"),
+    "relations id": lambda s, text: s.relations(["m.1", text]),
+    "expand id": lambda s, text: s.expand([text]),
+    "names id": lambda s, text: s.names([text, "m.1"]),
+    "search exact": lambda s, text: s.search(text, "exact", limit=None),
+    "search prefix": lambda s, text: s.search(text, "prefix", limit=None),
+    "search contains": lambda s, text: s.search(text, "contains", limit=None),
+    "execute relation": lambda s, text: s.execute(f"(JOIN {text} m.2)"),
+    "execute reverse relation": lambda s, text: s.execute(f"(JOIN (R {text}) m.1)"),
+    "execute relation tree": lambda s, text: s.execute(Join(Relation(text), Entity("m.2"))),
+    "execute reverse relation tree": lambda s, text: s.execute(Join(Reverse(Relation(text)), Entity("m.1"))),
+    "execute id": lambda s, text: s.execute(f"(JOIN r {text})"),
+    "execute bracketed id": lambda s, text: s.execute(to_text(Count(Join(Relation("r"), Entity(text))))),
+    "execute id tree": lambda s, text: s.execute(Join(Relation("r"), Entity(text))),
+    "execute literal": lambda s, text: s.execute(f'(JOIN {NAME_RELATION} "{text}")'),
+}
+
+
+def _model_text_graph() -> list[Triple]:
+    """A graph in which the model's text that can name a relation or a node does: a query the
+    text changed would miss these edges, or find others."""
+    triples = [Triple("m.1", "r", "m.2"), Triple("m.1", NAME_RELATION, Literal.make("One"))]
+    for text in MODEL_TEXT:
+        if RELATION_PATTERN.fullmatch(text):
+            triples.append(Triple("m.1", text, "m.2"))
+        if len(text) <= 400 and text.isprintable():
+            triples.append(Triple(text, "r", "m.2"))
+        if len(text) <= 100 and text.isprintable():  # a longer id is found by search as an id
+            triples.append(Triple(text, NAME_RELATION, Literal.make(text)))
+    return triples
+
+
+def _outcome(call: ModelCall, db: Store, text: str) -> tuple[str, object]:
+    """("answered", the answer), or ("refused", the engine's named error for bad input)."""
+    try:
+        return "answered", call(db, text)
+    except (InvalidInputError, SExprSyntaxError) as e:
+        return "refused", type(e).__name__
+
+
+def test_model_text_is_refused_or_answered_as_the_reference_does_and_changes_nothing(store):
+    """Text a language model wrote, passed where the methods pass it, is refused with the
+    engine's named error or answered exactly as the plain-Python reference answers it on the
+    same graph: it never changes the query it travels in, nor the data."""
+    triples = _model_text_graph()
+    reference = ReferenceStore(triples)
+    db = store(triples)
+    assert db.stats() == reference.stats()
+    differences = {}
+    for text in MODEL_TEXT:
+        for name, call in MODEL_TEXT_CALLS.items():
+            expected = _outcome(call, reference, text)
+            try:
+                got = _outcome(call, db, text)
+            except Exception as e:  # what the store raised instead is the finding
+                got = (type(e).__name__, str(e)[:300])
+            if got[0] != "refused" and got != expected:
+                differences[f"{name} {text[:40]!r}"] = f"{got!r:.300} where the reference gives {expected!r:.300}"
+    assert differences == {}
+    assert db.stats() == reference.stats()
