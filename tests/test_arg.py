@@ -268,7 +268,7 @@ def test_train_ranker_refuses_an_out_it_would_destroy_before_reading_the_store(t
         err = capsys.readouterr().err
         assert says in err and str(out) in err, err
     assert (mine / "notes.txt").read_text() == "mine" and not (store / "scorer").exists() and not (base / "scorer").exists()
-    with pytest.raises(InvalidInputError, match="epochs 0: give a whole number of at least 1"):
+    with pytest.raises(InvalidInputError, match="invalid epochs 0: use a positive integer"):
         train_scorer([Example("q", "Relation: r", 1.0)], tmp_path / "new", epochs=0)
     with pytest.raises(SystemExit):
         main(["arg", "train-ranker", "--dataset", str(questions), "--store", str(store), "--out", str(tmp_path / "new"),

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInputError, KGQAError
+from engine.errors import KGQAError
+from engine.identifiers import positive_int
 from engine.models.device import pick_device
 from engine.models.encoders import default_encoder_path
 from engine.models.run_folder import check_model_folder
@@ -141,9 +142,8 @@ def train_scorer(
 
     if not examples:
         raise KGQAError("no training examples: the dataset gave no gold paths")
-    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(f"{name} {value!r}: give a whole number of at least 1")
+    positive_int(epochs, "epochs")
+    positive_int(batch_size, "batch_size")
     check_scorer_folder(out_dir, base)
     started = time.perf_counter()
     torch.manual_seed(seed)

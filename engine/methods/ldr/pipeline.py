@@ -246,7 +246,8 @@ class LdrMethod(Method):
 
     def _program(self, q: Question) -> Program[Prediction]:
         if not q.topic_entities:
-            return Prediction([], [], Skipped("no topic entity to start from"), "no topic entity to start from")
+            why = "no topic entity to start from"
+            return Prediction([], [], Skipped(why), why)
         r = yield from reasoning(q, self.config)
         ids = [a for a in r.answers if not isinstance(a, Literal)]
         names = (yield NamesOf(tuple(dict.fromkeys(ids)))) if ids else {}
@@ -268,7 +269,7 @@ class LdrMethod(Method):
             scoring=getattr(self.choose, "mode", None),
             **evaluation(q, r),
         )
-        warning = None if shown else why_empty(r, getattr(self.choose, "mode", None))
+        warning = None if shown else why_empty(r, trace.scoring)
         return Prediction([str(a) for a in shown], [term_text(a) for a in r.answers], trace, warning)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
